@@ -1,0 +1,45 @@
+# hctune — build everything, run the tests, run the demo.
+#   make        the allocator builds, the tracer, the replay harness and baselines (build/)
+#   make test   everything above, the C test programs, then the pytest suite
+#   make demo   profile a real program, tune HC to it, emit malloc.c, compare (a few minutes)
+# Each component adds its rules in its own fragment (allocator/, pintool/, allocator/replay/)
+# and appends its products to ALL and its test programs to TEST_BINS.
+
+CC      ?= cc
+PYTHON  ?= python3
+VENV    := .venv
+PY      := $(VENV)/bin/python
+BUILD   := build
+CFLAGS_COMMON := -O2 -g -fPIC -Wall -Wextra -std=gnu11
+ALL       :=
+TEST_BINS :=
+
+.PHONY: all venv test demo clean
+all: venv build-all
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+# The Python package, pinned in pyproject.toml, in a virtualenv of the checkout.
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+include allocator/allocator.mk
+include pintool/pintool.mk
+include allocator/replay/replay.mk
+
+.PHONY: build-all
+build-all: $(ALL)
+
+test: all $(TEST_BINS)
+	$(VENV)/bin/pytest -q -rs tests
+
+demo: all
+	bash bench/demo.sh
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,5 @@
+import sys
+
+from hctune.cli import main
+
+sys.exit(main())

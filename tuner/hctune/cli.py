@@ -1,0 +1,63 @@
+"""The `hctune` command: a thin Click group over the library, one module per command in
+hctune/commands/ (each exports `command`). User mistakes raise HctuneError: one line, exit 2."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+from hctune import __version__, commands
+from hctune.errors import HctuneError
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx):
+        return sorted(self.commands)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hctune")
+@click.option("--db", "db_path", envvar="HCTUNE_DB", default="hctune.db", show_default=True,
+              type=click.Path(dir_okay=False), help="Results database (SQLite file).")
+@click.pass_context
+def cli(ctx: click.Context, db_path: str):
+    """Profile a program's heap, tune the HC allocator to it, emit a tuned malloc.c.
+
+    \b
+      hctune profile ./app args...      record the program's malloc/realloc/free
+      hctune search --objective mem     tune HC to the latest profile
+      hctune emit -o malloc.c           write the tuned allocator; build it into the app
+    """
+    ctx.obj = {"db_path": db_path}
+
+
+for _info in pkgutil.iter_modules(commands.__path__):
+    if not _info.name.startswith("_"):
+        cli.add_command(importlib.import_module(f"hctune.commands.{_info.name}").command)
+
+
+def main(argv=None) -> int:
+    try:
+        cli.main(args=argv, prog_name="hctune", standalone_mode=False)
+    except HctuneError as e:
+        click.echo(f"hctune: error: {e}", err=True)
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("hctune: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("hctune: interrupted", err=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""hctune's own tables in the results database (SQLite by default; Optuna's tables share the file).
+
+Schema changes bump SCHEMA_VERSION and add a step to _MIGRATIONS; old databases are upgraded on
+open. Every write is one transaction, so a crash or Ctrl-C never leaves a half-written row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import socket
+import sqlite3
+from pathlib import Path
+
+from hctune.errors import HctuneError
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS = {
+    1: """
+    CREATE TABLE hc_traces (
+        id INTEGER PRIMARY KEY,
+        path TEXT NOT NULL,          -- absolute path of the trace file
+        sha256 TEXT NOT NULL,        -- content hash: the same file registered twice is one row
+        command TEXT,                -- the traced command line
+        tracer TEXT,                 -- preload | pin | import:text | import:mtrace
+        events INTEGER,
+        size_bytes INTEGER,
+        stats_json TEXT,             -- `hctune stats --json` of the trace, when computed
+        created TEXT NOT NULL,
+        UNIQUE (sha256)
+    );
+    CREATE TABLE hc_builds (
+        key TEXT PRIMARY KEY,        -- hash of the rendered source + compiler + flags
+        setting TEXT NOT NULL,       -- knobs.key() form
+        library TEXT NOT NULL,       -- path of the built .so
+        compiler TEXT, cflags TEXT,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE hc_measurements (
+        id INTEGER PRIMARY KEY,
+        trace_id INTEGER REFERENCES hc_traces(id),
+        allocator TEXT NOT NULL,     -- hc | glibc | jemalloc | mimalloc | tcmalloc | kingsley | path
+        setting TEXT,                -- knobs.key() form for hc, NULL for the others
+        metric TEXT NOT NULL,        -- time | instructions
+        repeat INTEGER,
+        result_json TEXT NOT NULL,   -- the replay's JSON (ops, time_ns_per_op, footprint_bytes...)
+        host TEXT,
+        created TEXT NOT NULL
+    );
+    CREATE INDEX hc_measurements_by_trace ON hc_measurements (trace_id, allocator, setting);
+    CREATE VIEW hc_baselines AS SELECT * FROM hc_measurements WHERE allocator != 'hc';
+    CREATE TABLE hc_studies (
+        name TEXT PRIMARY KEY,
+        objective TEXT NOT NULL,     -- mem | perf | pareto
+        trace_ids TEXT NOT NULL,     -- JSON list of hc_traces.id
+        storage TEXT NOT NULL,       -- the Optuna storage URL
+        options_json TEXT,
+        created TEXT NOT NULL
+    );
+    """,
+}
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Database:
+    """A connection to the results database; use as a context manager or call close()."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise HctuneError(f"database {self.path} is a directory")
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise HctuneError(f"cannot open database {self.path}: {e}") from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.conn.close()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _migrate(self):
+        with self.transaction() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS hc_schema (version INTEGER NOT NULL)")
+            row = c.execute("SELECT version FROM hc_schema").fetchone()
+            version = row[0] if row else 0
+            if version > SCHEMA_VERSION:
+                raise HctuneError(f"database {self.path} has schema {version}, newer than this "
+                                  f"hctune ({SCHEMA_VERSION}); upgrade hctune")
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                for stmt in _MIGRATIONS[v].split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+            if row is None:
+                c.execute("INSERT INTO hc_schema VALUES (?)", (SCHEMA_VERSION,))
+            else:
+                c.execute("UPDATE hc_schema SET version = ?", (SCHEMA_VERSION,))
+
+    # ---- traces ----
+
+    def add_trace(self, path, sha256, command=None, tracer=None, events=None, size_bytes=None,
+                  stats=None) -> int:
+        """Register a trace (idempotent by content hash); returns its id."""
+        path = str(Path(path).resolve())
+        with self.transaction() as c:
+            row = c.execute("SELECT id FROM hc_traces WHERE sha256 = ?", (sha256,)).fetchone()
+            if row:
+                c.execute("UPDATE hc_traces SET path = ? WHERE id = ?", (path, row[0]))
+                return row[0]
+            cur = c.execute(
+                "INSERT INTO hc_traces (path, sha256, command, tracer, events, size_bytes,"
+                " stats_json, created) VALUES (?,?,?,?,?,?,?,?)",
+                (path, sha256, command, tracer, events, size_bytes,
+                 json.dumps(stats, sort_keys=True) if stats is not None else None, now()))
+            return cur.lastrowid
+
+    def set_trace_stats(self, trace_id: int, stats: dict):
+        with self.transaction() as c:
+            c.execute("UPDATE hc_traces SET stats_json = ? WHERE id = ?",
+                      (json.dumps(stats, sort_keys=True), trace_id))
+
+    def trace(self, trace_id: int):
+        return self.conn.execute("SELECT * FROM hc_traces WHERE id = ?", (trace_id,)).fetchone()
+
+    def trace_by_path(self, path):
+        return self.conn.execute("SELECT * FROM hc_traces WHERE path = ? ORDER BY id DESC",
+                                 (str(Path(path).resolve()),)).fetchone()
+
+    def latest_trace(self):
+        """The most recently registered trace, or None."""
+        return self.conn.execute("SELECT * FROM hc_traces ORDER BY id DESC LIMIT 1").fetchone()
+
+    def traces(self):
+        return self.conn.execute("SELECT * FROM hc_traces ORDER BY id").fetchall()
+
+    # ---- builds ----
+
+    def add_build(self, key, setting, library, compiler=None, cflags=None):
+        with self.transaction() as c:
+            c.execute("INSERT OR REPLACE INTO hc_builds VALUES (?,?,?,?,?,?)",
+                      (key, setting, str(library), compiler, cflags, now()))
+
+    def build(self, key):
+        return self.conn.execute("SELECT * FROM hc_builds WHERE key = ?", (key,)).fetchone()
+
+    # ---- measurements ----
+
+    def add_measurement(self, trace_id, allocator, setting, metric, repeat, result: dict) -> int:
+        with self.transaction() as c:
+            cur = c.execute(
+                "INSERT INTO hc_measurements (trace_id, allocator, setting, metric, repeat,"
+                " result_json, host, created) VALUES (?,?,?,?,?,?,?,?)",
+                (trace_id, allocator, setting, metric, repeat,
+                 json.dumps(result, sort_keys=True), socket.gethostname(), now()))
+            return cur.lastrowid
+
+    def measurements(self, trace_id=None, allocator=None, setting=None, metric=None):
+        sql, args = "SELECT * FROM hc_measurements WHERE 1=1", []
+        for col, val in (("trace_id", trace_id), ("allocator", allocator),
+                         ("setting", setting), ("metric", metric)):
+            if val is not None:
+                sql += f" AND {col} = ?"
+                args.append(val)
+        return self.conn.execute(sql + " ORDER BY id", args).fetchall()
+
+    # ---- studies ----
+
+    def add_study(self, name, objective, trace_ids, storage, options=None):
+        with self.transaction() as c:
+            c.execute("INSERT OR IGNORE INTO hc_studies VALUES (?,?,?,?,?,?)",
+                      (name, objective, json.dumps(list(trace_ids)), storage,
+                       json.dumps(options or {}, sort_keys=True), now()))
+
+    def study(self, name):
+        return self.conn.execute("SELECT * FROM hc_studies WHERE name = ?", (name,)).fetchone()
+
+    def latest_study(self):
+        return self.conn.execute("SELECT * FROM hc_studies ORDER BY created DESC, rowid DESC"
+                                 " LIMIT 1").fetchone()
+
+
+def open_db(path) -> Database:
+    return Database(path)

@@ -1,0 +1,21 @@
+"""The one Jinja2 environment: templates/ for pages and malloc.c, allocator/ for the C it inlines."""
+
+import functools
+
+import jinja2
+
+from hctune import paths
+
+
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(paths.TEMPLATES), str(paths.ALLOCATOR)]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=jinja2.select_autoescape(["html"]),
+    )
+
+
+def render(name: str, **context) -> str:
+    return environment().get_template(name).render(**context)
