@@ -1,0 +1,1 @@
+# (rules come with this component)
