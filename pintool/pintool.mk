@@ -1,1 +1,12 @@
-# (rules come with this component)
+# pintool/ — the trace format's C side: the reader library, the LD_PRELOAD tracer, the stats
+# tool, the C test programs of the tracer, and (only with PIN_ROOT=...) the Pin tool.
+HCT_DIR     := pintool
+HCT_HEADERS := $(HCT_DIR)/hctrace.h $(HCT_DIR)/hctrace_varint.h $(HCT_DIR)/hctrace_enc.h
+
+$(BUILD)/hctrace_read.o: $(HCT_DIR)/hctrace_read.c $(HCT_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS_COMMON) -I$(HCT_DIR) -c -o $@ $<
+
+$(BUILD)/libhctrace_read.a: $(BUILD)/hctrace_read.o
+	rm -f $@ && ar rcs $@ $^
+
+ALL += $(BUILD)/libhctrace_read.a

@@ -1,0 +1,326 @@
+/* hctrace_read.c — the C reader of the hctune trace format (build/libhctrace_read.a).
+ *
+ * The file is mapped, its chunk headers indexed once at open (so a truncated or foreign file is
+ * refused up front with one line), then events are decoded lazily.  Chunks are the per-thread
+ * buffers of the tracer; they overlap in seq when several threads allocate, so hct_next merges
+ * them: chunks enter a small min-heap of cursors in first_seq order and the smallest pending
+ * seq is returned next.  A single-threaded trace keeps one cursor and never sifts.
+ * Layout: configs/trace_format.toml, docs/trace-format.md. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hctrace.h"
+#include "hctrace_varint.h"
+
+typedef struct chunk {
+    const uint8_t *pos, *end;   /* payload */
+    uint64_t first_seq, base_time;
+    uint32_t thread, count;
+} chunk;
+
+typedef struct cursor {
+    const chunk *c;
+    const uint8_t *pos;
+    uint32_t left;              /* events not yet decoded */
+    uint64_t prev_seq, prev_ptr, prev_time;
+    hct_event ev;               /* the pending (decoded, not yet returned) event */
+} cursor;
+
+struct hct_reader {
+    const uint8_t *map;
+    size_t len;
+    unsigned flags;
+    uint32_t pid, ppid;
+    uint64_t start_ns, events;
+    char *command;
+    chunk *chunks;
+    size_t nchunks, next_chunk;
+    cursor *heap;
+    size_t nheap, capheap;
+    char err[256];
+};
+
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int by_first_seq(const void *a, const void *b)
+{
+    const chunk *x = a, *y = b;
+    return (x->first_seq > y->first_seq) - (x->first_seq < y->first_seq);
+}
+
+/* Index every chunk header; 0 on success, -1 with err set. */
+static int index_chunks(hct_reader *r, size_t off, const char *path, char *err, size_t errlen)
+{
+    size_t cap = 0;
+    const uint8_t *p = r->map + off, *end = r->map + r->len;
+    while (p < end) {
+        size_t at = (size_t)(p - r->map);
+        uint64_t thread, first, count, plen, base = 0;
+        if (*p++ != HCT_CHUNK_MARKER) {
+            fail(err, errlen, "%s: corrupt trace: no chunk marker at offset %zu", path, at);
+            return -1;
+        }
+        if (!(p = hct_get_varint(p, end, &thread)) || !(p = hct_get_varint(p, end, &first)) ||
+            !(p = hct_get_varint(p, end, &count)) || !(p = hct_get_varint(p, end, &plen)) ||
+            ((r->flags & HCT_FLAG_TIME) && !(p = hct_get_varint(p, end, &base))) ||
+            plen > (uint64_t)(end - p)) {
+            fail(err, errlen, "%s: truncated trace: chunk at offset %zu runs past the end of the "
+                 "file (%zu bytes)", path, at, r->len);
+            return -1;
+        }
+        if (count == 0 || count > plen || thread > UINT32_MAX) {
+            fail(err, errlen, "%s: corrupt trace: bad chunk header at offset %zu", path, at);
+            return -1;
+        }
+        if (r->nchunks == cap) {
+            cap = cap ? 2 * cap : 64;
+            chunk *n = realloc(r->chunks, cap * sizeof *n);
+            if (!n) {
+                fail(err, errlen, "%s: out of memory indexing the trace", path);
+                return -1;
+            }
+            r->chunks = n;
+        }
+        r->chunks[r->nchunks++] = (chunk){p, p + plen, first, base, (uint32_t)thread,
+                                          (uint32_t)count};
+        r->events += count;
+        p += plen;
+    }
+    /* Stable enough: one thread's chunks never share a first_seq. */
+    qsort(r->chunks, r->nchunks, sizeof *r->chunks, by_first_seq);
+    return 0;
+}
+
+hct_reader *hct_open(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fail(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        fail(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    hct_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        close(fd);
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->len = (size_t)st.st_size;
+    if (r->len < HCT_COMMAND_OFFSET) {
+        char head[HCT_MAGIC_LEN] = {0};
+        ssize_t got = pread(fd, head, sizeof head, 0);
+        if (got > 0 && memcmp(head, HCT_MAGIC, (size_t)got) == 0)
+            fail(err, errlen, "%s: truncated trace: %zu bytes, shorter than the header", path,
+                 r->len);
+        else
+            fail(err, errlen, "%s: not an hctune trace (too short: %zu bytes)", path, r->len);
+        close(fd);
+        free(r);
+        return NULL;
+    }
+    r->map = mmap(NULL, r->len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (r->map == MAP_FAILED) {
+        fail(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        free(r);
+        return NULL;
+    }
+    madvise((void *)r->map, r->len, MADV_SEQUENTIAL);
+    const uint8_t *h = r->map;
+    uint32_t hlen = get_u32(h + HCT_HEADER_LEN_OFFSET);
+    uint32_t clen = get_u32(h + HCT_COMMAND_LEN_OFFSET);
+    if (memcmp(h + HCT_MAGIC_OFFSET, HCT_MAGIC, HCT_MAGIC_LEN) != 0) {
+        fail(err, errlen, "%s: not an hctune trace (wrong magic bytes)", path);
+    } else if (get_u16(h + HCT_VERSION_OFFSET) != HCT_VERSION) {
+        fail(err, errlen, "%s: trace format version %u, this reader knows version %u", path,
+             get_u16(h + HCT_VERSION_OFFSET), HCT_VERSION);
+    } else if (hlen < HCT_COMMAND_OFFSET + (uint64_t)clen || hlen > r->len) {
+        fail(err, errlen, "%s: truncated trace: header of %u bytes, file of %zu", path, hlen,
+             r->len);
+    } else {
+        r->flags = get_u16(h + HCT_FLAGS_OFFSET);
+        r->pid = get_u32(h + HCT_PID_OFFSET);
+        r->ppid = get_u32(h + HCT_PPID_OFFSET);
+        r->start_ns = get_u64(h + HCT_START_TIME_OFFSET);
+        r->command = malloc((size_t)clen + 1);
+        if (r->command) {
+            memcpy(r->command, h + HCT_COMMAND_OFFSET, clen);
+            r->command[clen] = 0;
+            if (index_chunks(r, hlen, path, err, errlen) == 0)
+                return r;
+        } else {
+            fail(err, errlen, "out of memory");
+        }
+    }
+    hct_close(r);
+    return NULL;
+}
+
+/* Decode the next event of cursor k into k->ev; 0 ok, -1 corrupt. */
+static int decode(hct_reader *r, cursor *k)
+{
+    const uint8_t *p = k->pos, *end = k->c->end;
+    uint64_t v;
+    if (p >= end)
+        goto corrupt;
+    uint8_t tag = *p++;
+    hct_event *e = &k->ev;
+    e->op = tag & HCT_OP_MASK;
+    if (e->op < HCT_MALLOC || e->op > HCT_MEMALIGN)
+        goto corrupt;
+    uint64_t dseq = tag >> HCT_SEQ_SHIFT;
+    if (dseq == HCT_SEQ_ESCAPE) {
+        if (!(p = hct_get_varint(p, end, &v)))
+            goto corrupt;
+        dseq += v;
+    }
+    e->seq = k->prev_seq + 1 + dseq;
+    if (!(p = hct_get_varint(p, end, &v)))
+        goto corrupt;
+    int64_t d = hct_unzigzag(v);
+    if (tag & HCT_GRANULE_BIT)
+        d = (int64_t)((uint64_t)d << HCT_PTR_GRANULE_SHIFT);
+    e->ptr = k->prev_ptr + (uint64_t)d;
+    e->size = e->old_ptr = e->align = 0;
+    if (e->op != HCT_FREE && !(p = hct_get_varint(p, end, &e->size)))
+        goto corrupt;
+    if (e->op == HCT_REALLOC) {
+        if (!(p = hct_get_varint(p, end, &v)))
+            goto corrupt;
+        e->old_ptr = e->ptr + (uint64_t)hct_unzigzag(v);
+    }
+    if (e->op == HCT_MEMALIGN && !(p = hct_get_varint(p, end, &e->align)))
+        goto corrupt;
+    e->time_ns = 0;
+    if (r->flags & HCT_FLAG_TIME) {
+        if (!(p = hct_get_varint(p, end, &v)))
+            goto corrupt;
+        e->time_ns = k->prev_time = k->prev_time + v;
+    }
+    e->thread = k->c->thread;
+    k->prev_seq = e->seq;
+    k->prev_ptr = e->ptr;
+    k->pos = p;
+    k->left--;
+    if (k->left == 0 && p != end)
+        goto corrupt;
+    return 0;
+corrupt:
+    snprintf(r->err, sizeof r->err, "corrupt trace: bad event in the chunk at offset %zu",
+             (size_t)(k->c->pos - r->map));
+    return -1;
+}
+
+static int less(const cursor *a, const cursor *b) { return a->ev.seq < b->ev.seq; }
+
+static void sift_down(hct_reader *r, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < r->nheap && less(&r->heap[l], &r->heap[m]))
+            m = l;
+        if (l + 1 < r->nheap && less(&r->heap[l + 1], &r->heap[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        cursor t = r->heap[i];
+        r->heap[i] = r->heap[m];
+        r->heap[m] = t;
+        i = m;
+    }
+}
+
+static int push_chunk(hct_reader *r, const chunk *c)
+{
+    if (r->nheap == r->capheap) {
+        size_t cap = r->capheap ? 2 * r->capheap : 16;
+        cursor *n = realloc(r->heap, cap * sizeof *n);
+        if (!n) {
+            snprintf(r->err, sizeof r->err, "out of memory merging thread chunks");
+            return -1;
+        }
+        r->heap = n;
+        r->capheap = cap;
+    }
+    cursor *k = &r->heap[r->nheap];
+    *k = (cursor){.c = c, .pos = c->pos, .left = c->count, .prev_seq = c->first_seq - 1,
+                  .prev_ptr = 0, .prev_time = c->base_time};
+    if (decode(r, k) < 0)
+        return -1;
+    /* sift up */
+    size_t i = r->nheap++;
+    while (i > 0 && less(&r->heap[i], &r->heap[(i - 1) / 2])) {
+        cursor t = r->heap[i];
+        r->heap[i] = r->heap[(i - 1) / 2];
+        r->heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+int hct_next(hct_reader *r, hct_event *ev)
+{
+    if (r->err[0])
+        return -1;
+    while (r->next_chunk < r->nchunks &&
+           (r->nheap == 0 || r->chunks[r->next_chunk].first_seq <= r->heap[0].ev.seq))
+        if (push_chunk(r, &r->chunks[r->next_chunk++]) < 0)
+            return -1;
+    if (r->nheap == 0)
+        return 0;
+    cursor *top = &r->heap[0];
+    *ev = top->ev;
+    if (top->left > 0) {
+        if (decode(r, top) < 0)
+            return -1;
+    } else {
+        r->heap[0] = r->heap[--r->nheap];
+    }
+    sift_down(r, 0);
+    return 1;
+}
+
+const char *hct_error(const hct_reader *r) { return r->err[0] ? r->err : "no error"; }
+const char *hct_command(const hct_reader *r) { return r->command ? r->command : ""; }
+uint32_t hct_pid(const hct_reader *r) { return r->pid; }
+uint32_t hct_ppid(const hct_reader *r) { return r->ppid; }
+uint64_t hct_start_time_ns(const hct_reader *r) { return r->start_ns; }
+unsigned hct_flags(const hct_reader *r) { return r->flags; }
+uint64_t hct_count(const hct_reader *r) { return r->events; }
+
+void hct_close(hct_reader *r)
+{
+    if (!r)
+        return;
+    if (r->map && r->map != MAP_FAILED)
+        munmap((void *)r->map, r->len);
+    free(r->command);
+    free(r->chunks);
+    free(r->heap);
+    free(r);
+}
