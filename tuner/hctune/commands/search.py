@@ -1,0 +1,103 @@
+"""`hctune search`: tune HC to one or more traces with Optuna (a thin layer over hctune.search)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hctune.search import objective as _obj
+from hctune.search import study as _study
+
+
+def _bar(opts: _study.Options, console: Console):
+    prog = Progress(TextColumn("[bold]search[/]"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[best]}"), TextColumn("{task.fields[left]}"),
+                    TimeElapsedColumn(), console=console, transient=False)
+    task = prog.add_task("search", total=opts.trials, best="", left="")
+
+    def update(st, done, target, started):
+        s = _study.summary(st, opts.objective)
+        if opts.objective == "pareto":
+            best = f"front {len(s['front'])}"
+        else:
+            b = s.get(f"best_{opts.objective}")
+            best = f"best {b[opts.objective + '_ratio']:.4f}x glibc" if b else "best -"
+        elapsed = time.monotonic() - started
+        left = []
+        if opts.timeout is not None:
+            left.append(max(0.0, opts.timeout - elapsed))
+        if target is not None and done > 0 and elapsed > 0:
+            ran = max(1, done - update.first)
+            left.append(elapsed / ran * max(0, target - done))
+        prog.update(task, completed=done, best=best,
+                    left=f"~{min(left):.0f}s left" if left else "")
+
+    update.first = None
+
+    def first_call(st, done, target, started):
+        if update.first is None:
+            update.first = done - 1 if done else 0
+        update(st, done, target, started)
+    return prog, first_call
+
+
+@click.command("search")
+@click.argument("traces", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--objective", type=click.Choice(_obj.OBJECTIVES), default="mem", show_default=True,
+              help="mem: least footprint; perf: least time; pareto: keep the front of both.")
+@click.option("--trials", type=int, default=None,
+              help="Finished trials the study should hold (default 50; a re-run resumes).")
+@click.option("--timeout", type=float, default=None, help="Stop after this many seconds.")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Trials run in parallel.")
+@click.option("--study", "study_name", default=None,
+              help="Study name (default: made from the traces, objective, metric and limits).")
+@click.option("--storage", default=None,
+              help="Optuna storage URL (default: the --db SQLite file); postgresql://... lets "
+                   "several machines share one study.")
+@click.option("--max-memory-overhead", type=float, default=None, metavar="PCT",
+              help="Constraint: footprint at most PCT % over glibc on every trace.")
+@click.option("--max-slowdown", type=float, default=None, metavar="PCT",
+              help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
+@click.option("--metric", type=click.Choice(_obj.METRICS), default="time", show_default=True,
+              help="What perf measures: CPU time, or instructions (deterministic).")
+@click.option("--repeat", type=int, default=3, show_default=True,
+              help="Replays per measurement (the median is kept).")
+@click.option("--seed", type=int, default=None, help="Sampler seed (reproducible search).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
+            max_memory_overhead, max_slowdown, metric, repeat, seed, as_json):
+    """Search HC's knobs for the TRACES (default: the latest profile).
+
+    Seeds the study with the paper's settings (Hasan & Chang 2006, Tables 6, 7 and the §5.2
+    guideline), then lets Optuna search. Several traces: the geometric mean of the ratios to
+    glibc is minimised. Interrupted? Run the same command again to resume.
+    """
+    opts = _study.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
+                          jobs=jobs, study=study_name, storage=storage,
+                          max_memory_overhead=max_memory_overhead, max_slowdown=max_slowdown,
+                          seed=seed, repeat=repeat)
+    console = Console(stderr=True)
+    if opts.trials is None and opts.timeout is None:
+        opts.trials = 50
+    prog, update = _bar(opts, console)
+    with prog:
+        result = _study.run(ctx.obj["db_path"], traces, opts, progress=update)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, sort_keys=True))
+        return
+    click.echo(f"study {result['study']}: {result['finished']} finished trials "
+               f"({result['failed']} failed, {result['feasible']} within the limits)")
+    for o in ("mem", "perf"):
+        b = result.get(f"best_{o}")
+        if b:
+            click.echo(f"best {o}: trial {b['trial']}: footprint {b['mem_ratio']:.4f}x glibc, "
+                       f"{metric} {b['perf_ratio']:.4f}x glibc"
+                       + (f" (seed: {b['seed']})" if b.get("seed") else ""))
+            click.echo(f"  {b['setting']}")
+    click.echo("next: hctune best" + (f" --study {result['study']}" if study_name else "")
+               + " | hctune emit -o malloc.c")

@@ -1,0 +1,164 @@
+"""From a setting to the numbers a study minimises.
+
+Each setting is measured on every trace of the study by the replay harness (the trace-driven
+method of Hasan & Chang 2006, §4.4) and compared with glibc on the same trace; with several
+traces the objective is the geometric mean of those ratios, so no trace dominates by its size.
+Measurements are cached in the results database by (trace, allocator, setting, metric): a setting
+measured once is never built or replayed again, and glibc is measured once per trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+
+from hctune import knobs as _knobs
+from hctune.db import Database
+from hctune.errors import HctuneError
+
+MEM_FIELD = "footprint_bytes"                 # HC's own high-water mark (the paper's measure)
+PERF_FIELDS = {"time": "time_ns_per_op", "instructions": "instructions_per_op"}
+OBJECTIVES = ("mem", "perf", "pareto")
+METRICS = tuple(PERF_FIELDS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    id: int
+    path: str
+    sha256: str
+    command: str | None = None
+
+    @classmethod
+    def from_row(cls, row) -> "Trace":
+        return cls(id=row["id"], path=row["path"], sha256=row["sha256"], command=row["command"])
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """One setting on every trace: absolute numbers per trace and the ratios to glibc."""
+    mem: float                 # geometric mean over traces of footprint / glibc footprint
+    perf: float                # the same for time (or instructions) per operation
+    worst_mem: float           # the largest per-trace ratio (what a limit constrains)
+    worst_perf: float
+    per_trace: list[dict]
+    cached: bool               # every measurement came from the database
+
+    def value(self, objective: str):
+        return {"mem": self.mem, "perf": self.perf, "pareto": (self.mem, self.perf)}[objective]
+
+
+def check_choice(objective: str, metric: str):
+    if objective not in OBJECTIVES:
+        raise HctuneError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    if metric not in METRICS:
+        raise HctuneError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _number(result: dict, field: str, what: str) -> float:
+    v = result.get(field)
+    if v is None or not isinstance(v, (int, float)) or v <= 0 or math.isnan(v):
+        raise HctuneError(f"{what}: the replay reported no usable {field} ({v!r})")
+    return float(v)
+
+
+class Evaluator:
+    """Measures settings on a study's traces; safe to share between --jobs threads."""
+
+    def __init__(self, db_path, traces: list[Trace], metric: str = "time", repeat: int = 3,
+                 measure_fn=None):
+        self.db_path = str(db_path)
+        self._measure_fn = measure_fn  # None: hctune.replay.measure (tests may pass their own)
+        self.traces = traces
+        self.metric = metric
+        self.repeat = repeat
+        self._local = threading.local()
+        self._baselines: dict[tuple[int, str], dict] = {}
+        self._lock = threading.Lock()
+
+    def _db(self) -> Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = Database(self.db_path)
+        return db
+
+    def close(self):
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    # ---- measurements, cached in the database ----
+
+    def stored(self, trace: Trace, allocator: str, setting: dict | None):
+        key = _knobs.key(setting) if setting is not None else None
+        rows = self._db().measurements(trace_id=trace.id, allocator=allocator, setting=key,
+                                       metric=self.metric)
+        if setting is None:
+            rows = [r for r in rows if r["setting"] is None]
+        return json.loads(rows[-1]["result_json"]) if rows else None
+
+    def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
+        """(result, cached): a stored measurement, or a new one (built, replayed, stored)."""
+        found = self.stored(trace, allocator, setting)
+        if found is not None:
+            return found, True
+        fn = self._measure_fn
+        if fn is None:
+            from hctune import replay  # the replay harness's library (another part of hctune)
+            fn = replay.measure
+        result = fn(trace.path, allocator=allocator, setting=setting,
+                                repeat=self.repeat, metric=self.metric)
+        self._db().add_measurement(trace.id, allocator,
+                                   _knobs.key(setting) if setting is not None else None,
+                                   self.metric, self.repeat, result)
+        return result, False
+
+    def baseline(self, trace: Trace, allocator: str = "glibc") -> dict:
+        """The allocator's measurement on `trace`, measured once and then reused (from memory
+        within a run, from the database across runs)."""
+        with self._lock:
+            cached = self._baselines.get((trace.id, allocator))
+            if cached is None:
+                cached, _ = self.measure(trace, allocator)
+                self._baselines[(trace.id, allocator)] = cached
+            return cached
+
+    # ---- the objective ----
+
+    def evaluate(self, setting: dict) -> Evaluation:
+        field = PERF_FIELDS[self.metric]
+        rows, all_cached = [], True
+        for t in self.traces:
+            base = self.baseline(t)
+            hc, cached = self.measure(t, "hc", setting)
+            all_cached &= cached
+            mem = _number(hc, MEM_FIELD, "HC") / _number(base, MEM_FIELD, "glibc")
+            perf = _number(hc, field, "HC") / _number(base, field, "glibc")
+            rows.append({"trace_id": t.id, "footprint_bytes": hc[MEM_FIELD], field: hc[field],
+                         "glibc_footprint_bytes": base[MEM_FIELD], f"glibc_{field}": base[field],
+                         "mem_ratio": mem, "perf_ratio": perf})
+        return Evaluation(mem=geomean(r["mem_ratio"] for r in rows),
+                          perf=geomean(r["perf_ratio"] for r in rows),
+                          worst_mem=max(r["mem_ratio"] for r in rows),
+                          worst_perf=max(r["perf_ratio"] for r in rows),
+                          per_trace=rows, cached=all_cached)
+
+
+def constraints(ev: Evaluation, max_memory_overhead: float | None,
+                max_slowdown: float | None) -> list[float]:
+    """Optuna constraint values (feasible when <= 0): the limits in percent over glibc, checked on
+    the worst trace. Empty when no limit is set."""
+    out = []
+    if max_memory_overhead is not None:
+        out.append(ev.worst_mem - (1 + max_memory_overhead / 100))
+    if max_slowdown is not None:
+        out.append(ev.worst_perf - (1 + max_slowdown / 100))
+    return out

@@ -1,0 +1,140 @@
+"""The Optuna search space, made from the `search` field of each knob in configs/knobs.toml.
+
+There is no second list of knobs here: a knob joins the search by its `search` field alone.
+Each searchable knob becomes one Optuna parameter; `params_of` and `setting_of` translate
+between Optuna parameters and a full HC setting, so enqueued seeds and stored trials read back
+the same way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from hctune import knobs as _knobs
+from hctune.errors import HctuneError
+
+# Knobs whose search kind is "fixed" keep this value during a search when the paper gives one:
+# MONITOR is "usually turned off unless statistics are to be collected" (Hasan & Chang 2006,
+# §5.2, and every Table 7 row), so the builds measured are the builds emitted.
+FIXED_IN_SEARCH = {"MONITOR": 0}
+
+
+def _bounds(k: _knobs.Knob):
+    lo = k.search_min if k.search_min is not None else k.min
+    hi = k.search_max if k.search_max is not None else k.max
+    return lo, hi
+
+
+def param_name(k: _knobs.Knob) -> str:
+    """The Optuna parameter that carries knob `k` (named so a reader sees the transform)."""
+    return {"pow2": f"{k.name}_log2", "log_or_zero": f"{k.name}+1"}.get(k.search, k.name)
+
+
+def distribution(k: _knobs.Knob):
+    """The Optuna distribution of knob `k`, or None when it is not searched."""
+    lo, hi = _bounds(k)
+    kind = k.search
+    if kind == "fixed":
+        return None
+    if kind == "choice":
+        if k.type != "bool":
+            raise HctuneError(f"knobs.toml: {k.name}: search 'choice' is for boolean knobs")
+        return CategoricalDistribution([0, 1])
+    if kind == "int":
+        step = k.search_step or k.step or 1
+        # The last grid point must stay inside the legal range.
+        hi = lo + (hi - lo) // step * step
+        return IntDistribution(int(lo), int(hi), step=int(step))
+    if kind == "float":
+        return FloatDistribution(float(lo), float(hi))
+    if kind == "log":
+        return IntDistribution(int(lo), int(hi), log=True)
+    if kind == "pow2":
+        return IntDistribution(math.ceil(math.log2(lo)), math.floor(math.log2(hi)))
+    if kind == "log_or_zero":
+        # Log-uniform over 1..hi+1 shifted down by one: 0 ("never") stays reachable and small
+        # values get as much attention as large ones.
+        return IntDistribution(int(lo) + 1, int(hi) + 1, log=True)
+    raise HctuneError(f"knobs.toml: {k.name}: unknown search kind {kind!r}")
+
+
+def searched() -> dict[str, _knobs.Knob]:
+    """The knobs the search varies, in knobs.toml order."""
+    return {n: k for n, k in _knobs.knobs().items() if k.search != "fixed"}
+
+
+def distributions() -> dict[str, optuna.distributions.BaseDistribution]:
+    """{Optuna parameter name: distribution} for every searched knob."""
+    return {param_name(k): distribution(k) for k in searched().values()}
+
+
+def fixed_values() -> dict:
+    """The values the knobs that are not searched keep during a search."""
+    out = {}
+    for name, k in _knobs.knobs().items():
+        if k.search == "fixed":
+            out[name] = k.check(FIXED_IN_SEARCH.get(name, k.default))
+    return out
+
+
+def _to_param(k: _knobs.Knob, value):
+    if k.search == "pow2":
+        exp = math.log2(value)
+        if not exp.is_integer():
+            raise HctuneError(f"{k.name}={value} is not a power of two")
+        return int(exp)
+    if k.search == "log_or_zero":
+        return int(value) + 1
+    if k.type == "float":
+        return float(value)
+    return int(value)
+
+
+def _from_param(k: _knobs.Knob, value):
+    if k.search == "pow2":
+        return 2 ** int(value)
+    if k.search == "log_or_zero":
+        return int(value) - 1
+    return value
+
+
+def params_of(setting: dict) -> dict:
+    """The Optuna parameters of a full setting (for study.enqueue_trial)."""
+    setting = _knobs.complete(setting)
+    return {param_name(k): _to_param(k, setting[n]) for n, k in searched().items()}
+
+
+def setting_of(params: dict) -> dict:
+    """The full, checked setting of a trial's parameters (fixed knobs take their search value)."""
+    values = dict(fixed_values())
+    for name, k in searched().items():
+        p = param_name(k)
+        if p not in params:
+            raise HctuneError(f"trial has no parameter {p!r}: the study was made with other knobs")
+        values[name] = _from_param(k, params[p])
+    return _knobs.complete(values)
+
+
+def for_search(setting: dict) -> dict:
+    """A setting as the search measures it: fixed knobs set to their search value."""
+    out = _knobs.complete(setting)
+    out.update(fixed_values())
+    return out
+
+
+def suggest(trial: optuna.trial.BaseTrial) -> dict:
+    """Sample one setting in `trial`; returns the full setting."""
+    params = {}
+    for p, dist in distributions().items():
+        if isinstance(dist, CategoricalDistribution):
+            params[p] = trial.suggest_categorical(p, dist.choices)
+        elif isinstance(dist, FloatDistribution):
+            params[p] = trial.suggest_float(p, dist.low, dist.high, log=dist.log)
+        elif dist.log:
+            params[p] = trial.suggest_int(p, dist.low, dist.high, log=True)
+        else:
+            params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
+    return setting_of(params)

@@ -1,0 +1,45 @@
+"""Where a study lives: Optuna's RDB storage, in the results SQLite file by default (Optuna's
+tables beside hctune's hc_* tables) or on a PostgreSQL server that several `hctune search`
+processes on several machines share (Optuna's own distributed mode)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import optuna
+import sqlalchemy.exc
+
+from hctune.errors import HctuneError
+
+# A worker that stops beating (killed, machine lost) has its RUNNING trial failed by the next
+# worker or the next run after this long (Optuna's heartbeat / fail_stale_trials).
+HEARTBEAT_SECONDS = 10
+GRACE_SECONDS = 30
+
+
+def default_url(db_path) -> str:
+    return f"sqlite:///{Path(db_path).resolve()}"
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and the database."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage at `url`, with heartbeats; unreachable or bad URLs -> HctuneError."""
+    if not re.match(r"^(sqlite|postgresql(\+\w+)?|mysql(\+\w+)?)://", url):
+        raise HctuneError(f"storage {redact(url)!r} is not a database URL "
+                          "(sqlite:///file.db or postgresql://user@host/db)")
+    connect = {"timeout": 60} if url.startswith("sqlite") else {"connect_timeout": 10}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs={"connect_args": connect},
+                heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise HctuneError(f"cannot use storage {redact(url)}: {first}") from None

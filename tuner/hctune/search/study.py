@@ -1,0 +1,364 @@
+"""Create or resume a study, run it, and read its results back.
+
+A study is one Optuna study (in the storage of `hctune.search.storage`) plus a row in
+hc_studies naming its traces, objective and options. `--trials N` is the number of finished
+trials the study should hold, so re-running the same command after Ctrl-C or a crash finishes the
+job instead of starting over; every finished trial is already in the storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import socket
+import time
+import warnings
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from hctune import knobs as _knobs
+from hctune.db import Database
+from hctune.errors import HctuneError
+from hctune.search import objective as _obj
+from hctune.search import seeds as _seeds
+from hctune.search import space
+from hctune.search.storage import default_url, open_storage, redact
+
+# Stop after this many trials fail in a row: the harness or the build is broken, not the setting.
+MAX_FAILS_IN_A_ROW = 3
+
+
+@dataclasses.dataclass
+class Options:
+    objective: str = "mem"
+    metric: str = "time"
+    trials: int | None = 50
+    timeout: float | None = None
+    jobs: int = 1
+    study: str | None = None
+    storage: str | None = None
+    max_memory_overhead: float | None = None
+    max_slowdown: float | None = None
+    seed: int | None = None
+    repeat: int = 3
+    sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
+    seeds: bool = True
+
+
+# ---- traces ----
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def register_trace(db: Database, path) -> _obj.Trace:
+    """A trace file named on the command line: checked, registered (idempotent), returned."""
+    p = Path(path)
+    if not p.is_file():
+        raise HctuneError(f"trace {path} does not exist")
+    if p.stat().st_size == 0:
+        raise HctuneError(f"trace {path} is empty")
+    from hctune import trace as _trace  # the trace reader (another part of hctune)
+    with contextlib.closing(_trace.open_trace(p)) as t:
+        first = next(iter(t), None)
+        command = getattr(t, "command", None) or getattr(getattr(t, "header", None),
+                                                         "command", None)
+    if first is None:
+        raise HctuneError(f"trace {path} has no allocation events")
+    row = db.trace_by_path(p)
+    sha = _sha256(p)
+    if row is not None and row["sha256"] == sha:
+        return _obj.Trace.from_row(row)
+    tid = db.add_trace(p, sha, command=command)
+    return _obj.Trace.from_row(db.trace(tid))
+
+
+def resolve_traces(db: Database, paths) -> list[_obj.Trace]:
+    """The named traces, or the latest one profiled when none is named."""
+    if paths:
+        traces = [register_trace(db, p) for p in paths]
+        uniq = {t.id: t for t in traces}
+        return list(uniq.values())
+    row = db.latest_trace()
+    if row is None:
+        raise HctuneError("no trace named and none in the database; run `hctune profile ./app` "
+                          "first or name a trace file")
+    if not Path(row["path"]).is_file():
+        raise HctuneError(f"the latest trace {row['path']} no longer exists; name a trace file")
+    return [_obj.Trace.from_row(row)]
+
+
+# ---- names ----
+
+def default_name(traces, opts: Options) -> str:
+    """Same traces + objective + metric + limits -> same name, so the same command resumes."""
+    digest = hashlib.sha256(",".join(sorted(t.sha256 for t in traces)).encode()).hexdigest()[:12]
+    name = f"{opts.objective}-{opts.metric}-{digest}"
+    if opts.max_memory_overhead is not None:
+        name += f"-mem{opts.max_memory_overhead:g}"
+    if opts.max_slowdown is not None:
+        name += f"-slow{opts.max_slowdown:g}"
+    if opts.sampler != "tpe":
+        name += f"-{opts.sampler}"
+    return name
+
+
+# ---- samplers and constraints ----
+
+def _constraints_func(frozen):
+    return frozen.user_attrs.get("constraints", [])
+
+
+def make_sampler(opts: Options, constrained: bool):
+    cf = _constraints_func if constrained else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if opts.sampler == "random":
+            return optuna.samplers.RandomSampler(seed=opts.seed)
+        if opts.objective == "pareto":
+            # NSGA-II keeps the front; a small population so generations turn over within
+            # the few dozen trials a search usually gets.
+            pop = max(8, min(50, (opts.trials or 50) // 4))
+            return optuna.samplers.NSGAIISampler(population_size=pop, seed=opts.seed,
+                                                 constraints_func=cf)
+        # constant_liar: parallel workers (--jobs, several machines) do not all pick one point.
+        return optuna.samplers.TPESampler(seed=opts.seed, multivariate=True,
+                                          constant_liar=True, constraints_func=cf)
+
+
+def directions(objective: str):
+    return ["minimize", "minimize"] if objective == "pareto" else ["minimize"]
+
+
+# ---- seeds ----
+
+_ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
+
+
+def enqueue_seeds(study: optuna.Study, objective: str) -> int:
+    """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet.
+    Failed ones are queued again: a seed interrupted by Ctrl-C still gets measured."""
+    have = {_knobs.key(space.setting_of(t.params if t.params else
+                                        t.system_attrs.get("fixed_params", {})))
+            for t in study.get_trials(deepcopy=False, states=_ACTIVE)
+            if t.params or t.system_attrs.get("fixed_params")}
+    n = 0
+    for label, setting in _seeds.seeds(objective):
+        if _knobs.key(setting) in have:
+            continue
+        study.enqueue_trial(space.params_of(setting), user_attrs={"seed": label})
+        n += 1
+    return n
+
+
+# ---- running ----
+
+def _worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def make_objective(ev: _obj.Evaluator, opts: Options):
+    def objective(trial: optuna.Trial):
+        with warnings.catch_warnings():
+            # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
+            warnings.filterwarnings("ignore", message="Fixed parameter")
+            setting = space.suggest(trial)
+        trial.set_user_attr("setting", _knobs.key(setting))
+        trial.set_user_attr("worker", _worker())
+        try:
+            e = ev.evaluate(setting)
+        except Exception as err:
+            trial.set_user_attr("error", str(err).splitlines()[0] if str(err) else repr(err))
+            raise
+        trial.set_user_attr("mem", e.mem)
+        trial.set_user_attr("perf", e.perf)
+        trial.set_user_attr("per_trace", e.per_trace)
+        trial.set_user_attr("cached", e.cached)
+        trial.set_user_attr("constraints", _obj.constraints(e, opts.max_memory_overhead,
+                                                             opts.max_slowdown))
+        return e.value(opts.objective)
+    return objective
+
+
+def count_finished(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def open_study(db: Database, name: str, storage_url: str, opts: Options | None = None,
+               create: bool = False) -> optuna.Study:
+    storage = open_storage(storage_url)
+    sampler = make_sampler(opts, constrained=bool(
+        opts.max_memory_overhead is not None or opts.max_slowdown is not None)) if opts else None
+    if create:
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                   directions=directions(opts.objective), load_if_exists=True)
+    try:
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    except KeyError:
+        raise HctuneError(f"study {name!r} is not in storage {redact(storage_url)}") from None
+
+
+def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
+        measure_fn=None) -> dict:
+    """`hctune search`: create or resume the study and run it until it holds `opts.trials`
+    finished trials or `opts.timeout` seconds pass. `progress(study, done, target, started)` is
+    called after every trial (the CLI draws its bar with it); `measure_fn` replaces
+    hctune.replay.measure (unit tests). Returns `summary(...)`."""
+    opts = opts or Options()
+    _obj.check_choice(opts.objective, opts.metric)
+    if opts.trials is not None and opts.trials < 1:
+        raise HctuneError("--trials must be at least 1")
+    if opts.jobs < 1:
+        raise HctuneError("--jobs must be at least 1")
+    for what, v in (("--max-memory-overhead", opts.max_memory_overhead),
+                    ("--max-slowdown", opts.max_slowdown)):
+        if v is not None and v < 0:
+            raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
+    if opts.trials is None and opts.timeout is None:
+        opts.trials = 50
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with Database(db_path) as db:
+        traces = resolve_traces(db, trace_paths)
+        name = opts.study or default_name(traces, opts)
+        url = opts.storage or default_url(db_path)
+        old = db.study(name)
+        if old is not None and (old["objective"] != opts.objective
+                                or json.loads(old["trace_ids"]) != [t.id for t in traces]):
+            raise HctuneError(f"study {name!r} exists with objective {old['objective']} on traces "
+                              f"{old['trace_ids']}; choose another --study name")
+        study = open_study(db, name, url, opts, create=True)
+        stored_obj = study.user_attrs.get("objective")
+        if stored_obj is not None and stored_obj != opts.objective:
+            raise HctuneError(f"study {name!r} in the storage optimises {stored_obj}, "
+                              f"not {opts.objective}; choose another --study name")
+        if stored_obj is None:
+            study.set_user_attr("objective", opts.objective)
+            study.set_user_attr("metric", opts.metric)
+            study.set_user_attr("traces", [t.sha256 for t in traces])
+        db.add_study(name, opts.objective, [t.id for t in traces], redact(url),
+                     {"metric": opts.metric, "max_memory_overhead": opts.max_memory_overhead,
+                      "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
+                      "sampler": opts.sampler})
+    ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
+                        measure_fn=measure_fn)
+    try:
+        for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
+            ev.baseline(t)
+        if opts.seeds and opts.sampler == "tpe":
+            enqueue_seeds(study, opts.objective)
+        _optimize(study, ev, opts, progress)
+    finally:
+        ev.close()
+    return summary(study, opts.objective)
+
+
+def _optimize(study, ev, opts: Options, progress):
+    target = opts.trials
+    started = time.monotonic()
+    fails = {"row": 0, "last": None}
+
+    def after_trial(st: optuna.Study, frozen):
+        if frozen.state == TrialState.FAIL:
+            fails["row"] += 1
+            fails["last"] = frozen.user_attrs.get("error", "unknown error")
+            if fails["row"] >= MAX_FAILS_IN_A_ROW:
+                st.stop()
+        elif frozen.state == TrialState.COMPLETE:
+            fails["row"] = 0
+        done = count_finished(st)
+        if target is not None and done >= target:
+            st.stop()
+        if progress:
+            progress(st, done, target, started)
+
+    done = count_finished(study)
+    if target is not None and done >= target:
+        if progress:
+            progress(study, done, target, started)
+        return
+    # Each worker runs at most what is missing; the callback stops it earlier once the study as
+    # a whole (all workers, all machines) holds `target` finished trials.
+    study.optimize(make_objective(ev, opts),
+                   n_trials=None if target is None else target - done,
+                   timeout=opts.timeout, n_jobs=opts.jobs, catch=(Exception,),
+                   callbacks=[after_trial], gc_after_trial=False)
+    if fails["row"] >= MAX_FAILS_IN_A_ROW:
+        raise HctuneError(f"{MAX_FAILS_IN_A_ROW} trials failed in a row; last error: "
+                          f"{fails['last']}")
+
+
+# ---- reading results ----
+
+def feasible(frozen) -> bool:
+    return all(c <= 0 for c in frozen.user_attrs.get("constraints", []))
+
+
+def finished(study: optuna.Study) -> list:
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if "mem" in t.user_attrs]
+
+
+def choose(study: optuna.Study, objective: str):
+    """The trial to use for `objective` (mem|perf): the lowest ratio to glibc among feasible
+    finished trials (earliest on ties); None when there is none."""
+    trials = [t for t in finished(study) if feasible(t)]
+    if not trials:
+        return None
+    return min(trials, key=lambda t: (t.user_attrs[objective], t.number))
+
+
+def pareto_front(study: optuna.Study) -> list:
+    """Feasible finished trials not dominated in (mem, perf)."""
+    pts = [t for t in finished(study) if feasible(t)]
+    front = []
+    for t in pts:
+        a = (t.user_attrs["mem"], t.user_attrs["perf"])
+        if not any((u.user_attrs["mem"], u.user_attrs["perf"]) != a
+                   and u.user_attrs["mem"] <= a[0] and u.user_attrs["perf"] <= a[1]
+                   for u in pts):
+            front.append(t)
+    return sorted(front, key=lambda t: t.user_attrs["mem"])
+
+
+def summary(study: optuna.Study, objective: str) -> dict:
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    out = {"study": study.study_name, "objective": objective,
+           "finished": states.count(TrialState.COMPLETE),
+           "failed": states.count(TrialState.FAIL),
+           "feasible": sum(1 for t in finished(study) if feasible(t))}
+    picks = ("mem", "perf") if objective == "pareto" else (objective,)
+    for o in picks:
+        best = choose(study, o)
+        out[f"best_{o}"] = None if best is None else {
+            "trial": best.number, "mem_ratio": best.user_attrs["mem"],
+            "perf_ratio": best.user_attrs["perf"], "setting": best.user_attrs["setting"],
+            "seed": best.user_attrs.get("seed")}
+    if objective == "pareto":
+        out["front"] = [t.number for t in pareto_front(study)]
+    return out
+
+
+def load(db: Database, name: str | None):
+    """(hc_studies row, optuna.Study) for `name`, or for the latest study when None."""
+    row = db.study(name) if name else db.latest_study()
+    if row is None:
+        if name:
+            known = [r["name"] for r in db.conn.execute("SELECT name FROM hc_studies")]
+            raise HctuneError(f"no study named {name!r}"
+                              + (f"; known: {', '.join(known)}" if known else
+                                 "; run `hctune search` first"))
+        raise HctuneError("no study in the database; run `hctune search` first")
+    url = row["storage"]
+    if "***" in url:
+        raise HctuneError(f"study {row['name']} lives in {url}; its password is not stored, "
+                          "pass --storage")
+    return row, open_study(db, row["name"], url)
