@@ -1,1 +1,29 @@
-# (rules come with this component)
+# allocator/replay/ — the replay harness (build/hcreplay), the Kingsley power-of-two baseline
+# (build/libkingsley.so, the paper's CK) and the bump allocator that measures the harness's own
+# overhead (build/libhcbump.so).  Every allocator runs in the same hcreplay, via LD_PRELOAD.
+RPL_DIR  := allocator/replay
+RPL_SRCS := $(RPL_DIR)/hcreplay_main.c $(RPL_DIR)/hcreplay_load.c $(RPL_DIR)/hcreplay_loop.c \
+            $(RPL_DIR)/hcreplay_mem.c $(RPL_DIR)/hcreplay_hc.c
+RPL_HDRS := $(RPL_DIR)/hcreplay.h $(RPL_DIR)/hcreplay_hc.h $(wildcard allocator/hc/hc_stats.h) \
+            pintool/hctrace.h
+
+# -fno-builtin-malloc etc.: the loop must really call the allocator, never have a
+# malloc/free pair folded away by the compiler.
+$(BUILD)/hcreplay: $(RPL_SRCS) $(RPL_HDRS) $(BUILD)/libhctrace_read.a | $(BUILD)
+	$(CC) $(CFLAGS_COMMON) -fno-builtin -I$(RPL_DIR) -Ipintool -Iallocator/hc \
+	  -o $@ $(RPL_SRCS) $(BUILD)/libhctrace_read.a -ldl
+
+$(BUILD)/libkingsley.so: $(RPL_DIR)/kingsley.c | $(BUILD)
+	$(CC) $(CFLAGS_COMMON) -shared -o $@ $< -lpthread
+
+$(BUILD)/libhcbump.so: $(RPL_DIR)/bump.c | $(BUILD)
+	$(CC) $(CFLAGS_COMMON) -shared -o $@ $<
+
+ALL += $(BUILD)/hcreplay $(BUILD)/libkingsley.so $(BUILD)/libhcbump.so
+
+# C test programs: the malloc API of the Kingsley baseline, run under LD_PRELOAD by pytest.
+$(BUILD)/tests/replay_malloc_api: tests/c/replay_malloc_api.c | $(BUILD)
+	mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS_COMMON) -fno-builtin -o $@ $< -lpthread
+
+TEST_BINS += $(BUILD)/tests/replay_malloc_api

@@ -1,0 +1,39 @@
+/* Reading HC's statistics (allocator/hc/hc_stats.h) when HC is the malloc of this process. */
+#define _GNU_SOURCE
+#include "hcreplay_hc.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+
+#if __has_include("hc_stats.h")
+#include "hc_stats.h"
+#define HCR_HAVE_HC_STATS 1
+#else
+#define HCR_HAVE_HC_STATS 0
+#endif
+
+#if HCR_HAVE_HC_STATS
+static struct hc_stats last;
+
+int hcr_hc_read(struct hcr_hc *out)
+{
+    int (*get)(struct hc_stats *) = (int (*)(struct hc_stats *))dlsym(RTLD_DEFAULT, "hc_stats_get");
+    if (!get || get(&last) != 0)
+        return 0;
+    out->footprint_max = HCR_HC_FOOTPRINT_MAX(last);
+    return 1;
+}
+
+void hcr_hc_json(void (*put)(const char *fmt, ...))
+{
+    HCR_HC_JSON(last, put);
+}
+#else
+int hcr_hc_read(struct hcr_hc *out)
+{
+    (void)out;
+    return 0; /* built without allocator/hc/hc_stats.h: HC's footprint cannot be read */
+}
+
+void hcr_hc_json(void (*put)(const char *fmt, ...)) { put("null"); }
+#endif

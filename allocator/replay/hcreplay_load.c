@@ -1,0 +1,355 @@
+/* Trace -> compact op array with dense object ids (DESIGN §3: "the replay side turns pointer
+ * tags into dense object ids once, so replay never hashes").
+ *
+ * Pointers are mapped to slots with an open-addressing table that exists only while loading.
+ * Slots are recycled through a free-id stack, so the slot array is as long as the most objects
+ * ever live at once, not the number of allocations: the replay loop touches little memory of
+ * its own.  All of it is mmap'd, so the allocator under test never sees the harness. */
+#define _GNU_SOURCE
+#include "hcreplay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "hctrace.h"
+
+/* ---- growable mmap'd arrays ---- */
+
+void *hcr_map(size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 1;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void hcr_unmap(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes ? bytes : 1);
+}
+
+/* Double *cap (elements of elem bytes) and move the array; 0 on success. */
+static int grow(void **arr, size_t *cap, size_t elem)
+{
+    size_t ncap = *cap ? *cap * 2 : 4096;
+    void *p = *arr ? mremap(*arr, *cap * elem, ncap * elem, MREMAP_MAYMOVE)
+                   : mmap(NULL, ncap * elem, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- pointer -> slot table (linear probing, backward-shift deletion: no tombstones) ---- */
+
+struct ptab {
+    uint64_t *keys; /* 0 = empty (malloc never returns NULL for a live object) */
+    uint32_t *vals;
+    size_t cap, n; /* cap is a power of two */
+};
+
+static size_t hash_ptr(uint64_t p, size_t mask)
+{
+    return (size_t)(((p >> 4) * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+}
+
+static int ptab_init(struct ptab *t, size_t cap)
+{
+    t->cap = cap;
+    t->n = 0;
+    t->keys = hcr_map(cap * sizeof *t->keys);
+    t->vals = hcr_map(cap * sizeof *t->vals);
+    return t->keys && t->vals ? 0 : -1;
+}
+
+static void ptab_free(struct ptab *t)
+{
+    hcr_unmap(t->keys, t->cap * sizeof *t->keys);
+    hcr_unmap(t->vals, t->cap * sizeof *t->vals);
+}
+
+/* Index of key, or of the empty cell where it would go. */
+static size_t ptab_find(const struct ptab *t, uint64_t key)
+{
+    size_t mask = t->cap - 1, i = hash_ptr(key, mask);
+    while (t->keys[i] && t->keys[i] != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int ptab_put(struct ptab *t, uint64_t key, uint32_t val);
+
+static int ptab_rehash(struct ptab *t)
+{
+    struct ptab old = *t;
+    if (ptab_init(t, old.cap * 2))
+        return -1;
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.keys[i])
+            ptab_put(t, old.keys[i], old.vals[i]);
+    ptab_free(&old);
+    return 0;
+}
+
+static int ptab_put(struct ptab *t, uint64_t key, uint32_t val)
+{
+    if ((t->n + 1) * 2 > t->cap && ptab_rehash(t))
+        return -1;
+    size_t i = ptab_find(t, key);
+    if (!t->keys[i])
+        t->n++;
+    t->keys[i] = key;
+    t->vals[i] = val;
+    return 0;
+}
+
+static void ptab_del(struct ptab *t, size_t i)
+{
+    size_t mask = t->cap - 1, j = i;
+    t->keys[i] = 0;
+    t->n--;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!t->keys[j])
+            return;
+        size_t home = hash_ptr(t->keys[j], mask);
+        /* move keys[j] back into the hole at i unless its home lies cyclically in (i, j] */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            t->keys[i] = t->keys[j];
+            t->vals[i] = t->vals[j];
+            t->keys[j] = 0;
+            i = j;
+        }
+    }
+}
+
+/* ---- the loader ---- */
+
+struct loader {
+    struct hcr_trace *t;
+    size_t ops_cap;
+    struct ptab live;
+    uint32_t *free_ids; /* recycled slots */
+    size_t n_free, free_cap;
+    uint64_t *slot_size; /* requested bytes of each live slot, for max live bytes */
+    size_t size_cap;
+    uint64_t live_bytes, live_objects;
+    uint64_t tids[64];
+    size_t n_tids;
+};
+
+static int emit(struct loader *L, unsigned op, uint32_t slot, uint64_t size, unsigned align_log2)
+{
+    struct hcr_trace *t = L->t;
+    if (t->n_ops == L->ops_cap && grow((void **)&t->ops, &L->ops_cap, sizeof *t->ops))
+        return -1;
+    struct hcr_rop *r = &t->ops[t->n_ops++];
+    r->op = op;
+    r->slot = slot;
+    r->size = size;
+    r->align_log2 = align_log2;
+    r->pad = 0;
+    return 0;
+}
+
+static int new_slot(struct loader *L, uint32_t *slot)
+{
+    struct hcr_trace *t = L->t;
+    if (L->n_free) {
+        *slot = L->free_ids[--L->n_free];
+    } else {
+        if (t->n_slots >= UINT32_MAX)
+            return -1;
+        *slot = (uint32_t)t->n_slots++;
+        if (*slot >= L->size_cap && grow((void **)&L->slot_size, &L->size_cap, sizeof(uint64_t)))
+            return -1;
+    }
+    return 0;
+}
+
+static int release_slot(struct loader *L, uint32_t slot)
+{
+    if (L->n_free == L->free_cap && grow((void **)&L->free_ids, &L->free_cap, sizeof(uint32_t)))
+        return -1;
+    L->free_ids[L->n_free++] = slot;
+    L->live_bytes -= L->slot_size[slot];
+    L->live_objects--;
+    return 0;
+}
+
+static void note_live(struct loader *L, uint32_t slot, uint64_t size)
+{
+    L->slot_size[slot] = size;
+    L->live_bytes += size;
+    if (L->live_bytes > L->t->max_live_bytes)
+        L->t->max_live_bytes = L->live_bytes;
+    if (L->live_objects > L->t->max_live_objects)
+        L->t->max_live_objects = L->live_objects;
+}
+
+static void note_thread(struct loader *L, uint64_t tid)
+{
+    for (size_t i = 0; i < L->n_tids; i++)
+        if (L->tids[i] == tid)
+            return;
+    if (L->n_tids < sizeof L->tids / sizeof *L->tids)
+        L->tids[L->n_tids++] = tid;
+    L->t->threads++;
+}
+
+static unsigned log2_ceil(uint64_t a)
+{
+    unsigned k = 0;
+    while (k < 63 && (1ull << k) < a)
+        k++;
+    return k;
+}
+
+/* Take a new object at ptr: if the address is still live in the trace, the program freed it
+ * through a path the tracer did not see; free it here too so replay stays consistent. */
+static int bind(struct loader *L, uint64_t ptr, uint64_t size, uint32_t *slot)
+{
+    size_t i = ptab_find(&L->live, ptr);
+    if (L->live.keys[i]) {
+        uint32_t old = L->live.vals[i];
+        ptab_del(&L->live, i);
+        if (emit(L, HCR_FREE, old, 0, 0) || release_slot(L, old))
+            return -1;
+        L->t->repaired++;
+    }
+    if (new_slot(L, slot) || ptab_put(&L->live, ptr, *slot))
+        return -1;
+    L->live_objects++;
+    note_live(L, *slot, size);
+    return 0;
+}
+
+static int add_event(struct loader *L, const hct_event *ev)
+{
+    uint64_t ptr = (uint64_t)ev->ptr, size = (uint64_t)ev->size;
+    uint32_t slot;
+    size_t i;
+    if (size >> 48)
+        size = (1ull << 48) - 1; /* a request no allocator can meet; replay still asks for it */
+    note_thread(L, (uint64_t)ev->thread);
+    switch (ev->op) {
+    case HCT_MALLOC:
+    case HCT_CALLOC:
+    case HCT_MEMALIGN:
+        if (!ptr)
+            return 0; /* the call failed in the program: nothing was allocated */
+        if (bind(L, ptr, size, &slot))
+            return -1;
+        if (ev->op == HCT_MEMALIGN)
+            return emit(L, HCR_MEMALIGN, slot, size, log2_ceil((uint64_t)ev->align));
+        return emit(L, ev->op == HCT_MALLOC ? HCR_MALLOC : HCR_CALLOC, slot, size, 0);
+    case HCT_FREE:
+        if (!ptr)
+            return 0;
+        i = ptab_find(&L->live, ptr);
+        if (!L->live.keys[i]) {
+            L->t->skipped++; /* allocated before tracing began, or by an untraced path */
+            return 0;
+        }
+        slot = L->live.vals[i];
+        ptab_del(&L->live, i);
+        return emit(L, HCR_FREE, slot, 0, 0) || release_slot(L, slot) ? -1 : 0;
+    case HCT_REALLOC: {
+        uint64_t old = (uint64_t)ev->old_ptr;
+        int have_old = 0;
+        if (old) {
+            i = ptab_find(&L->live, old);
+            have_old = L->live.keys[i] != 0;
+            if (!have_old)
+                L->t->skipped++;
+        }
+        if (!have_old) {
+            if (!ptr)
+                return 0;
+            /* realloc(NULL, n), or of an object we never saw: a fresh object */
+            if (bind(L, ptr, size, &slot))
+                return -1;
+            return emit(L, HCR_REALLOC, slot, size, 0);
+        }
+        slot = L->live.vals[i];
+        if (!ptr) {
+            if (size)
+                return 0; /* failed: the old block stays as it was */
+            /* realloc(p, 0) that freed p: replay it as free, the same for every allocator */
+            ptab_del(&L->live, i);
+            return emit(L, HCR_FREE, slot, 0, 0) || release_slot(L, slot) ? -1 : 0;
+        }
+        ptab_del(&L->live, i);
+        i = ptab_find(&L->live, ptr);
+        if (L->live.keys[i]) { /* new address still live in the trace: implicit free */
+            uint32_t other = L->live.vals[i];
+            ptab_del(&L->live, i);
+            if (emit(L, HCR_FREE, other, 0, 0) || release_slot(L, other))
+                return -1;
+            L->t->repaired++;
+        }
+        if (ptab_put(&L->live, ptr, slot))
+            return -1;
+        L->live_bytes -= L->slot_size[slot];
+        note_live(L, slot, size);
+        return emit(L, HCR_REALLOC, slot, size, 0);
+    }
+    default:
+        return 1; /* unknown op */
+    }
+}
+
+int hcr_load(const char *path, struct hcr_trace *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    hct_reader *r = hct_open(path, err, errlen);
+    if (!r)
+        return -1;
+    const char *cmd = hct_command(r);
+    snprintf(t->command, sizeof t->command, "%s", cmd ? cmd : "");
+
+    struct loader L = {.t = t};
+    int rc = 0;
+    if (ptab_init(&L.live, 1 << 16)) {
+        snprintf(err, errlen, "out of memory loading %s", path);
+        hct_close(r);
+        return -1;
+    }
+    hct_event ev;
+    int got;
+    while ((got = hct_next(r, &ev)) == 1) {
+        t->events++;
+        int e = add_event(&L, &ev);
+        if (e < 0) {
+            snprintf(err, errlen, "out of memory loading %s", path);
+            rc = -1;
+            break;
+        }
+        if (e > 0) {
+            snprintf(err, errlen, "%s: event %llu has unknown op %d", path,
+                     (unsigned long long)t->events, (int)ev.op);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && got < 0) {
+        const char *msg = hct_error(r);
+        snprintf(err, errlen, "%s", msg && *msg ? msg : "corrupt trace");
+        rc = -1;
+    }
+    hct_close(r);
+    ptab_free(&L.live);
+    hcr_unmap(L.free_ids, L.free_cap * sizeof(uint32_t));
+    hcr_unmap(L.slot_size, L.size_cap * sizeof(uint64_t));
+    if (rc == 0 && t->n_ops == 0) {
+        snprintf(err, errlen, "%s: the trace has no allocations to replay", path);
+        rc = -1;
+    }
+    return rc;
+}
