@@ -1,0 +1,68 @@
+"""Randomized stress (tests/c/hc_stress.c) over every policy combination of HC.
+
+Every combination of the four boolean policies — SPLIT (§3.6), COALESCE (§3.7), COALESCE_QL
+(§3.8), COALESCE_IN_FREE (§3.11) — times QL_HIGH in {16, 72, 256, 1016} (§3.4, §3.10) is built
+with the debug checks on (the whole heap and every list are checked after each call) and run
+for a few seconds of mixed calls. The release build of a few presets then runs ~a million calls.
+glibc runs the same program first, as the reference the test itself is right.
+"""
+
+import itertools
+import re
+import subprocess
+
+import pytest
+
+from conftest import build_hc_libraries, preload_env
+from hctune import knobs
+
+POLICIES = ["SPLIT", "COALESCE", "COALESCE_QL", "COALESCE_IN_FREE"]
+QL_HIGHS = [16, 72, 256, 1016]
+MATRIX = [dict(zip(POLICIES, bits), QL_HIGH=ql)
+          for ql in QL_HIGHS for bits in itertools.product((0, 1), repeat=len(POLICIES))]
+# Debug runs: the heap walk after each call is O(heap), so a few hundred live blocks and tens of
+# thousands of calls keep each run to seconds while still reaching every path.
+DEBUG_OPS, DEBUG_SLOTS = 20_000, 300
+RELEASE_OPS, RELEASE_SLOTS = 1_000_000, 2000
+
+
+def ident(setting):
+    return "ql{QL_HIGH}-s{SPLIT}c{COALESCE}q{COALESCE_QL}f{COALESCE_IN_FREE}".format(**setting)
+
+
+def run_stress(program, library, ops, seed, slots, timeout=120):
+    res = subprocess.run([str(program), str(ops), str(seed), str(slots)], capture_output=True,
+                         text=True, timeout=timeout, env=preload_env(library))
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}{res.stderr[-3000:]}"
+    assert re.fullmatch(rf"ok ops={ops} allocs=\d+ reallocs=\d+ frees=\d+\n", res.stdout), res.stdout
+    return res
+
+
+@pytest.fixture(scope="module")
+def debug_libraries():
+    """All matrix settings built once (two at a time), keyed by their test id."""
+    settings = [knobs.complete(dict(knobs.preset("generic"), **m)) for m in MATRIX]
+    return dict(zip(map(ident, MATRIX), build_hc_libraries(settings, debug=True)))
+
+
+def test_stress_glibc_reference(c_program):
+    run_stress(c_program("hc_stress"), None, RELEASE_OPS, 1, RELEASE_SLOTS)
+
+
+@pytest.mark.parametrize("setting", MATRIX, ids=ident)
+def test_stress_debug_matrix(c_program, debug_libraries, setting):
+    seed = MATRIX.index(setting) + 1
+    run_stress(c_program("hc_stress"), debug_libraries[ident(setting)], DEBUG_OPS, seed,
+               DEBUG_SLOTS)
+
+
+@pytest.mark.parametrize("preset", ["generic", "p2c-mem", "p2c-perf", "gawk-mem"])
+def test_stress_release(c_program, hc_library, preset):
+    """Table 6 and a spread of Table 7 rows (Hasan & Chang 2006), optimised, a million calls."""
+    library = hc_library(knobs.preset(preset))
+    run_stress(c_program("hc_stress"), library, RELEASE_OPS, 7, RELEASE_SLOTS)
+
+
+def test_stress_made_debug_library(c_program, hcmalloc_debug_so):
+    """The debug library `make` builds, with a larger live set than the matrix runs."""
+    run_stress(c_program("hc_stress"), hcmalloc_debug_so, 10_000, 99, 2000)
