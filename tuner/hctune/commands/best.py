@@ -1,0 +1,69 @@
+"""`hctune best`: the setting a study chose, with its numbers against glibc and generic."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hctune.search import results
+
+
+def _fmt_bytes(n):
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _fmt(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+def show(r: dict, console: Console):
+    perf = "instructions_per_op" if r["metric"] == "instructions" else "time_ns_per_op"
+    console.print(f"study [bold]{r['study']}[/] ({r['study_objective']}), best for "
+                  f"[bold]{r['objective']}[/]: trial {r['trial']}"
+                  + (f" (seed: {r['seed']})" if r["seed"] else ""))
+    changed = ", ".join(f"{k}={v}" for k, v in r["changed_from_generic"].items()) or "none"
+    console.print(f"changed from generic (Table 6): {changed}")
+    for e in r["traces"]:
+        t = Table(title=e["command"] or e["trace"], title_justify="left")
+        for col in ("", "footprint", "vs glibc", "vs generic", perf.replace("_", " "),
+                    "vs glibc", "vs generic"):
+            t.add_column(col, justify="right" if col else "left")
+        for who in ("tuned", "generic", "glibc"):
+            n = e[who]
+            fp_g = n["footprint_bytes"] / e["glibc"]["footprint_bytes"] \
+                if n["footprint_bytes"] and e["glibc"]["footprint_bytes"] else None
+            fp_n = n["footprint_bytes"] / e["generic"]["footprint_bytes"] \
+                if n["footprint_bytes"] and e["generic"]["footprint_bytes"] else None
+            p_g = n[perf] / e["glibc"][perf] if n[perf] and e["glibc"][perf] else None
+            p_n = n[perf] / e["generic"][perf] if n[perf] and e["generic"][perf] else None
+            t.add_row(who, _fmt_bytes(n["footprint_bytes"]), _fmt(fp_g), _fmt(fp_n),
+                      _fmt(n[perf]), _fmt(p_g), _fmt(p_n))
+        console.print(t)
+    if len(r["traces"]) > 1:
+        g = r["geomean"]
+        console.print(f"geometric mean, tuned vs glibc: footprint {_fmt(g['glibc']['footprint'])}"
+                      f"x, {perf} {_fmt(g['glibc'][perf])}x; vs generic: footprint "
+                      f"{_fmt(g['generic']['footprint'])}x, {perf} {_fmt(g['generic'][perf])}x")
+
+
+@click.command("best")
+@click.option("--study", "study_name", default=None, help="Study name (default: the latest).")
+@click.option("--objective", type=click.Choice(["mem", "perf"]), default=None,
+              help="Which best (default: the study's objective; mem for a pareto study).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def command(ctx, study_name, objective, as_json):
+    """Show the best setting of a study: footprint and time, against glibc and generic."""
+    r = results.best(ctx.obj["db_path"], study_name, objective)
+    if as_json:
+        click.echo(json.dumps(r, indent=2, sort_keys=True))
+    else:
+        show(r, Console())

@@ -1,0 +1,138 @@
+"""`hctune emit`: the tuned allocator as one malloc.c (with where its setting came from), and
+optionally its shared library, plus Make and CMake snippets to pull it into a build.
+
+Every file is written to a temporary name and renamed, so an interrupted emit leaves either the
+old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hctune import __version__
+from hctune import knobs as _knobs
+from hctune import templating
+from hctune.db import Database
+from hctune.errors import HctuneError
+
+SO_CFLAGS = ["-O2", "-fPIC", "-shared"]
+SO_LIBS = ["-lpthread"]
+
+
+def write_atomic(path: Path, text: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def compile_so(source: Path, out: Path, cc: str | None = None) -> list[str]:
+    """Compile `source` into the shared library `out` (atomically); returns the command."""
+    cc = cc or os.environ.get("CC", "cc")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".so", dir=out.parent)
+    os.close(fd)
+    cmd = [*shlex.split(cc), *SO_CFLAGS, str(source), "-o", tmp, *SO_LIBS]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            raise HctuneError(f"compiling {source.name} failed: "
+                              f"{lines[0] if lines else 'exit ' + str(proc.returncode)}")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+    except FileNotFoundError:
+        raise HctuneError(f"no C compiler {cc!r}; set CC") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return cmd
+
+
+def _measured(trial, metric: str) -> str:
+    """One line per trace: the numbers the search measured for this setting."""
+    field = "instructions_per_op" if metric == "instructions" else "time_ns_per_op"
+    unit = "instructions/op" if metric == "instructions" else "ns/op"
+    lines = []
+    for e in trial.user_attrs.get("per_trace", []):
+        lines.append(f"trace #{e['trace_id']}: footprint {e['footprint_bytes']:.0f} bytes "
+                     f"({e['mem_ratio']:.3f}x glibc), {e[field]:.2f} {unit} "
+                     f"({e['perf_ratio']:.3f}x glibc)")
+    return "; ".join(lines)
+
+
+def choose_setting(db_path, study: str | None, objective: str | None, preset: str | None,
+                   sets) -> tuple[dict, dict]:
+    """(setting, provenance) from a study's best trial or a preset, `--set` applied last."""
+    sets = list(sets or ())
+    overrides = _knobs.parse_sets(sets)
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    prov = {"date": date, "version": __version__, "hctune_version": __version__}
+    if preset is not None:
+        if study is not None:
+            raise HctuneError("--preset and --study choose the setting two ways; give one")
+        setting = _knobs.resolve(preset, sets)
+        prov.update(trace="none (a preset, not tuned to a trace)", objective=preset,
+                    measured="not measured", source=_knobs.preset_source(preset),
+                    study=None)
+        return setting, prov
+    from hctune.search import results  # only a study-based emit needs Optuna
+    with Database(db_path) as db:
+        try:
+            row, st, objective, trial = results.chosen(db, study, objective)
+        except HctuneError as e:
+            if study is None and "no study" in str(e):
+                raise HctuneError("no study in the database: run `hctune search` first, or emit "
+                                  "a paper setting with --preset generic") from None
+            raise
+        traces = results.study_traces(db, row)
+    from hctune.search import space
+    metric = json.loads(row["options_json"] or "{}").get("metric", "time")
+    setting = space.setting_of(trial.params)
+    setting.update(overrides)
+    setting = _knobs.complete(setting)
+    measured = _measured(trial, metric)
+    if overrides:
+        measured = f"as searched, before --set {' '.join(sets)}: {measured}"
+    prov.update(trace=", ".join(f"#{t.id} {t.path}" + (f" ({t.command})" if t.command else "")
+                                for t in traces),
+                objective=f"{objective} ({metric}) of study {row['name']}, trial {trial.number}",
+                measured=measured, study=row["name"],
+                source=trial.user_attrs.get("seed") or "Optuna search")
+    return setting, prov
+
+
+def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None) -> dict:
+    """Write malloc.c (and optionally the .so) and the build snippets; returns what was written."""
+    out = Path(out)
+    if out.is_dir():
+        raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/malloc.c")
+    setting, prov = choose_setting(db_path, study, objective, preset, sets)
+    from hctune import render  # the renderer of the HC allocator (another part of hctune)
+    text = render.render_malloc(setting, prov)
+    write_atomic(out, text)
+    written = {"malloc_c": str(out), "setting": setting, "provenance": prov}
+    so_path = Path(so) if so else None
+    if so_path is not None:
+        so_path.parent.mkdir(parents=True, exist_ok=True)
+        written["so_command"] = compile_so(out, so_path)
+        written["so"] = str(so_path)
+    snippet_vars = {"source": out.name, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
+                    "so_name": so_path.name if so_path else "libhcmalloc.so"}
+    snippet_vars["so_stem"] = snippet_vars["so_name"].removeprefix("lib").removesuffix(".so")
+    for name, tpl in (("malloc.mk", "snippets/malloc.mk.j2"),
+                      ("hcmalloc.cmake", "snippets/hcmalloc.cmake.j2")):
+        path = out.parent / name
+        write_atomic(path, templating.render(tpl, **snippet_vars))
+        written[name] = str(path)
+    return written
