@@ -10,3 +10,16 @@ $(BUILD)/libhctrace_read.a: $(BUILD)/hctrace_read.o
 	rm -f $@ && ar rcs $@ $^
 
 ALL += $(BUILD)/libhctrace_read.a
+
+# The LD_PRELOAD tracer: no libc beyond the syscalls wrappers in its hot path.
+$(BUILD)/libhctrace.so: $(HCT_DIR)/hctrace_preload.c $(HCT_HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -ftls-model=initial-exec -shared -I$(HCT_DIR) \
+	  -o $@ $< -ldl -lpthread
+
+ALL += $(BUILD)/libhctrace.so
+
+# Whole-trace statistics and dumps in C (hctune stats calls it for big traces).
+$(BUILD)/hctrace-tool: $(HCT_DIR)/hctrace_tool.c $(HCT_DIR)/hctrace_map.h $(BUILD)/libhctrace_read.a
+	$(CC) $(CFLAGS_COMMON) -I$(HCT_DIR) -o $@ $< $(BUILD)/libhctrace_read.a
+
+ALL += $(BUILD)/hctrace-tool

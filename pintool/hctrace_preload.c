@@ -1,0 +1,614 @@
+/* hctrace_preload.c — the LD_PRELOAD tracer (build/libhctrace.so).
+ *
+ *   HCTRACE_OUT=app.hct LD_PRELOAD=build/libhctrace.so ./app args
+ *
+ * Records every malloc, calloc, realloc, reallocarray, free and memalign-family call of a
+ * dynamically linked program in the hctune trace format (docs/trace-format.md).  Like
+ * heaptrack's preload library it only records: each hook is resolved once with
+ * dlsym(RTLD_NEXT), dlsym's own bootstrap calloc is served from a small static pool, a
+ * thread-local guard passes our own (and libc's nested) calls straight through, and output goes
+ * through a fixed per-thread buffer written with one writev(2) per chunk (no stdio, no malloc).
+ *
+ * Global order across threads: every event takes a number from one process-wide counter (a
+ * plain increment while glibc says the process is single-threaded).  free takes its number
+ * BEFORE the real free, allocations AFTER the real call, so an address freed by one thread and
+ * handed to another is always seen freed first.  Each thread's buffer becomes one chunk; the
+ * file is O_APPEND, so chunks of different threads never interleave inside each other, and the
+ * readers merge them by sequence number.
+ *
+ * Files: the first process writes $HCTRACE_OUT (default hctrace.hct); any process that finds
+ * it taken (a forked child, an exec'd program) writes $HCTRACE_OUT.<pid>, then
+ * $HCTRACE_OUT.<pid>.<n>.  Buffers are flushed when a thread exits (a pthread key destructor),
+ * at exit (destructor + atexit), before exec and _exit, and a forked child drops the copy of its
+ * parent's unflushed buffer (the parent writes those events) and opens its own file.
+ * Known limit: threads still running when the process exits lose their unflushed events. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hctrace.h"
+#include "hctrace_enc.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define BUF_BYTES (32 * 1024)
+#define PATH_MAX_LEN 4096
+#define CMD_MAX 4000
+
+extern char __libc_single_threaded;
+
+/* ---- the real allocator, resolved once ---- */
+static void *(*real_malloc)(size_t);
+static void (*real_free)(void *);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static void *(*real_reallocarray)(void *, size_t, size_t);
+static int (*real_posix_memalign)(void **, size_t, size_t);
+static void *(*real_aligned_alloc)(size_t, size_t);
+static void *(*real_memalign)(size_t, size_t);
+static void *(*real_valloc)(size_t);
+static void *(*real_pvalloc)(size_t);
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]);
+static void (*real__exit)(int) __attribute__((noreturn));
+
+enum { ST_NONE, ST_INIT, ST_READY, ST_OFF };
+static _Atomic int g_state = ST_NONE;
+static int g_fd = -1;
+static unsigned g_flags;
+static uint64_t g_seq;               /* the next event number (atomic when multi-threaded) */
+static _Atomic uint32_t g_threads;   /* dense thread ids */
+static uint64_t g_mono0;             /* CLOCK_MONOTONIC at start, for time_ns */
+static pthread_key_t g_key;
+static char g_out[PATH_MAX_LEN];
+static dev_t g_dev;                  /* our file's identity, to notice a closed/reused fd */
+static ino_t g_ino;
+
+/* dlsym() calls calloc before real_calloc is known: serve it from here (never freed). */
+static _Alignas(16) uint8_t g_pool[8192];
+static size_t g_pool_used;
+
+/* ---- per-thread buffer ---- */
+typedef struct tbuf {
+    uint8_t data[BUF_BYTES];
+    size_t len;
+    hct_enc enc;
+    uint32_t thread_plus1;  /* 0 = not yet numbered */
+    int in_hook;            /* recursion guard */
+    int in_init;
+    int dead;               /* key destructor ran: flush after every event */
+} tbuf;
+static TLS tbuf t_buf;
+
+static int in_pool(const void *p) { return (const uint8_t *)p >= g_pool && (const uint8_t *)p < g_pool + sizeof g_pool; }
+
+static void *pool_alloc(size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (n > sizeof g_pool - g_pool_used)
+        return NULL;
+    void *p = g_pool + g_pool_used;
+    g_pool_used += n;
+    return p;                           /* static storage: already zero for calloc */
+}
+
+static void say(const char *a, const char *b)
+{
+    /* stderr without stdio: we may be inside malloc */
+    if (write(2, "hctrace: ", 9) < 0 || write(2, a, strlen(a)) < 0 || (b && write(2, b, strlen(b)) < 0))
+        return;
+    if (write(2, "\n", 1) < 0)
+        return;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t next_seq(void)
+{
+    if (__libc_single_threaded)
+        return g_seq++;
+    return __atomic_fetch_add(&g_seq, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- output ---- */
+
+static void write_all(const struct iovec *iov, int n)
+{
+    /* Regular files in O_APPEND mode take a whole writev at once; loop only for the odd
+     * partial write (disk full...) and give up on error rather than spin inside malloc. */
+    struct iovec v[2];
+    memcpy(v, iov, sizeof v[0] * (size_t)n);
+    int i = 0;
+    while (i < n) {
+        ssize_t w = writev(g_fd, v + i, n - i);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        while (i < n && (size_t)w >= v[i].iov_len)
+            w -= (ssize_t)v[i++].iov_len;
+        if (i < n) {
+            v[i].iov_base = (char *)v[i].iov_base + w;
+            v[i].iov_len -= (size_t)w;
+        }
+    }
+}
+
+/* Programs close fds they do not know (e.g. before exec in a forked child); check the fd is
+ * still our file before each chunk and reopen it by name if not, so we never write into a
+ * file the program opened on the same number. */
+static int fd_is_ours(void)
+{
+    struct stat st;
+    if (g_fd >= 0 && fstat(g_fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+        return 1;
+    int fd = open(g_out, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != g_dev || st.st_ino != g_ino) {
+        if (fd >= 0)
+            close(fd);
+        g_fd = -1;
+        return 0;
+    }
+    g_fd = fd;
+    return 1;
+}
+
+static void flush(tbuf *t)
+{
+    if (t->len == 0 || g_fd < 0)
+        return;
+    if (!fd_is_ours()) {
+        t->len = 0;
+        hct_enc_reset(&t->enc);
+        return;
+    }
+    uint8_t hdr[HCT_CHUNK_HEADER_MAX];
+    size_t h = hct_enc_chunk_header(&t->enc, hdr, g_flags, t->thread_plus1 - 1, t->len);
+    struct iovec iov[2] = {{hdr, h}, {t->data, t->len}};
+    int saved = errno;
+    write_all(iov, 2);
+    errno = saved;
+    t->len = 0;
+    hct_enc_reset(&t->enc);
+}
+
+static void thread_done(void *arg)
+{
+    (void)arg;
+    t_buf.in_hook++;
+    flush(&t_buf);
+    t_buf.dead = 1;
+    t_buf.in_hook--;
+}
+
+static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const void *old,
+                   size_t size, size_t align)
+{
+    if (unlikely(t->thread_plus1 == 0)) {
+        t->thread_plus1 = atomic_fetch_add(&g_threads, 1) + 1;
+        pthread_setspecific(g_key, (void *)1);   /* so thread_done runs at thread exit */
+    }
+    if (unlikely(t->len + HCT_MAX_EVENT_BYTES > sizeof t->data))
+        flush(t);
+    uint64_t now = (g_flags & HCT_FLAG_TIME) ? mono_ns() - g_mono0 : 0;
+    uint8_t *end = hct_enc_event(&t->enc, t->data + t->len, g_flags, op, seq,
+                                 (uint64_t)(uintptr_t)ptr, (uint64_t)(uintptr_t)old, size, align,
+                                 now);
+    t->len = (size_t)(end - t->data);
+    if (unlikely(t->dead))
+        flush(t);
+}
+
+/* ---- start-up ---- */
+
+static size_t put_str(char *dst, size_t at, size_t cap, const char *s)
+{
+    while (*s && at + 1 < cap)
+        dst[at++] = *s++;
+    dst[at] = 0;
+    return at;
+}
+
+static size_t put_uint(char *dst, size_t at, size_t cap, unsigned long v)
+{
+    char tmp[24];
+    int n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10));
+    while (n && at + 1 < cap)
+        dst[at++] = tmp[--n];
+    dst[at] = 0;
+    return at;
+}
+
+/* Open this process's trace file without clobbering another process's (O_EXCL). */
+static int open_output(void)
+{
+    const char *base = getenv("HCTRACE_OUT");
+    if (!base || !*base)
+        base = "hctrace" HCT_EXTENSION;
+    pid_t pid = getpid();
+    for (int n = -1; n < 1000; n++) {
+        size_t at = put_str(g_out, 0, sizeof g_out, base);
+        if (n >= 0) {
+            at = put_str(g_out, at, sizeof g_out, ".");
+            at = put_uint(g_out, at, sizeof g_out, (unsigned long)pid);
+        }
+        if (n >= 1) {
+            at = put_str(g_out, at, sizeof g_out, ".");
+            at = put_uint(g_out, at, sizeof g_out, (unsigned long)n);
+        }
+        int fd = open(g_out, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            g_dev = st.st_dev;
+            g_ino = st.st_ino;
+            return fd;
+        }
+        if (errno != EEXIST) {
+            say("cannot create the trace file, not tracing: ", g_out);
+            return -1;
+        }
+    }
+    say("too many trace files already exist, not tracing: ", base);
+    return -1;
+}
+
+static void write_header(void)
+{
+    static uint8_t hdr[HCT_COMMAND_OFFSET + CMD_MAX];
+    static char cmd[CMD_MAX];
+    size_t n = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r;
+        while (n < sizeof cmd && (r = read(fd, cmd + n, sizeof cmd - n)) > 0)
+            n += (size_t)r;
+        close(fd);
+    }
+    while (n > 0 && cmd[n - 1] == 0)
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (cmd[i] == 0)
+            cmd[i] = ' ';
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    size_t len = hct_enc_file_header(hdr, sizeof hdr, g_flags, (uint32_t)getpid(),
+                                     (uint32_t)getppid(),
+                                     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                                     cmd, n);
+    struct iovec iov[1] = {{hdr, len}};
+    write_all(iov, 1);
+}
+
+static void at_fork_child(void)
+{
+    /* The parent flushes the events in our copy of its buffer; we start our own file. */
+    t_buf.len = 0;
+    hct_enc_reset(&t_buf.enc);
+    if (g_fd >= 0)
+        close(g_fd);
+    g_fd = open_output();
+    if (g_fd >= 0) {
+        g_mono0 = mono_ns();
+        write_header();
+    }
+}
+
+static void at_exit_flush(void)
+{
+    t_buf.in_hook++;
+    flush(&t_buf);
+    t_buf.dead = 1;          /* late frees from other destructors still reach the file */
+    t_buf.in_hook--;
+}
+
+#define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
+
+static void init(void)
+{
+    int expected = ST_NONE;
+    if (!atomic_compare_exchange_strong(&g_state, &expected, ST_INIT)) {
+        while (atomic_load(&g_state) == ST_INIT && !t_buf.in_init)
+            ;                 /* another thread is initialising: a few microseconds */
+        return;
+    }
+    t_buf.in_init = 1;
+    RESOLVE(malloc); RESOLVE(free); RESOLVE(calloc); RESOLVE(realloc);
+    RESOLVE(reallocarray); RESOLVE(posix_memalign); RESOLVE(aligned_alloc);
+    RESOLVE(memalign); RESOLVE(valloc); RESOLVE(pvalloc);
+    RESOLVE(execve); RESOLVE(execvpe); RESOLVE(fexecve);
+    *(void **)&real__exit = dlsym(RTLD_NEXT, "_exit");
+    if (!real_malloc || !real_free || !real_calloc || !real_realloc) {
+        say("cannot find the real malloc, not tracing", NULL);
+        t_buf.in_init = 0;
+        atomic_store(&g_state, ST_OFF);
+        return;
+    }
+    const char *tm = getenv("HCTRACE_TIME");
+    g_flags = (tm && tm[0] == '0') ? 0 : HCT_FLAG_TIME;
+    g_mono0 = mono_ns();
+    g_fd = open_output();
+    int ok = g_fd >= 0 && pthread_key_create(&g_key, thread_done) == 0;
+    if (ok) {
+        write_header();
+        pthread_atfork(NULL, NULL, at_fork_child);
+        atexit(at_exit_flush);
+    }
+    t_buf.in_init = 0;
+    atomic_store(&g_state, ok ? ST_READY : ST_OFF);
+}
+
+__attribute__((constructor)) static void hctrace_start(void)
+{
+    if (atomic_load(&g_state) == ST_NONE)
+        init();
+}
+
+__attribute__((destructor)) static void hctrace_stop(void) { at_exit_flush(); }
+
+/* Enter a hook: 1 = record this call (guard taken), 0 = pass it straight through. */
+static inline int enter(void)
+{
+    if (unlikely(atomic_load_explicit(&g_state, memory_order_relaxed) != ST_READY)) {
+        if (atomic_load(&g_state) == ST_NONE)
+            init();
+        if (atomic_load(&g_state) != ST_READY)
+            return 0;
+    }
+    if (t_buf.in_hook)
+        return 0;
+    t_buf.in_hook = 1;
+    return 1;
+}
+static inline void leave(void) { t_buf.in_hook = 0; }
+
+/* ---- the hooks ---- */
+
+EXPORT void *malloc(size_t n)
+{
+    if (unlikely(!real_malloc)) {
+        init();
+        if (!real_malloc)
+            return pool_alloc(n);
+    }
+    if (!enter())
+        return real_malloc(n);
+    void *p = real_malloc(n);
+    if (p)
+        record(&t_buf, HCT_MALLOC, next_seq(), p, NULL, n, 0);
+    leave();
+    return p;
+}
+
+EXPORT void *calloc(size_t n, size_t m)
+{
+    if (unlikely(!real_calloc)) {
+        if (atomic_load(&g_state) == ST_NONE)
+            init();
+        if (!real_calloc) {
+            size_t b;
+            return __builtin_mul_overflow(n, m, &b) ? NULL : pool_alloc(b);
+        }
+    }
+    if (!enter())
+        return real_calloc(n, m);
+    void *p = real_calloc(n, m);
+    if (p)
+        record(&t_buf, HCT_CALLOC, next_seq(), p, NULL, n * m, 0);
+    leave();
+    return p;
+}
+
+EXPORT void free(void *p)
+{
+    if (!p || in_pool(p))
+        return;
+    if (unlikely(!real_free)) {
+        init();
+        if (!real_free)
+            return;            /* cannot happen: no pointer exists before the first malloc */
+    }
+    if (!enter()) {
+        real_free(p);
+        return;
+    }
+    record(&t_buf, HCT_FREE, next_seq(), p, NULL, 0, 0);   /* before: see the header */
+    leave();
+    real_free(p);
+}
+
+static void *do_realloc(void *old, size_t n, void *p, int tracing)
+{
+    if (!tracing)
+        return p;
+    if (!old) {
+        if (p)
+            record(&t_buf, HCT_MALLOC, next_seq(), p, NULL, n, 0);
+    } else if (p) {
+        record(&t_buf, HCT_REALLOC, next_seq(), p, old, n, 0);
+    } else if (n == 0) {
+        record(&t_buf, HCT_FREE, next_seq(), old, NULL, 0, 0);  /* glibc: realloc(p, 0) frees */
+    }
+    leave();
+    return p;
+}
+
+EXPORT void *realloc(void *old, size_t n)
+{
+    if (unlikely(in_pool(old))) {
+        /* a bootstrap block moving to the real heap: copy what the pool can hold */
+        void *p = malloc(n);
+        if (p)
+            memcpy(p, old, n < (size_t)(g_pool + sizeof g_pool - (uint8_t *)old) ? n :
+                   (size_t)(g_pool + sizeof g_pool - (uint8_t *)old));
+        return p;
+    }
+    if (unlikely(!real_realloc)) {
+        init();
+        if (!real_realloc)
+            return NULL;
+    }
+    int tracing = enter();
+    return do_realloc(old, n, real_realloc(old, n), tracing);
+}
+
+EXPORT void *reallocarray(void *old, size_t n, size_t m)
+{
+    size_t b;
+    if (__builtin_mul_overflow(n, m, &b)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(old, b);
+}
+
+static void *traced_aligned(void *p, size_t align, size_t n, int tracing)
+{
+    if (tracing) {
+        if (p)
+            record(&t_buf, HCT_MEMALIGN, next_seq(), p, NULL, n, align);
+        leave();
+    }
+    return p;
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (unlikely(!real_posix_memalign)) {
+        init();
+        if (!real_posix_memalign)
+            return ENOMEM;
+    }
+    int tracing = enter();
+    int rc = real_posix_memalign(out, align, n);
+    traced_aligned(rc == 0 ? *out : NULL, align, n, tracing);
+    return rc;
+}
+
+#define ALIGNED_HOOK(name, params, args, align_expr, size_expr)                              \
+    EXPORT void *name params                                                                 \
+    {                                                                                        \
+        if (unlikely(!real_##name)) {                                                        \
+            init();                                                                          \
+            if (!real_##name)                                                                \
+                return NULL;                                                                 \
+        }                                                                                    \
+        int tracing = enter();                                                               \
+        return traced_aligned(real_##name args, align_expr, size_expr, tracing);             \
+    }
+
+ALIGNED_HOOK(aligned_alloc, (size_t align, size_t n), (align, n), align, n)
+ALIGNED_HOOK(memalign, (size_t align, size_t n), (align, n), align, n)
+ALIGNED_HOOK(valloc, (size_t n), (n), (size_t)sysconf(_SC_PAGESIZE), n)
+ALIGNED_HOOK(pvalloc, (size_t n), (n), (size_t)sysconf(_SC_PAGESIZE),
+             (n + (size_t)sysconf(_SC_PAGESIZE) - 1) & ~((size_t)sysconf(_SC_PAGESIZE) - 1))
+
+/* ---- exec and _exit: the process image goes away without running destructors ---- */
+
+static void flush_here(void)
+{
+    if (atomic_load(&g_state) != ST_READY)
+        return;
+    t_buf.in_hook++;
+    flush(&t_buf);
+    t_buf.in_hook--;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    flush_here();
+    if (!real_execve)
+        RESOLVE(execve);
+    return real_execve(path, argv, envp);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    flush_here();
+    if (!real_execvpe)
+        RESOLVE(execvpe);
+    return real_execvpe(file, argv, envp);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    flush_here();
+    if (!real_fexecve)
+        RESOLVE(fexecve);
+    return real_fexecve(fd, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+/* execl, execlp, execle: gather the variadic arguments on the stack, then as above. */
+#define GATHER_ARGS(arg0, ap, argv)                                                          \
+    size_t argc_ = 1;                                                                        \
+    va_start(ap, arg0);                                                                      \
+    while (va_arg(ap, const char *))                                                         \
+        argc_++;                                                                             \
+    va_end(ap);                                                                              \
+    char *argv[argc_ + 1];                                                                   \
+    va_start(ap, arg0);                                                                      \
+    argv[0] = (char *)(arg0);                                                                \
+    for (size_t i_ = 1; i_ <= argc_; i_++)                                                   \
+        argv[i_] = va_arg(ap, char *);
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    GATHER_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER_ARGS(arg, ap, argv);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+EXPORT void _exit(int status)
+{
+    flush_here();
+    if (!real__exit)
+        *(void **)&real__exit = dlsym(RTLD_NEXT, "_exit");
+    real__exit(status);
+}
+
+EXPORT void _Exit(int status) { _exit(status); }
