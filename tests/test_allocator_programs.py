@@ -1,0 +1,147 @@
+"""Real programs under LD_PRELOAD=build/libhcmalloc.so give the same output as under glibc.
+
+Python running some of its own regression tests (with PYTHONMALLOC=malloc, so every object goes
+through the allocator under test), gcc compiling a C file, sqlite3 running a script and gawk
+counting words in generated text; the debug build under one smaller program; HCMALLOC_STATS.
+"""
+
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, preload_env
+
+PY_TESTS = ["test_list", "test_dict", "test_set", "test_json"]
+
+
+def run(argv, library, timeout=300, **kw):
+    env = preload_env(library, **kw.pop("env", {}))
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+def same_output(argv, library, **kw):
+    """Run under glibc and under `library`; both succeed with identical stdout."""
+    ref = run(argv, None, **kw)
+    assert ref.returncode == 0, f"reference run failed: {ref.stderr[-2000:]}"
+    got = run(argv, library, **kw)
+    assert got.returncode == 0, f"exit {got.returncode} under {library}: {got.stderr[-2000:]}"
+    assert got.stdout == ref.stdout
+    return got
+
+
+def python_with_regression_tests():
+    """A python3 that ships its regression tests (Debian's needs libpython3.X-testsuite)."""
+    for cand in [sys.executable, shutil.which("python3"), "/usr/bin/python3"]:
+        if cand and subprocess.run([cand, "-c", "import test.test_list, test.test_json"],
+                                   capture_output=True).returncode == 0:
+            return cand
+    return None
+
+
+def test_python_regression_tests(hcmalloc_so, tmp_path):
+    python = python_with_regression_tests()
+    if python is None:
+        pytest.skip("no python3 here has its `test` package (Debian: libpython3-testsuite)")
+    argv = [python, "-m", "test", "-q", *PY_TESTS]
+    env = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"}
+    ref = run(argv, None, env=env, cwd=tmp_path)
+    got = run(argv, hcmalloc_so, env=env, cwd=tmp_path)
+    assert ref.returncode == 0, ref.stdout[-2000:]
+    assert got.returncode == 0, f"under HC: {got.stdout[-2000:]}{got.stderr[-2000:]}"
+    # The summary names the same number of tests run and skipped (durations differ).
+    counts = [re.search(r"Total tests: .*", r.stdout) for r in (ref, got)]
+    assert counts[0] and counts[1] and counts[0].group() == counts[1].group()
+    assert "SUCCESS" in got.stdout
+
+
+def test_gcc_compiles_same_assembly(hcmalloc_so):
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not installed")
+    # cc1 inherits LD_PRELOAD: the compiler proper runs on HC.
+    source = ROOT / "tests" / "c" / "hc_threads.c"
+    same_output([gcc, "-O2", "-S", "-o", "-", source], hcmalloc_so)
+
+
+def sqlite_script() -> str:
+    return """
+CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INTEGER, payload BLOB);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)
+INSERT INTO item SELECT i, 'name-' || (i * 7919 % 30011), i % 97, zeroblob(i % 1500) FROM n;
+CREATE INDEX item_name ON item(name);
+SELECT grp, count(*), sum(length(payload)), min(name), max(name) FROM item GROUP BY grp
+  ORDER BY grp LIMIT 20;
+SELECT group_concat(name, ',') FROM (SELECT name FROM item WHERE grp = 13 ORDER BY name LIMIT 300);
+DELETE FROM item WHERE id % 3 = 0;
+UPDATE item SET payload = zeroblob(length(payload) * 2 % 4000) WHERE grp < 40;
+VACUUM;
+SELECT count(*), sum(length(payload)), total(id) FROM item;
+SELECT substr(replace(group_concat(upper(name)), 'NAME', 'n'), 1, 2000) FROM item WHERE grp = 5;
+"""
+
+
+def test_sqlite3_script(hcmalloc_so, tmp_path):
+    sqlite3 = shutil.which("sqlite3")
+    if sqlite3 is None:
+        pytest.skip("sqlite3 not installed")
+    script = tmp_path / "script.sql"
+    script.write_text(sqlite_script())
+    same_output([sqlite3, ":memory:", f".read {script}"], hcmalloc_so)
+
+
+def words_file(path: Path, lines: int) -> Path:
+    rng = random.Random(20060101)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 14)))
+             for _ in range(5000)]
+    with open(path, "w") as f:
+        for _ in range(lines):
+            f.write(" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 20))) + "\n")
+    return path
+
+
+GAWK_PROGRAM = r"""
+{ for (i = 1; i <= NF; i++) { count[$i]++; line[NR % 500] = line[NR % 500] " " $i } }
+END {
+  n = asorti(count, keys)
+  for (i = 1; i <= n; i += 97) printf "%s %d\n", keys[i], count[keys[i]]
+  for (k in line) total += length(line[k])
+  print n, total
+}
+"""
+
+
+def test_gawk_word_counts(hcmalloc_so, tmp_path):
+    gawk = shutil.which("gawk")
+    if gawk is None:
+        pytest.skip("gawk not installed")
+    data = words_file(tmp_path / "words.txt", 60_000)
+    same_output([gawk, GAWK_PROGRAM, data], hcmalloc_so)
+
+
+def test_debug_library_under_gawk(hcmalloc_debug_so, tmp_path):
+    """Every call checks the whole heap: a small input, but a real program's call mix."""
+    gawk = shutil.which("gawk")
+    if gawk is None:
+        pytest.skip("gawk not installed")
+    data = words_file(tmp_path / "words.txt", 400)
+    same_output([gawk, GAWK_PROGRAM, data], hcmalloc_debug_so, timeout=200)
+
+
+def test_stats_printed_at_exit(hcmalloc_so, tmp_path):
+    """HCMALLOC_STATS=1 prints HC's statistics to stderr at exit; =PATH writes them there."""
+    gawk = shutil.which("gawk") or "awk"
+    data = words_file(tmp_path / "words.txt", 2000)
+    res = run([gawk, GAWK_PROGRAM, data], hcmalloc_so, env={"HCMALLOC_STATS": "1"})
+    assert res.returncode == 0
+    assert re.search(r"footprint", res.stderr), res.stderr
+    out = tmp_path / "stats.txt"
+    res = run([gawk, GAWK_PROGRAM, data], hcmalloc_so, env={"HCMALLOC_STATS": str(out)})
+    assert res.returncode == 0
+    assert "footprint" not in res.stderr
+    assert re.search(r"footprint", out.read_text())
