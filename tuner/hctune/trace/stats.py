@@ -1,0 +1,157 @@
+"""What Hasan & Chang 2006 show of a program's allocations (Tables 1, 3, 4: sizes, small vs large
+requests and bytes, maximum live bytes and objects, reallocs, frees) plus a size histogram and
+the allocation graph (live bytes over time, their Fig. 5), downsampled for plotting.
+
+`stats(path)` uses build/hctrace-tool (C, for traces of tens of millions of events) when it is
+built and falls back to `compute(open_trace(path))`, the pure-Python definition; a test checks
+both agree.  Anomalies (a free or realloc of an unknown pointer, an allocation at an address
+already live) are counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from hctune import paths
+from hctune.trace import spec
+from hctune.trace.reader import Trace, TraceError, open_trace
+
+SMALL_LIMIT = 1024      # Hasan & Chang 2006, Tables 1, 3, 4: "small" is 1 KiB or less
+GRAPH_POINTS = 2000
+TOOL = paths.BUILD / "hctrace-tool"
+
+
+def _bin(size: int) -> int:
+    b = 4
+    while b < 63 and (1 << b) < size:
+        b += 1
+    return b - 4
+
+
+def compute(trace: Trace, points: int = GRAPH_POINTS) -> dict:
+    """The statistics of one trace, in pure Python (the reference definition)."""
+    ops = {spec.OP_NAMES[c]: 0 for c in sorted(spec.OP_NAMES)}
+    live: dict[int, int] = {}
+    sizes: set[int] = set()
+    hist: dict[int, list[int]] = {}
+    cur = [0, 0, 0, 0]       # bytes, objects, small bytes, small objects
+    mx = [0] * 6
+    anomalies = {"free_unknown": 0, "realloc_unknown": 0, "alloc_live": 0}
+    requests = small_req = bytes_req = small_bytes = threads = 0
+    n = trace.count
+    per = max(1, -(-n // points)) if points else 1
+    g_ev, g_t, g_live = [], [], []
+    bucket_max = 0
+    idx = last_time = 0
+
+    def drop(ptr: int) -> bool:
+        size = live.pop(ptr, None)
+        if size is None:
+            return False
+        cur[0] -= size
+        cur[1] -= 1
+        if size <= SMALL_LIMIT:
+            cur[2] -= size
+            cur[3] -= 1
+        return True
+
+    def add(ptr: int, size: int) -> None:
+        nonlocal requests, small_req, bytes_req, small_bytes
+        requests += 1
+        bytes_req += size
+        if size <= SMALL_LIMIT:
+            small_req += 1
+            small_bytes += size
+        h = hist.setdefault(_bin(size), [0, 0])
+        h[0] += 1
+        h[1] += size
+        sizes.add(size)
+        if drop(ptr):
+            anomalies["alloc_live"] += 1
+        live[ptr] = size
+        cur[0] += size
+        cur[1] += 1
+        if size <= SMALL_LIMIT:
+            cur[2] += size
+            cur[3] += 1
+
+    for e in trace:
+        ops[spec.OP_NAMES[e.op]] += 1
+        threads = max(threads, e.thread + 1)
+        last_time = e.time_ns
+        if e.op == spec.FREE:
+            if not drop(e.ptr):
+                anomalies["free_unknown"] += 1
+        elif e.op == spec.REALLOC:
+            if not drop(e.old_ptr):
+                anomalies["realloc_unknown"] += 1
+            add(e.ptr, e.size)
+        else:
+            add(e.ptr, e.size)
+        now = (cur[0], cur[1], cur[2], cur[0] - cur[2], cur[3], cur[1] - cur[3])
+        for i in range(6):
+            if now[i] > mx[i]:
+                mx[i] = now[i]
+        bucket_max = max(bucket_max, cur[0])
+        idx += 1
+        if idx % per == 0 or idx == n:
+            g_ev.append(idx)
+            g_t.append(e.time_ns)
+            g_live.append(bucket_max)
+            bucket_max = cur[0]
+
+    allocations = ops["malloc"] + ops["calloc"] + ops["memalign"]
+    top = max(hist) if hist else -1
+    return {
+        "format_version": trace.header.version,
+        "command": trace.header.command,
+        "pid": trace.header.pid,
+        "events": idx,
+        "threads": threads,
+        "duration_ns": last_time,
+        "ops": ops,
+        "allocations": allocations,
+        "reallocs": ops["realloc"],
+        "frees": ops["free"],
+        "small_limit": SMALL_LIMIT,
+        "requests": requests,
+        "small_requests": small_req,
+        "large_requests": requests - small_req,
+        "bytes_requested": bytes_req,
+        "small_bytes": small_bytes,
+        "large_bytes": bytes_req - small_bytes,
+        "pct_small_requests": round(100.0 * small_req / requests, 4) if requests else 0.0,
+        "pct_small_bytes": round(100.0 * small_bytes / bytes_req, 4) if bytes_req else 0.0,
+        "distinct_sizes": len(sizes),
+        "max_live_bytes": mx[0],
+        "max_live_objects": mx[1],
+        "max_live_small_bytes": mx[2],
+        "max_live_large_bytes": mx[3],
+        "max_live_small_objects": mx[4],
+        "max_live_large_objects": mx[5],
+        "final_live_bytes": cur[0],
+        "final_live_objects": cur[1],
+        "anomalies": anomalies,
+        "histogram": [{"max_size": 1 << (b + 4), "count": hist.get(b, [0, 0])[0],
+                       "bytes": hist.get(b, [0, 0])[1]} for b in range(top + 1)],
+        "graph": {"event": g_ev, "time_ns": g_t, "live_bytes": g_live},
+    }
+
+
+def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = None) -> dict:
+    """Statistics of the trace at path (C tool when built, else pure Python)."""
+    path = Path(path)
+    if use_tool is None:
+        use_tool = TOOL.exists()
+    if not use_tool:
+        return compute(open_trace(path), points)
+    if not path.is_file():
+        open_trace(path)   # raises the reader's one-line error for a missing file / directory
+    r = subprocess.run([str(TOOL), "stats", str(path), str(points)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        lines = (r.stderr or "hctrace-tool failed").strip().splitlines() or ["hctrace-tool failed"]
+        raise TraceError(lines[-1])
+    return json.loads(r.stdout)
