@@ -18,7 +18,10 @@ from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
 
-MEM_FIELD = "footprint_bytes"                 # HC's own high-water mark (the paper's measure)
+# The mem objective: HC's own high-water mark of memory taken from the OS (the paper's measure);
+# for glibc the replay reports its peak RSS there. Limits compare like with like: peak RSS.
+MEM_FIELD = "footprint_bytes"
+RSS_FIELD = "peak_rss_bytes"
 PERF_FIELDS = {"time": "time_ns_per_op", "instructions": "instructions_per_op"}
 OBJECTIVES = ("mem", "perf", "pareto")
 METRICS = tuple(PERF_FIELDS)
@@ -41,8 +44,8 @@ class Evaluation:
     """One setting on every trace: absolute numbers per trace and the ratios to glibc."""
     mem: float                 # geometric mean over traces of footprint / glibc footprint
     perf: float                # the same for time (or instructions) per operation
-    worst_mem: float           # the largest per-trace ratio (what a limit constrains)
-    worst_perf: float
+    worst_rss: float           # the largest per-trace peak-RSS ratio (what a memory limit checks)
+    worst_perf: float          # the largest per-trace perf ratio (what a slowdown limit checks)
     per_trace: list[dict]
     cached: bool               # every measurement came from the database
 
@@ -62,11 +65,17 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def _number(result: dict, field: str, what: str) -> float:
+# Memory ratios count at least one page on each side: a trace whose peak fits in less than a
+# page (RSS over the baseline can then read 0) must not divide by zero or weigh infinitely.
+PAGE = 4096
+
+
+def _number(result: dict, field: str, what: str, floor: float = 0.0) -> float:
     v = result.get(field)
-    if v is None or not isinstance(v, (int, float)) or v <= 0 or math.isnan(v):
+    if v is None or not isinstance(v, (int, float)) or math.isnan(v) or v < 0 \
+            or (v == 0 and not floor):
         raise HctuneError(f"{what}: the replay reported no usable {field} ({v!r})")
-    return float(v)
+    return max(float(v), floor)
 
 
 class Evaluator:
@@ -140,14 +149,16 @@ class Evaluator:
             base = self.baseline(t)
             hc, cached = self.measure(t, "hc", setting)
             all_cached &= cached
-            mem = _number(hc, MEM_FIELD, "HC") / _number(base, MEM_FIELD, "glibc")
+            mem = _number(hc, MEM_FIELD, "HC", PAGE) / _number(base, MEM_FIELD, "glibc", PAGE)
             perf = _number(hc, field, "HC") / _number(base, field, "glibc")
+            rss = _number(hc, RSS_FIELD, "HC", PAGE) / _number(base, RSS_FIELD, "glibc", PAGE)
             rows.append({"trace_id": t.id, "footprint_bytes": hc[MEM_FIELD], field: hc[field],
-                         "glibc_footprint_bytes": base[MEM_FIELD], f"glibc_{field}": base[field],
-                         "mem_ratio": mem, "perf_ratio": perf})
+                         RSS_FIELD: hc[RSS_FIELD], "glibc_footprint_bytes": base[MEM_FIELD],
+                         f"glibc_{field}": base[field], f"glibc_{RSS_FIELD}": base[RSS_FIELD],
+                         "mem_ratio": mem, "perf_ratio": perf, "rss_ratio": rss})
         return Evaluation(mem=geomean(r["mem_ratio"] for r in rows),
                           perf=geomean(r["perf_ratio"] for r in rows),
-                          worst_mem=max(r["mem_ratio"] for r in rows),
+                          worst_rss=max(r["rss_ratio"] for r in rows),
                           worst_perf=max(r["perf_ratio"] for r in rows),
                           per_trace=rows, cached=all_cached)
 
@@ -155,10 +166,11 @@ class Evaluator:
 def constraints(ev: Evaluation, max_memory_overhead: float | None,
                 max_slowdown: float | None) -> list[float]:
     """Optuna constraint values (feasible when <= 0): the limits in percent over glibc, checked on
-    the worst trace. Empty when no limit is set."""
+    the worst trace (memory as peak RSS, measured alike for every allocator). Empty when no
+    limit is set."""
     out = []
     if max_memory_overhead is not None:
-        out.append(ev.worst_mem - (1 + max_memory_overhead / 100))
+        out.append(ev.worst_rss - (1 + max_memory_overhead / 100))
     if max_slowdown is not None:
         out.append(ev.worst_perf - (1 + max_slowdown / 100))
     return out

@@ -8,7 +8,6 @@ job instead of starting over; every finished trial is already in the storage.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -68,17 +67,15 @@ def register_trace(db: Database, path) -> _obj.Trace:
     if p.stat().st_size == 0:
         raise HctuneError(f"trace {path} is empty")
     from hctune import trace as _trace  # the trace reader (another part of hctune)
-    with contextlib.closing(_trace.open_trace(p)) as t:
-        first = next(iter(t), None)
-        command = getattr(t, "command", None) or getattr(getattr(t, "header", None),
-                                                         "command", None)
-    if first is None:
+    t = _trace.open_trace(p)  # TraceError (an HctuneError) for anything that is not a trace
+    if t.count == 0:
         raise HctuneError(f"trace {path} has no allocation events")
     row = db.trace_by_path(p)
     sha = _sha256(p)
     if row is not None and row["sha256"] == sha:
         return _obj.Trace.from_row(row)
-    tid = db.add_trace(p, sha, command=command)
+    tid = db.add_trace(p, sha, command=t.header.command, events=t.count,
+                       size_bytes=p.stat().st_size)
     return _obj.Trace.from_row(db.trace(tid))
 
 

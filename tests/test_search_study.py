@@ -1,0 +1,152 @@
+"""The study machinery (seeding, caching, resuming, limits, choosing) against a synthetic cost
+model in place of the replay harness, so each property is checked exactly and fast. The real
+harness is exercised end to end in test_search_e2e.py."""
+
+import json
+
+import pytest
+
+from hctune import knobs
+from hctune.db import Database
+from hctune.errors import HctuneError
+from hctune.search import results, seeds, study
+
+
+class Model:
+    """A deterministic stand-in for hctune.replay.measure that counts its calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, path, allocator="hc", setting=None, repeat=3, metric="time"):
+        self.calls.append((allocator, knobs.key(setting) if setting else None))
+        if allocator != "hc":
+            return {"footprint_bytes": 1_000_000, "peak_rss_bytes": 1_000_000,
+                    "time_ns_per_op": 50.0, "instructions_per_op": 200.0}
+        s = setting
+        mem = 1_000_000 * (0.8 + s["QL_HIGH"] / 2000 - 0.05 * s["COALESCE"] - 0.04 * s["SPLIT"]
+                           + 0.02 * (1 - s["COALESCE_QL"]))
+        t = 50 * (0.7 + 0.1 * s["COALESCE"] + 0.05 * s["COALESCE_QL"] - s["QL_HIGH"] / 4000)
+        return {"footprint_bytes": mem, "peak_rss_bytes": mem * 1.1,
+                "time_ns_per_op": t, "instructions_per_op": 4 * t}
+
+
+@pytest.fixture
+def db(tmp_path):
+    trace = tmp_path / "app.trace"
+    trace.write_bytes(b"stand-in; the model never reads it")
+    path = tmp_path / "hctune.db"
+    with Database(path) as d:
+        d.add_trace(trace, "ab" * 32, command="app", events=1)
+    return path
+
+
+def trials_of(db_path, name):
+    with Database(db_path) as d:
+        return study.finished(study.load(d, name)[1])
+
+
+def test_seeds_run_first_and_every_trial_is_stored(db):
+    m = Model()
+    r = study.run(db, (), study.Options(objective="mem", trials=20, seed=1), measure_fn=m)
+    assert r["finished"] == 20 and r["failed"] == 0
+    ts = sorted(trials_of(db, r["study"]), key=lambda t: t.number)
+    expected = [label for label, _ in seeds.seeds("mem")]
+    assert [t.user_attrs.get("seed") for t in ts[:len(expected)]] == expected
+    # glibc measured once; every HC setting at most once (the measurement cache)
+    assert m.calls.count(("glibc", None)) == 1
+    hc = [c for c in m.calls if c[0] == "hc"]
+    assert len(hc) == len(set(hc))
+    with Database(db) as d:
+        assert d.study(r["study"])["objective"] == "mem"
+        assert len(d.measurements(allocator="hc")) == len(hc)
+
+
+def test_rerun_resumes_without_measuring_again(db):
+    m = Model()
+    opts = dict(objective="perf", metric="instructions", seed=2)
+    first = study.run(db, (), study.Options(trials=18, **opts), measure_fn=m)
+    numbers = [t.number for t in trials_of(db, first["study"])]
+    calls = len(m.calls)
+    again = study.run(db, (), study.Options(trials=18, **opts), measure_fn=m)
+    assert again["finished"] == 18 and len(m.calls) == calls     # nothing left to do
+    more = study.run(db, (), study.Options(trials=22, **opts), measure_fn=m)
+    assert more["finished"] == 22
+    after = [t.number for t in trials_of(db, first["study"])]
+    assert set(numbers) <= set(after)
+    assert ("glibc", None) not in m.calls[calls:]                  # baseline reused from the DB
+
+
+def test_memory_limit_makes_trials_infeasible_and_best_respects_it(db):
+    m = Model()
+    r = study.run(db, (), study.Options(objective="perf", trials=20, seed=3,
+                                        max_memory_overhead=0), measure_fn=m)
+    ts = trials_of(db, r["study"])
+    assert any(not study.feasible(t) for t in ts) and any(study.feasible(t) for t in ts)
+    best = r["best_perf"]
+    chosen = next(t for t in ts if t.number == best["trial"])
+    assert study.feasible(chosen)
+    assert all(t.user_attrs["perf"] >= chosen.user_attrs["perf"]
+               for t in ts if study.feasible(t))
+    assert r["study"].endswith("-mem0")
+
+
+def test_pareto_front_is_not_dominated(db):
+    r = study.run(db, (), study.Options(objective="pareto", trials=24, seed=4),
+                  measure_fn=Model())
+    ts = trials_of(db, r["study"])
+    front = [t for t in ts if t.number in r["front"]]
+    assert front
+    for f in front:
+        a = (f.user_attrs["mem"], f.user_attrs["perf"])
+        for t in ts:
+            b = (t.user_attrs["mem"], t.user_attrs["perf"])
+            assert not (b[0] <= a[0] and b[1] <= a[1] and b != a)
+
+
+def test_best_compares_with_glibc_and_generic(db):
+    m = Model()
+    r = study.run(db, (), study.Options(objective="mem", trials=12, seed=5), measure_fn=m)
+    b = results.best(db, None, None, measure_fn=m)
+    assert b["study"] == r["study"] and b["trial"] == r["best_mem"]["trial"]
+    t = b["traces"][0]
+    assert t["vs_glibc"]["footprint"] == pytest.approx(
+        t["tuned"]["footprint_bytes"] / t["glibc"]["footprint_bytes"])
+    assert t["vs_generic"]["footprint"] <= 1.0     # generic is a seed: best is at most it
+    json.dumps(b)                                   # --json works
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(objective="speed"), "unknown objective"),
+    (dict(metric="cycles"), "unknown metric"),
+    (dict(trials=0), "--trials"),
+    (dict(max_slowdown=-5), "cannot be negative"),
+    (dict(storage="redis://nowhere"), "not a database URL"),
+    (dict(storage="postgresql://nobody@127.0.0.1:1/none"), "cannot use storage"),
+])
+def test_bad_input_is_one_clear_error(db, kwargs, message):
+    with pytest.raises(HctuneError, match=message) as e:
+        study.run(db, (), study.Options(**kwargs), measure_fn=Model())
+    assert "\n" not in str(e.value)
+
+
+def test_no_trace_and_missing_study(tmp_path):
+    empty = tmp_path / "empty.db"
+    with pytest.raises(HctuneError, match="hctune profile"):
+        study.run(empty, (), study.Options(), measure_fn=Model())
+    with pytest.raises(HctuneError, match="no study"):
+        results.best(empty, "nope")
+    with pytest.raises(HctuneError, match="does not exist"):
+        study.run(empty, [tmp_path / "missing.trace"], study.Options(), measure_fn=Model())
+    (tmp_path / "zero.trace").write_bytes(b"")
+    with pytest.raises(HctuneError, match="empty"):
+        study.run(empty, [tmp_path / "zero.trace"], study.Options(), measure_fn=Model())
+
+
+def test_a_broken_measurement_stops_the_search_with_its_message(db):
+    def broken(path, allocator="hc", setting=None, **kw):
+        if allocator == "hc":
+            raise HctuneError("HC crashed on this trace")
+        return Model()(path, allocator, setting)
+    with pytest.raises(HctuneError, match="HC crashed"):
+        study.run(db, (), study.Options(trials=10), measure_fn=broken)
