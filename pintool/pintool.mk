@@ -23,3 +23,11 @@ $(BUILD)/hctrace-tool: $(HCT_DIR)/hctrace_tool.c $(HCT_DIR)/hctrace_map.h $(BUIL
 	$(CC) $(CFLAGS_COMMON) -I$(HCT_DIR) -o $@ $< $(BUILD)/libhctrace_read.a
 
 ALL += $(BUILD)/hctrace-tool
+
+# C test programs of the tracer (tests/test_trace_*.py).  trace_known logs pointer values
+# after realloc/free on purpose, which gcc 12 warns about.
+$(BUILD)/tests/trace_known: tests/c/trace_known.c | $(BUILD)
+	mkdir -p $(BUILD)/tests
+	$(CC) -O1 -g -Wall -Wextra -Wno-use-after-free -Wno-maybe-uninitialized -std=gnu11 -o $@ $< -lpthread
+
+TEST_BINS += $(BUILD)/tests/trace_known

@@ -1,0 +1,34 @@
+"""hctune profile [-o TRACE] [--tracer preload|pin] PROGRAM ARGS...: trace a program's heap."""
+
+import click
+
+from hctune.profile import profile
+
+
+@click.command("profile", context_settings={"ignore_unknown_options": True,
+                                            "allow_interspersed_args": False})
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Trace file (default hctune-traces/<program>-<time>.hct).")
+@click.option("--tracer", type=click.Choice(["preload", "pin"]), default="preload",
+              show_default=True, help="LD_PRELOAD library or Intel Pin tool (needs PIN_ROOT).")
+@click.argument("program")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def command(ctx, output, tracer, program, args):
+    """Run PROGRAM ARGS as is, recording every malloc/calloc/realloc/free/memalign.
+
+    Options after PROGRAM belong to it (a `--` before PROGRAM also works).  Exits with the
+    program's exit code; the traces are registered in the results database.
+    """
+    p = profile([program, *args], output, tracer, ctx.obj["db_path"])
+    s = p.main_stats
+    click.echo(f"hctune: traced {s['events']:,} events, max live {s['max_live_bytes']:,} bytes "
+               f"in {s['max_live_objects']:,} objects -> {p.main} (trace #{p.main_id})", err=True)
+    if p.others:
+        click.echo(f"hctune: {len(p.others)} other process trace(s) beside it: "
+                   + ", ".join(o.name for o, _ in p.others[:5])
+                   + (" ..." if len(p.others) > 5 else ""), err=True)
+    for line in p.skipped:
+        click.echo(f"hctune: warning: skipped {line}", err=True)
+    if p.exit_code:
+        raise click.exceptions.Exit(p.exit_code)

@@ -1,0 +1,194 @@
+"""`hctune profile`: run a program under a tracer and register the traces it leaves.
+
+The LD_PRELOAD tracer (build/libhctrace.so) writes one file per process into a private temp
+directory next to the output; afterwards the main trace moves to the output path, the others
+(forked children, exec'd programs) beside it as <name>.<pid>[.<n>].hct, and all are registered,
+the main one last so it is the database's latest trace.  The main trace is the process with the
+most events (the first process's on a tie): for `sh -c ...` or a build driver the useful trace
+is a child's, not the wrapper's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hctune import paths
+from hctune.errors import HctuneError
+from hctune.trace import spec
+from hctune.trace.reader import TraceError
+from hctune.trace.register import register
+from hctune.trace.stats import stats as trace_stats
+
+TRACER = paths.BUILD / "libhctrace.so"
+PIN_TOOL = paths.BUILD / "hctrace_pin.so"
+DEFAULT_DIR = Path("hctune-traces")
+_PT_INTERP = 3
+
+
+@dataclass
+class Profile:
+    exit_code: int
+    main: Path
+    main_id: int
+    main_stats: dict
+    others: list[tuple[Path, dict]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)     # unreadable traces, one line each
+
+
+def find_program(name: str) -> Path:
+    if os.sep not in name:
+        found = shutil.which(name)
+        if not found:
+            raise HctuneError(f"program not found: {name}")
+        return Path(found)
+    p = Path(name)
+    if not p.exists():
+        raise HctuneError(f"program not found: {name}")
+    if p.is_dir() or not os.access(p, os.X_OK):
+        raise HctuneError(f"not an executable program: {name}")
+    return p
+
+
+def _elf_is_dynamic(head: bytes, f) -> bool | None:
+    """True if the ELF file has a PT_INTERP (a dynamic loader runs it), None if not ELF64."""
+    if head[:4] != b"\x7fELF" or head[4] != 2:
+        return None
+    order = "<" if head[5] == 1 else ">"
+    phoff, = struct.unpack_from(order + "Q", head, 0x20)
+    phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36)
+    f.seek(phoff)
+    table = f.read(phentsize * phnum)
+    return any(struct.unpack_from(order + "I", table, i * phentsize)[0] == _PT_INTERP
+               for i in range(phnum) if (i + 1) * phentsize <= len(table))
+
+
+def check_preloadable(program: Path, depth: int = 0) -> None:
+    """Refuse, with one line, programs the dynamic loader will not preload into."""
+    st = program.stat()
+    if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+        raise HctuneError(f"{program} is setuid/setgid: the loader ignores LD_PRELOAD for it, "
+                          "so the preload tracer cannot trace it (try --tracer pin)")
+    try:
+        with open(program, "rb") as f:
+            head = f.read(128)
+            dynamic = _elf_is_dynamic(head, f) if len(head) >= 64 else None
+    except OSError as e:
+        raise HctuneError(f"cannot read {program}: {e.strerror}") from None
+    if dynamic is False:
+        raise HctuneError(f"{program} is statically linked: LD_PRELOAD cannot reach its malloc "
+                          "(try --tracer pin)")
+    if dynamic is None and head.startswith(b"#!") and depth < 4:
+        words = head[2:].split(b"\n")[0].split()
+        if words:
+            interp = Path(words[0].decode(errors="replace"))
+            if interp.name == "env" and len(words) > 1:
+                interp = find_program(words[1].decode(errors="replace"))
+            if interp.exists():
+                check_preloadable(interp, depth + 1)
+
+
+def default_output(program: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return DEFAULT_DIR / f"{Path(program).name}-{stamp}{spec.EXTENSION}"
+
+
+def _command(argv: list[str], tracer: str, out: Path) -> tuple[list[str], dict]:
+    env = dict(os.environ)
+    if tracer == "preload":
+        if not TRACER.exists():
+            raise HctuneError(f"the tracer is not built ({TRACER.relative_to(paths.ROOT)}): "
+                              "run make")
+        env["HCTRACE_OUT"] = str(out)
+        env["LD_PRELOAD"] = " ".join(filter(None, [str(TRACER), env.get("LD_PRELOAD", "")]))
+        return argv, env
+    pin_root = os.environ.get("PIN_ROOT")
+    if not pin_root:
+        raise HctuneError("--tracer pin needs PIN_ROOT (an Intel Pin kit) and "
+                          "`make pintool PIN_ROOT=...`")
+    if not PIN_TOOL.exists():
+        raise HctuneError(f"the Pin tool is not built: make pintool PIN_ROOT={pin_root}")
+    return [str(Path(pin_root) / "pin"), "-follow_execv", "-t", str(PIN_TOOL), "-o", str(out),
+            "--", *argv], env
+
+
+def _run(cmd: list[str], env: dict) -> int:
+    try:
+        proc = subprocess.Popen(cmd, env=env)
+    except OSError as e:
+        raise HctuneError(f"cannot run {cmd[0]}: {e.strerror}") from None
+    while True:
+        try:
+            rc = proc.wait()
+            break
+        except KeyboardInterrupt:
+            continue            # the program got the Ctrl-C too; its traces are still wanted
+    return 128 - rc if rc < 0 else rc
+
+
+def _order(files: list[Path], base: str) -> list[Path]:
+    # first process first, then by pid and exec count as the names say
+    def key(p: Path):
+        rest = p.name[len(base):].lstrip(".")
+        return [int(x) if x.isdigit() else 0 for x in rest.split(".")] if rest else [-1]
+    return sorted(files, key=key)
+
+
+def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
+            db_path: str | Path = "hctune.db") -> Profile:
+    """Run argv under the tracer; move, register and summarise its traces."""
+    if not argv:
+        raise HctuneError("no program given: hctune profile ./app args...")
+    program = find_program(argv[0])
+    if tracer == "preload":
+        check_preloadable(program)
+    out = Path(out) if out else default_output(argv[0])
+    if out.is_dir():
+        raise HctuneError(f"{out} is a directory; give a file name with -o")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        base = "trace" + spec.EXTENSION
+        cmd, env = _command(list(argv), tracer, (tmp / base).resolve())  # children may chdir
+        code = _run(cmd, env)
+        files = _order([p for p in tmp.iterdir() if p.name.startswith(base)], base)
+        if not files:
+            raise HctuneError(f"no trace was written for {argv[0]} (did it start?)")
+        readable, skipped = [], []
+        for f in files:
+            try:
+                readable.append((f, trace_stats(f)))
+            except TraceError as e:
+                skipped.append(str(e).replace(str(tmp) + os.sep, ""))
+        if not readable:
+            raise HctuneError(f"no readable trace: {skipped[0]}")
+        main = max(readable, key=lambda fs: fs[1]["events"])    # first wins a tie
+        placed = []
+        for f, st in readable:
+            if f is main[0]:
+                dest = out
+            else:
+                # trace.hct.<pid>[.<n>] -> <out>.<pid>[.<n>].hct; the first process's own
+                # file, when not the main one, -> <out>.<pid>.0.hct (a name the tracer never uses)
+                rest = f.name[len(base):] or f".{st['pid']}.0"
+                dest = out.with_name(out.stem + rest + spec.EXTENSION)
+            os.replace(f, dest)
+            placed.append((dest, st, f is main[0]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    others = []
+    for dest, st, is_main in placed:
+        if not is_main:
+            register(db_path, dest, tracer, st)
+            others.append((dest, st))
+    main_dest, main_st = next((d, s) for d, s, m in placed if m)
+    main_id, _ = register(db_path, main_dest, tracer, main_st)
+    return Profile(code, main_dest, main_id, main_st, others, skipped)
+

@@ -1,0 +1,27 @@
+"""Register a trace in the results database (hctune.db): content hash, events, statistics."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from hctune.db import Database
+from hctune.trace.stats import stats as trace_stats
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def register(db_path, path, tracer: str, st: dict | None = None) -> tuple[int, dict]:
+    """Add the trace (idempotent by content); returns (trace id, its statistics)."""
+    path = Path(path)
+    st = st if st is not None else trace_stats(path)
+    with Database(db_path) as db:
+        tid = db.add_trace(path, sha256(path), command=st.get("command"), tracer=tracer,
+                           events=st["events"], size_bytes=path.stat().st_size, stats=st)
+    return tid, st
