@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Time and footprint of HC builds vs glibc (and other allocators) on real programs.
+
+    .venv/bin/python bench/alloc_bench.py [--reps 5] [--presets generic,p2c-mem,...]
+                                          [--others] [--workloads python,cc1,...] [--out FILE]
+
+Every (allocator, workload) pair runs --reps times, interleaved (round r of every pair before
+round r+1 of any), so drift on a shared machine hits all allocators alike. Reported per pair:
+median wall time and CPU time (user + sys of the child, from wait4), median peak RSS (ru_maxrss),
+and for HC its own statistics (HCMALLOC_STATS=PATH): footprint (high-water mark of memory taken
+from the OS, the paper's measure) and the most bytes in use. The HC presets are Hasan & Chang
+2006 Table 6 (generic) and the distinct settings among its Table 7 rows. Their goal, to beat
+later: HCgen 10-41 % faster than Doug Lea's allocator (glibc's ancestor) with 0-29 % more memory.
+Prints a Markdown report (with the command that made it) to stdout, or writes it to --out
+atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import alloc_workloads  # noqa: E402
+
+from hctune import knobs  # noqa: E402
+from hctune.errors import HctuneError  # noqa: E402
+
+SYSTEM_LIBS = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
+               "tcmalloc": "libtcmalloc_minimal.so.4"}
+LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
+
+
+def hc_presets(names: list[str] | None) -> dict[str, dict]:
+    """{label: setting}: generic plus one row per distinct Table 7 setting (rows that share a
+    setting are named together, e.g. "espresso-perf=cfrac-perf")."""
+    chosen = names or knobs.preset_names()
+    by_key: dict[str, tuple[list[str], dict]] = {}
+    for name in chosen:
+        setting = knobs.preset(name)
+        by_key.setdefault(knobs.key(setting), ([], setting))[0].append(name)
+    return {"=".join(ns): s for ns, s in by_key.values()}
+
+
+def allocators(args) -> dict[str, dict]:
+    """{label: {"lib": path or None, "hc": bool}}, glibc first."""
+    from hctune.build import build_hc  # the project's build cache (ARCHITECTURE.md)
+
+    out = {"glibc": {"lib": None, "hc": False}}
+    for label, setting in hc_presets(args.presets).items():
+        out[f"hc:{label}"] = {"lib": build_hc(setting), "hc": True}
+    if args.others:
+        for name, soname in SYSTEM_LIBS.items():
+            for d in LIB_DIRS:
+                if (Path(d) / soname).exists():
+                    out[name] = {"lib": Path(d) / soname, "hc": False}
+                    break
+    return out
+
+
+def read_stats(path: Path) -> dict[str, int]:
+    stats = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                stats[parts[0]] = int(parts[1])
+    return stats
+
+
+def run_measured(workload, alloc, statfile: Path) -> dict:
+    """One run: wall time, CPU time and peak RSS of exactly this child (os.wait4)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(workload.env)
+    if alloc["lib"] is not None:
+        env["LD_PRELOAD"] = str(alloc["lib"])
+    if alloc["hc"]:
+        statfile.unlink(missing_ok=True)
+        env["HCMALLOC_STATS"] = str(statfile)
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(workload.argv, env=env, stdout=out, stderr=out)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read()
+    result = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+              "rss_kib": usage.ru_maxrss, "rc": proc.returncode, "output": output}
+    if alloc["hc"]:
+        result["stats"] = read_stats(statfile)
+    return result
+
+
+def fmt_pct(value: float, ref: float) -> str:
+    return f"{(value / ref - 1) * 100:+.0f} %" if ref else "n/a"
+
+
+def report(results, workloads, allocs, args, elapsed) -> str:
+    cmd = "bench/alloc_bench.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    lines = [
+        f"Made by `.venv/bin/python {cmd.strip()}` on {datetime.date.today()} "
+        f"({platform.machine()}, {os.cpu_count()} cores, {platform.platform()}), "
+        f"{args.reps} interleaved runs per cell, medians; {elapsed / 60:.1f} min in all.",
+        "",
+        "Columns: wall and CPU (user+sys) time, their change vs glibc (negative: faster), peak "
+        "RSS (ru_maxrss) and its change vs glibc; for HC also its own footprint (high-water "
+        "mark taken from the OS, Hasan & Chang 2006 §3.11) and the most bytes in use, "
+        "from HCMALLOC_STATS.",
+        "",
+    ]
+    for wl in workloads:
+        lines += [f"### {wl.name}: {wl.what}", "",
+                  "| allocator | wall s | vs glibc | CPU s | vs glibc | peak RSS MiB | vs glibc "
+                  "| HC footprint MiB | HC max in use MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        ref = results[("glibc", wl.name)]
+        rw = statistics.median(r["wall"] for r in ref)
+        rc = statistics.median(r["cpu"] for r in ref)
+        rr = statistics.median(r["rss_kib"] for r in ref)
+        for label in allocs:
+            runs = results[(label, wl.name)]
+            if any(r["rc"] != 0 for r in runs):
+                lines.append(f"| {label} | failed (exit {runs[-1]['rc']}) |||||||")
+                continue
+            w = statistics.median(r["wall"] for r in runs)
+            c = statistics.median(r["cpu"] for r in runs)
+            m = statistics.median(r["rss_kib"] for r in runs)
+            fp = mx = ""
+            if allocs[label]["hc"] and runs[0].get("stats"):
+                fp = f"{statistics.median(r['stats'].get('footprint', 0) for r in runs) / 2**20:.1f}"
+                mx = f"{statistics.median(r['stats'].get('bytes_max', 0) for r in runs) / 2**20:.1f}"
+            lines.append(f"| {label} | {w:.2f} | {fmt_pct(w, rw)} | {c:.2f} | {fmt_pct(c, rc)} "
+                         f"| {m / 1024:.1f} | {fmt_pct(m, rr)} | {fp} | {mx} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--presets", type=lambda s: s.split(","), default=None,
+                    help="HC presets (configs/presets.toml); default: all, deduplicated")
+    ap.add_argument("--workloads", type=lambda s: s.split(","), default=None)
+    ap.add_argument("--others", action="store_true", help="also jemalloc, mimalloc, tcmalloc")
+    ap.add_argument("--out", type=Path, help="write the Markdown report here (atomically)")
+    args = ap.parse_args(argv)
+    if args.reps < 1:
+        print("alloc_bench: --reps must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        allocs = allocators(args)
+    except HctuneError as e:
+        print(f"alloc_bench: {e}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="alloc-bench-") as tmp:
+        tmp = Path(tmp)
+        workloads = alloc_workloads.make(tmp / "inputs", args.workloads)
+        if not workloads:
+            print("alloc_bench: no workload programs found", file=sys.stderr)
+            return 2
+        results = {(a, w.name): [] for a in allocs for w in workloads}
+        expected = {}
+        for rep in range(args.reps):
+            for wl in workloads:
+                for label, alloc in allocs.items():
+                    r = run_measured(wl, alloc, tmp / "stats.txt")
+                    results[(label, wl.name)].append(r)
+                    # Same output as under glibc, or the timing means nothing.
+                    if r["rc"] == 0 and expected.setdefault(wl.name, r["output"]) != r["output"] \
+                            and alloc["lib"] is not None:
+                        r["rc"] = "different output"
+                    print(f"[{rep + 1}/{args.reps}] {wl.name:8} {label:40} {r['wall']:6.2f} s "
+                          f"{r['rss_kib'] / 1024:7.1f} MiB rc={r['rc']}", file=sys.stderr)
+    text = report(results, workloads, allocs, args, time.perf_counter() - t0)
+    if args.out:
+        tmp_out = args.out.with_suffix(args.out.suffix + ".tmp")
+        tmp_out.write_text(text + "\n")
+        os.replace(tmp_out, args.out)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

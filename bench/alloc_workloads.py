@@ -1,0 +1,120 @@
+"""Allocation-heavy real programs for bench/alloc_bench.py, with their generated inputs.
+
+Each workload is a real program run on an input made here, deterministically (fixed seeds), so
+every allocator sees exactly the same work: python3 building and dropping containers, cc1 (the
+C compiler proper) at -O2 on a large generated C file, sqlite3 running a script, gawk counting
+words. Each takes about a second or two under glibc on one core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str
+    argv: list[str]
+    env: dict
+    what: str
+
+
+PYTHON_SCRIPT = r"""
+import random
+rng = random.Random(2006)
+keep = []
+for round_ in range(40):
+    d = {f"k{i}-{round_}": [i] * (i % 7) for i in range(20000)}
+    s = {(i, str(i)) for i in range(0, 30000, 3)}
+    words = [("w" * (i % 40)) + str(i) for i in range(20000)]
+    text = " ".join(words).split(" ")
+    keep.append([d[k] for k in list(d)[::500]])
+    if len(keep) > 5:
+        keep.pop(rng.randrange(len(keep)))
+    del d, s, words, text
+print(sum(len(x) for x in keep))
+"""
+
+
+def _c_source(functions: int) -> str:
+    rng = random.Random(1995)
+    out = ["typedef unsigned long u64;", "struct node { u64 v; struct node *next; };"]
+    for f in range(functions):
+        body = []
+        for k in range(rng.randint(8, 24)):
+            a, b = rng.randint(1, 9999), rng.randint(1, 63)
+            body.append(f"  case {k}: x = (x * {a}u) ^ (x >> {b % 31 + 1}); "
+                        f"if (x & {1 << (b % 16)}u) x += f{max(f - 1, 0)}(x, n - 1); break;")
+        out.append(f"u64 f{f}(u64 x, int n);")
+        out.append(f"u64 f{f}(u64 x, int n) {{ if (n <= 0) return x; "
+                   f"for (int i = 0; i < n; i++) switch ((x + i) % {len(body)}) {{\n"
+                   + "\n".join(body) + "\n  }\n  return x; }")
+    return "\n".join(out) + "\n"
+
+
+def _sqlite_script(rows: int) -> str:
+    return f"""
+CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INTEGER, payload BLOB);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+INSERT INTO item SELECT i, 'name-' || (i * 7919 % 30011), i % 97, zeroblob(i % 1500) FROM n;
+CREATE INDEX item_name ON item(name);
+SELECT grp, count(*), sum(length(payload)) FROM item GROUP BY grp ORDER BY grp LIMIT 5;
+DELETE FROM item WHERE id % 3 = 0;
+UPDATE item SET payload = zeroblob(length(payload) * 2 % 4000) WHERE grp < 40;
+SELECT count(*), length(group_concat(name)) FROM item;
+CREATE TABLE pairs AS SELECT a.id AS x, b.name AS y FROM item a JOIN item b ON a.grp = b.grp
+  WHERE a.id % 50 = 0 AND b.id % 7 = 0;
+SELECT count(*), count(DISTINCT y) FROM pairs;
+"""
+
+
+GAWK_PROGRAM = r"""
+{ for (i = 1; i <= NF; i++) { count[$i]++; line[NR % 5000] = line[NR % 5000] " " $i } }
+END { n = asorti(count, keys); for (k in line) total += length(line[k]); print n, total }
+"""
+
+
+def _words(path: Path, lines: int) -> None:
+    rng = random.Random(20060101)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 14)))
+             for _ in range(50000)]
+    with open(path, "w") as f:
+        for _ in range(lines):
+            f.write(" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 20))) + "\n")
+
+
+def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
+    """The workloads whose programs exist here, inputs written into `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    found = []
+    python = shutil.which("python3") or sys.executable
+    (workdir / "containers.py").write_text(PYTHON_SCRIPT)
+    # PYTHONMALLOC=malloc: every object through malloc, not Python's own small-object pool.
+    found.append(Workload("python", [python, str(workdir / "containers.py")],
+                          {"PYTHONMALLOC": "malloc"}, "python3: build and drop containers"))
+    gcc = shutil.which("gcc")
+    if gcc:
+        cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True,
+                             text=True).stdout.strip()
+        if cc1 and Path(cc1).exists():
+            (workdir / "big.c").write_text(_c_source(90))
+            found.append(Workload("cc1", [cc1, "-quiet", "-O2", str(workdir / "big.c"), "-o",
+                                          "/dev/null"], {}, "gcc's cc1 -O2 on a generated 90-function file"))
+    sqlite3 = shutil.which("sqlite3")
+    if sqlite3:
+        (workdir / "script.sql").write_text(_sqlite_script(200_000))
+        found.append(Workload("sqlite3", [sqlite3, ":memory:", f".read {workdir / 'script.sql'}"],
+                              {}, "sqlite3: 200k-row script, index, delete, update, join"))
+    gawk = shutil.which("gawk")
+    if gawk:
+        _words(workdir / "words.txt", 100_000)
+        found.append(Workload("gawk", [gawk, GAWK_PROGRAM, str(workdir / "words.txt")], {},
+                              "gawk: word counts and string building on 100k lines"))
+    if only:
+        found = [w for w in found if w.name in only]
+    return found
