@@ -77,14 +77,14 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
     sets = list(sets or ())
     overrides = _knobs.parse_sets(sets)
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    prov = {"date": date, "version": __version__, "hctune_version": __version__}
+    prov = {}
     if preset is not None:
         if study is not None:
             raise HctuneError("--preset and --study choose the setting two ways; give one")
         setting = _knobs.resolve(preset, sets)
-        prov.update(trace="none (a preset, not tuned to a trace)", objective=preset,
-                    measured="not measured", source=_knobs.preset_source(preset),
-                    study=None)
+        prov.update(trace="none (a preset, not tuned to a trace)", objective=f"preset {preset}",
+                    source=_knobs.preset_source(preset), measured="not measured by hctune",
+                    date=date, hctune=__version__)
         return setting, prov
     from hctune.search import results  # only a study-based emit needs Optuna
     with Database(db_path) as db:
@@ -106,9 +106,11 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
     prov.update(trace=", ".join(f"#{t.id} {t.path}" + (f" ({t.command})" if t.command else "")
                                 for t in traces),
-                objective=f"{objective} ({metric}) of study {row['name']}, trial {trial.number}",
-                measured=measured, study=row["name"],
-                source=trial.user_attrs.get("seed") or "Optuna search")
+                objective=f"{objective} (perf metric: {metric}); study {row['name']}, trial "
+                          f"{trial.number}",
+                source=(f"seeded from {trial.user_attrs['seed']}" if trial.user_attrs.get("seed")
+                        else "found by the Optuna search"),
+                measured=measured, date=date, hctune=__version__)
     return setting, prov
 
 

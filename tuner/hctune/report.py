@@ -55,16 +55,6 @@ def _trace_stats(row) -> dict | None:
         return None
 
 
-def _series(stats: dict | None, *names):
-    """The first of `names` present in the stats (the trace part owns their exact shape)."""
-    if not stats:
-        return None
-    for n in names:
-        if stats.get(n):
-            return stats[n]
-    return None
-
-
 def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict) -> list[dict]:
     """Footprint vs max live bytes for every allocator measured on the trace (latest row each),
     HC as generic and as tuned."""
@@ -116,8 +106,8 @@ def collect(db_path, name: str | None = None) -> dict:
             traces.append({
                 "id": tr.id, "path": tr.path, "command": tr.command,
                 "events": trow["events"],
-                "size_histogram": _series(stats, "size_histogram", "sizes", "histogram"),
-                "live_bytes": _series(stats, "live_bytes", "allocation_graph", "timeline"),
+                "size_histogram": (stats or {}).get("histogram"),
+                "live_bytes": (stats or {}).get("graph"),
                 "summary": {k: v for k, v in (stats or {}).items()
                             if isinstance(v, (int, float, str)) and not isinstance(v, bool)},
                 "allocators": _allocator_rows(db, tr.id, metric,
@@ -131,37 +121,27 @@ def collect(db_path, name: str | None = None) -> dict:
 # ---- the plots ----
 
 def _hist_plot(plt, hist) -> str | None:
-    """`hist`: [[size, count], ...] or {size: count} (request sizes)."""
+    """`hist`: hctune.trace.stats' histogram, [{"max_size", "count", "bytes"}, ...]."""
     if not hist:
         return None
-    pairs = sorted((float(k), float(v)) for k, v in
-                   (hist.items() if isinstance(hist, dict) else
-                    ((h[0], h[1]) if not isinstance(h, dict) else
-                     (h.get("size", h.get("bin")), h.get("count")) for h in hist)))
     fig, ax = plt.subplots(figsize=(7, 3))
-    ax.bar(range(len(pairs)), [c for _, c in pairs], color="#4a78b0")
-    step = max(1, len(pairs) // 12)
-    ax.set_xticks(range(0, len(pairs), step))
-    ax.set_xticklabels([f"{s:g}" for s, _ in pairs][::step], rotation=45, fontsize=7)
-    ax.set_xlabel("request size (bytes, bin)")
+    ax.bar(range(len(hist)), [h["count"] for h in hist], color="#4a78b0")
+    ax.set_xticks(range(len(hist)))
+    ax.set_xticklabels([f"≤{h['max_size']:,}" for h in hist], rotation=45, fontsize=7)
+    ax.set_xlabel("request size (bytes)")
     ax.set_ylabel("requests")
     ax.set_yscale("log")
     ax.set_title("Request sizes")
     return _svg(fig)
 
 
-def _live_plot(plt, live) -> str | None:
-    """`live`: [[event, bytes], ...] or {"x": [...], "y": [...]} (Hasan & Chang 2006, Fig. 5)."""
-    if not live:
-        return None
-    if isinstance(live, dict):
-        xs, ys = live.get("x") or live.get("events"), live.get("y") or live.get("bytes")
-    else:
-        xs, ys = [p[0] for p in live], [p[1] for p in live]
-    if not xs or not ys:
+def _live_plot(plt, graph) -> str | None:
+    """`graph`: hctune.trace.stats' {"event": [...], "live_bytes": [...]}, the allocation graph
+    of Hasan & Chang 2006, Fig. 5 (tall peaks and low valleys call for COALESCE_IN_FREE, §5.2)."""
+    if not graph or not graph.get("event"):
         return None
     fig, ax = plt.subplots(figsize=(7, 3))
-    ax.plot(xs, [y / 1024 for y in ys], color="#b0504a", lw=1)
+    ax.plot(graph["event"], [y / 1024 for y in graph["live_bytes"]], color="#b0504a", lw=1)
     ax.set_xlabel("allocation events")
     ax.set_ylabel("live KiB")
     ax.set_title("Live bytes over time (allocation graph)")

@@ -6,6 +6,7 @@ import json
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hctune.search import results
@@ -26,13 +27,14 @@ def _fmt(v, spec=".2f"):
 
 def show(r: dict, console: Console):
     perf = "instructions_per_op" if r["metric"] == "instructions" else "time_ns_per_op"
-    console.print(f"study [bold]{r['study']}[/] ({r['study_objective']}), best for "
+    console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
                   f"[bold]{r['objective']}[/]: trial {r['trial']}"
-                  + (f" (seed: {r['seed']})" if r["seed"] else ""))
-    changed = ", ".join(f"{k}={v}" for k, v in r["changed_from_generic"].items()) or "none"
-    console.print(f"changed from generic (Table 6): {changed}")
+                  + (escape(f" (seed: {r['seed']})") if r["seed"] else ""))
+    changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in r["changed_from_generic"].items()) or "none"
+    console.print(escape(f"changed from generic (Table 6): {changed}"))
     for e in r["traces"]:
-        t = Table(title=e["command"] or e["trace"], title_justify="left")
+        t = Table(title=escape(e["command"] or e["trace"]), title_justify="left")
         for col in ("", "footprint", "vs glibc", "vs generic", perf.replace("_", " "),
                     "vs glibc", "vs generic"):
             t.add_column(col, justify="right" if col else "left")

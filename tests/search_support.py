@@ -1,0 +1,124 @@
+"""Helpers for the search and emit tests: a small real trace, running `hctune`, and a
+throw-away PostgreSQL server."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hctune import paths
+
+# gawk building, thinning and growing an associative array and a string: a real program with
+# many small blocks, frees in the middle and a growing realloc.
+GAWK_PROGRAM = ('BEGIN { for (i = 0; i < 6000; i++) a[i] = i " x"; '
+                'for (i = 0; i < 6000; i += 2) delete a[i]; s = ""; '
+                'for (i = 0; i < 800; i++) s = s "ab"; print length(s) }')
+
+
+def need_hc():
+    try:
+        import hctune.render  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"the HC renderer is not available yet (hctune.render: {e})")
+
+
+def record_gawk_trace(out: Path) -> Path:
+    """A real trace of gawk, recorded with the LD_PRELOAD tracer that `make` builds."""
+    tracer = paths.BUILD / "libhctrace.so"
+    if not tracer.exists():
+        pytest.fail(f"{tracer} is missing: run `make` first")
+    gawk = shutil.which("gawk")
+    if gawk is None:
+        pytest.fail("gawk is not installed (.ci/run installs it)")
+    env = dict(os.environ, LD_PRELOAD=str(tracer), HCTRACE_OUT=str(out))
+    subprocess.run([gawk, GAWK_PROGRAM], env=env, check=True, capture_output=True)
+    assert out.stat().st_size > 0
+    return out
+
+
+def hctune(db, *args, check=True, timeout=600, **kw):
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(db), *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"hctune {' '.join(map(str, args))} -> {r.returncode}\n"
+                             f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def hctune_popen(db, *args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+# ---- PostgreSQL ----
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Postgres:
+    """initdb + pg_ctl in a temporary directory, on 127.0.0.1, trust authentication. PostgreSQL
+    refuses to run as root (CI runs as root), so then it runs as the `postgres` user."""
+
+    def __init__(self, base: Path):
+        self.bin = _pg_bin()
+        if self.bin is None:
+            pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed; the Debian "
+                        "package postgresql provides them")
+        self.base = base
+        self.data = base / "pgdata"
+        self.port = _free_port()
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user is not None:
+            os.chmod(base, 0o777)
+            for parent in list(base.parents)[:-1]:  # the server must be able to reach its dir
+                try:
+                    os.chmod(parent, os.stat(parent).st_mode | 0o011)
+                except PermissionError:
+                    pass
+
+    def _run(self, *cmd, check=True):
+        if self.user is not None:
+            cmd = ("runuser", "-u", self.user, "--", *cmd)
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
+
+    def start(self):
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
+                  "hctune", "--no-sync")
+        log = self.base / "pg.log"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-w",
+                  "-t", "60", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
+                          "-U", "hctune", "hctune", check=False)
+            if r.returncode == 0:
+                return self
+            time.sleep(0.5)
+        raise AssertionError(f"could not create the database: {r.stderr}")
+
+    def stop(self):
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
+                  "stop", check=False)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://hctune@127.0.0.1:{self.port}/hctune"

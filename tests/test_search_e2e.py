@@ -1,0 +1,128 @@
+"""`hctune search`, `best` and `report` end to end on a real trace (gawk, recorded with the
+LD_PRELOAD tracer), with the real replay harness and real HC builds."""
+
+import json
+import signal
+import sqlite3
+import time
+
+import optuna
+import pytest
+
+from search_support import (Postgres, hctune, hctune_popen, need_hc, record_gawk_trace)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    need_hc()
+    return record_gawk_trace(tmp_path_factory.mktemp("trace") / "gawk.trace")
+
+
+def finished(url, name):
+    st = optuna.load_study(study_name=name, storage=url)
+    return [t for t in st.get_trials(deepcopy=False)
+            if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def test_search_stores_trials_and_measurements(trace, tmp_path):
+    db = tmp_path / "hctune.db"
+    r = hctune(db, "search", trace, "--objective", "mem", "--trials", 4, "--repeat", 1,
+               "--json")
+    out = json.loads(r.stdout)
+    assert out["finished"] == 4 and out["failed"] == 0
+    con = sqlite3.connect(db)
+    # Optuna's tables and hctune's in one file
+    assert con.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0] == 4
+    hc = con.execute("SELECT COUNT(DISTINCT setting) FROM hc_measurements"
+                     " WHERE allocator = 'hc'").fetchone()[0]
+    glibc = con.execute("SELECT COUNT(*) FROM hc_measurements WHERE allocator = 'glibc'"
+                        ).fetchone()[0]
+    assert hc == 4 and glibc == 1
+    assert con.execute("SELECT objective FROM hc_studies").fetchone()[0] == "mem"
+    best = json.loads(hctune(db, "best", "--json").stdout)
+    t = best["traces"][0]
+    assert t["tuned"]["footprint_bytes"] > 0 and t["glibc"]["time_ns_per_op"] > 0
+    assert best["trial"] == out["best_mem"]["trial"]
+    # the generic seed is trial 0, so best cannot be worse than generic on the objective
+    assert t["vs_generic"]["footprint"] <= 1.0 + 1e-9
+    # the same command again: nothing new is measured
+    before = con.execute("SELECT COUNT(*) FROM hc_measurements").fetchone()[0]
+    hctune(db, "search", trace, "--objective", "mem", "--trials", 4, "--repeat", 1)
+    assert con.execute("SELECT COUNT(*) FROM hc_measurements").fetchone()[0] == before
+    page = tmp_path / "report.html"
+    hctune(db, "report", "-o", page)
+    html = page.read_text()
+    assert html.count("<svg") >= 4 and 'id="hctune-data"' in html
+    assert "http://" not in html.replace("http://www.w3.org", "")  # no network resources
+
+
+def test_sigint_keeps_finished_trials_and_the_rerun_continues(trace, tmp_path):
+    db = tmp_path / "hctune.db"
+    url = f"sqlite:///{db}"
+    args = ("search", trace, "--objective", "perf", "--study", "resume", "--repeat", 1)
+    p = hctune_popen(db, *args, "--trials", 40)
+    deadline = time.time() + 120
+    done = []
+    while time.time() < deadline and p.poll() is None:
+        time.sleep(0.3)
+        try:
+            done = finished(url, "resume")
+        except KeyError:
+            continue
+        if len(done) >= 2:
+            break
+    assert p.poll() is None, p.communicate()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    kept = {t.number: t.value for t in finished(url, "resume")}
+    assert len(kept) >= 2
+    r = hctune(db, *args, "--trials", len(kept) + 2, "--json")
+    assert json.loads(r.stdout)["finished"] == len(kept) + 2
+    now = {t.number: t.value for t in finished(url, "resume")}
+    assert all(now[n] == v for n, v in kept.items())
+    # nothing is left RUNNING by the interrupted run once the heartbeat grace has passed
+    st = optuna.load_study(study_name="resume", storage=url)
+    assert all(t.state != optuna.trial.TrialState.WAITING or t.number > max(kept)
+               for t in st.trials)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("search", "--objective", "speed"), "Invalid value for '--objective'"),
+    (("search", "{empty}"), "is empty"),
+    (("search", "{trace}", "--storage", "postgresql://nobody@127.0.0.1:1/x"), "cannot use storage"),
+    (("best", "--study", "nope"), "no study named 'nope'"),
+    (("emit", "--study", "nope", "-o", "{tmp}/m.c"), "no study named 'nope'"),
+    (("report", "--study", "nope", "-o", "{tmp}/r.html"), "no study named 'nope'"),
+])
+def test_bad_input_is_one_line_and_exit_2(trace, tmp_path, args, message):
+    db = tmp_path / "hctune.db"
+    (tmp_path / "empty.trace").write_bytes(b"")
+    args = [a.format(empty=tmp_path / "empty.trace", trace=trace, tmp=tmp_path) for a in args]
+    r = hctune(db, *args, check=False)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m.c").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_two_processes_share_one_study_on_postgresql(trace, tmp_path):
+    pg = Postgres(tmp_path).start()
+    try:
+        procs = [hctune_popen(tmp_path / f"worker{i}.db", "search", trace, "--objective", "mem",
+                              "--storage", pg.url, "--study", "shared", "--trials", 8,
+                              "--repeat", 1, "--json")
+                 for i in range(2)]
+        outs = [p.communicate(timeout=240) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == 0, err
+        done = finished(pg.url, "shared")
+        workers = {t.user_attrs["worker"] for t in done}
+        assert len(done) >= 8
+        assert len(workers) == 2, workers       # both processes ran trials of the one study
+        for out, _ in outs:                     # and each sees every trial, its own and the other's
+            assert json.loads(out)["finished"] >= 8
+    finally:
+        pg.stop()
