@@ -3,9 +3,9 @@
 The LD_PRELOAD tracer (build/libhctrace.so) writes one file per process into a private temp
 directory next to the output; afterwards the main trace moves to the output path, the others
 (forked children, exec'd programs) beside it as <name>.<pid>[.<n>].hct, and all are registered,
-the main one last so it is the database's latest trace.  The main trace is the process with the
-most events (the first process's on a tie): for `sh -c ...` or a build driver the useful trace
-is a child's, not the wrapper's.
+the main one last so it is the database's latest trace.  The main trace is the last image of
+the first process: wrappers that exec the real program (a pyenv shim, `env`, `nice`) come
+first in that chain, the program the user meant last; forked children are the others.
 """
 
 from __future__ import annotations
@@ -141,6 +141,18 @@ def _order(files: list[Path], base: str) -> list[Path]:
     return sorted(files, key=key)
 
 
+def _main_trace(readable: list[tuple[Path, dict]], base: str) -> tuple[Path, dict]:
+    """The last image of the first process: wrappers that exec the real program (shims,
+    `env`, `nice`) leave it as the final link of that chain."""
+    first = next((fs for fs in readable if fs[0].name == base), None)
+    if first is None:
+        return readable[0]
+    chain = [fs for fs in readable
+             if fs[0].name == base or fs[0].name.startswith(f"{base}.{first[1]['pid']}")
+             and fs[0].name[len(base):].split(".")[1] == str(first[1]["pid"])]
+    return chain[-1]    # readable is in tracer order: base, base.<pid>, base.<pid>.<n>...
+
+
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db") -> Profile:
     """Run argv under the tracer; move, register and summarise its traces."""
@@ -169,7 +181,7 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
                 skipped.append(str(e).replace(str(tmp) + os.sep, ""))
         if not readable:
             raise HctuneError(f"no readable trace: {skipped[0]}")
-        main = max(readable, key=lambda fs: fs[1]["events"])    # first wins a tie
+        main = _main_trace(readable, base)
         placed = []
         for f, st in readable:
             if f is main[0]:

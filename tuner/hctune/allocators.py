@@ -1,0 +1,124 @@
+"""Allocator names -> what the replay harness preloads.
+
+Every allocator runs in the same build/hcreplay, injected with LD_PRELOAD (glibc: nothing), so
+they are measured alike.  Names:
+
+  hc          the HC allocator (Hasan & Chang 2006, §3) built for a setting (hctune.build)
+  glibc       the C library's malloc, the descendant of the paper's DL anchor (§4.2)
+  jemalloc    Debian libjemalloc2
+  mimalloc    Debian libmimalloc2.0
+  tcmalloc    Debian libtcmalloc-minimal4
+  kingsley    build/libkingsley.so, the power-of-two CK baseline of §4.2 (made by `make`)
+  bump        build/libhcbump.so, a bump pointer that only measures the harness's own cost
+  PATH        any shared library that defines malloc/free/...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import subprocess
+from pathlib import Path
+
+from hctune import paths
+from hctune.errors import HctuneError
+
+# name -> (file names to look for, Debian package that ships them)
+SYSTEM = {
+    "jemalloc": (("libjemalloc.so.2", "libjemalloc.so"), "libjemalloc2"),
+    "mimalloc": (("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"), "libmimalloc2.0"),
+    "tcmalloc": (("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so", "libtcmalloc.so.4"),
+                 "libtcmalloc-minimal4"),
+}
+BUILT = {"kingsley": "libkingsley.so", "bump": "libhcbump.so"}
+NAMES = ("hc", "glibc", *SYSTEM, "kingsley")  # what users pick from; bump is for tests
+BASELINES = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "kingsley")
+
+_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64",
+             "/usr/local/lib", "/usr/lib", "/lib")
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocator:
+    name: str                 # one of NAMES, "bump", or the path given
+    library: Path | None      # what LD_PRELOAD gets; None for glibc
+    setting: dict | None = None  # HC only: the full setting it was built from
+
+    def env(self, base: dict | None = None) -> dict:
+        """The environment that runs a program on this allocator."""
+        env = dict(os.environ if base is None else base)
+        env.pop("LD_PRELOAD", None)
+        if self.library is not None:
+            env["LD_PRELOAD"] = str(self.library)
+        return env
+
+
+@functools.lru_cache(maxsize=None)
+def _ldconfig() -> dict[str, str]:
+    """{soname: path} from the dynamic linker's cache, for libraries outside _LIB_DIRS."""
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found = {}
+    for line in out.splitlines():
+        name, sep, path = line.strip().partition(" => ")
+        if sep and "x86-64" in name:
+            found.setdefault(name.split()[0], path.strip())
+    return found
+
+
+def find_system(name: str) -> Path:
+    files, package = SYSTEM[name]
+    for f in files:
+        for d in _LIB_DIRS:
+            p = Path(d) / f
+            if p.exists():
+                return p
+    for f in files:
+        if f in _ldconfig():
+            return Path(_ldconfig()[f])
+    raise HctuneError(f"{name} is not installed ({' or '.join(files[:2])} not found); "
+                      f"install the Debian package {package}")
+
+
+def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None) -> Allocator:
+    """The allocator called `name`; for hc, `setting` (default: the generic preset) is built
+    through the build cache.  Unknown names and missing libraries raise HctuneError."""
+    name = (name or "").strip()
+    if not name:
+        raise HctuneError("empty allocator name")
+    if setting is not None and name != "hc":
+        raise HctuneError(f"a knob setting only applies to the hc allocator, not {name}")
+    if name == "hc":
+        from hctune import build, knobs
+        full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
+        return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
+    if name == "glibc":
+        return Allocator("glibc", None)
+    if name in SYSTEM:
+        return Allocator(name, find_system(name))
+    if name in BUILT:
+        lib = paths.BUILD / BUILT[name]
+        if not lib.exists():
+            raise HctuneError(f"{lib} is missing; run `make` in the hctune checkout")
+        return Allocator(name, lib)
+    if "/" in name or name.endswith(".so") or ".so." in name:
+        lib = Path(name).expanduser().resolve()
+        if not lib.is_file():
+            raise HctuneError(f"allocator library {name} does not exist")
+        return Allocator(str(lib), lib)
+    raise HctuneError(f"unknown allocator {name!r}; use one of {', '.join(NAMES)} "
+                      f"or the path of a malloc shared library")
+
+
+def parse_list(text: str) -> list[str]:
+    """'glibc, jemalloc' -> ['glibc', 'jemalloc'] (order kept, duplicates dropped)."""
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if item and item not in out:
+            out.append(item)
+    return out

@@ -1,0 +1,33 @@
+"""hctune stats [TRACE] [--json] [--html FILE] [--png FILE]: what the trace says about the heap."""
+
+import json
+
+import click
+
+from hctune.db import Database
+from hctune.errors import HctuneError
+from hctune.trace import plots, report
+from hctune.trace.stats import stats
+
+
+@click.command("stats")
+@click.argument("trace", required=False, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write an HTML page.")
+@click.option("--png", "png_out", type=click.Path(dir_okay=False), help="Write the plots as PNG.")
+@click.pass_context
+def command(ctx, trace, as_json, html_out, png_out):
+    """Sizes, small/large requests, max live bytes and objects (Hasan & Chang 2006, Tables 1,
+    3, 4) and the allocation graph of TRACE (default: the latest profiled trace)."""
+    if trace is None:
+        with Database(ctx.obj["db_path"]) as db:
+            row = db.latest_trace()
+        if row is None:
+            raise HctuneError("no trace given and none registered: run hctune profile first")
+        trace = row["path"]
+    st = stats(trace)
+    if html_out:
+        plots.write_atomic(html_out, report.html(st, trace))
+    if png_out:
+        plots.write_atomic(png_out, plots.png_bytes(st))
+    click.echo(json.dumps(st, indent=1, sort_keys=True) if as_json else report.text(st, trace))

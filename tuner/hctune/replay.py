@@ -1,0 +1,183 @@
+"""Measure one allocator on one trace with the replay harness (Hasan & Chang 2006, §4.4).
+
+`measure` runs build/hcreplay once (a fresh process per measurement, so no allocator sees
+another's heap) with the allocator injected by LD_PRELOAD, and returns the harness's numbers:
+
+  ops                  replayed calls per repeat
+  time_ns_per_op       median over repeats of the loop's CPU time, per op
+  times_ns             every repeat's loop time (the spread is max/min - 1)
+  instructions_per_op  metric="instructions": callgrind's count of the loop, per op (else None)
+  peak_rss_bytes       peak resident memory during the loops over the baseline before them
+  footprint_bytes      HC: its own high-water of memory from the OS (the paper's measure);
+                       other allocators: peak_rss_bytes (footprint_source says which)
+  max_live_bytes       most requested bytes live at once in the trace
+  fragmentation        footprint_bytes / max_live_bytes - 1 (the measure of Zorn & Grunwald's
+                       comparison of nine mallocs, used by Hasan & Chang)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hctune import allocators, paths
+from hctune.errors import HctuneError
+
+METRICS = ("time", "instructions")
+
+
+class ReplayError(HctuneError):
+    """The harness could not replay the trace (bad trace, crashed allocator, timeout)."""
+
+
+def harness() -> Path:
+    exe = paths.BUILD / "hcreplay"
+    if not exe.exists():
+        raise HctuneError(f"{exe} is missing; run `make` in the hctune checkout")
+    return exe
+
+
+def _check_trace(trace) -> Path:
+    p = Path(trace)
+    if not p.exists():
+        raise HctuneError(f"trace {trace} does not exist")
+    if p.is_dir():
+        raise HctuneError(f"trace {trace} is a directory, not a trace file")
+    return p
+
+
+def _run(cmd: list[str], env: dict, what: str, timeout: float | None) -> str:
+    try:
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                             check=False)
+    except subprocess.TimeoutExpired:
+        raise ReplayError(f"{what}: no result within {timeout:g} s") from None
+    except OSError as e:
+        raise ReplayError(f"{what}: cannot run {cmd[0]}: {e}") from None
+    if res.returncode != 0:
+        lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+        msg = next((ln.split("error: ", 1)[1] for ln in lines if "hcreplay: error: " in ln), None)
+        if msg is None:
+            how = (f"killed by signal {-res.returncode}" if res.returncode < 0
+                   else f"exit status {res.returncode}")
+            msg = f"the replay failed ({how})" + (f": {lines[-1][:300]}" if lines else "")
+        raise ReplayError(f"{what}: {msg}")
+    return res.stdout
+
+
+def _callgrind_total(path: Path) -> int:
+    """Instructions (Ir) of the instrumented part: callgrind's `totals:` (or `summary:`)."""
+    text = path.read_text(errors="replace")
+    for key in ("totals:", "summary:"):
+        m = re.search(rf"^{key}\s+(\d+)", text, re.M)
+        if m:
+            return int(m.group(1))
+    raise ReplayError(f"no instruction total in callgrind output {path}")
+
+
+def count_instructions(trace, alloc: allocators.Allocator, timeout: float | None = None,
+                       touch: bool = True) -> dict:
+    """One repeat under callgrind with only the replay loop instrumented (the harness turns
+    instrumentation on and off around it): a deterministic cost, the same on every run."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        raise HctuneError("--metric instructions needs valgrind; install the Debian package "
+                          "valgrind")
+    with tempfile.TemporaryDirectory(prefix="hctune-cg-") as d:
+        out = Path(d) / "callgrind.out"
+        cmd = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
+               f"--callgrind-out-file={out}", str(harness()), str(trace), "--repeat", "1",
+               "--json"] + ([] if touch else ["--no-touch"])
+        text = _run(cmd, alloc.env(), f"callgrind replay of {trace} on {alloc.name}", timeout)
+        result = json.loads(text)
+        if not result.get("callgrind"):
+            raise HctuneError("build/hcreplay was built without valgrind's headers; "
+                              "install valgrind and run `make` again")
+        result["instructions"] = _callgrind_total(out)
+    return result
+
+
+def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: int = 5,
+            metric: str = "time", touch: bool = True, timeout: float | None = None,
+            debug: bool = False, db=None) -> dict:
+    """Replay `trace` on `allocator` (for hc: `setting`, default the generic preset) and return
+    the numbers listed in this module's docstring.  metric="instructions" adds a callgrind run
+    of one repeat (time and memory still come from the native run)."""
+    if metric not in METRICS:
+        raise HctuneError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    if not isinstance(repeat, int) or not 1 <= repeat <= 1000:
+        raise HctuneError(f"repeat must be a whole number from 1 to 1000, not {repeat!r}")
+    path = _check_trace(trace)
+    alloc = allocators.resolve(allocator, setting, debug=debug, db=db)
+    cmd = [str(harness()), str(path), "--repeat", str(repeat), "--json"]
+    if not touch:
+        cmd.append("--no-touch")
+    what = f"replay of {trace} on {alloc.name}"
+    try:
+        result = json.loads(_run(cmd, alloc.env(), what, timeout))
+    except json.JSONDecodeError as e:
+        raise ReplayError(f"{what}: unreadable harness output ({e})") from None
+    result["instructions"] = None
+    if metric == "instructions":
+        counted = count_instructions(path, alloc, timeout, touch)
+        result["instructions"] = counted["instructions"]
+    return finish(result, alloc, metric)
+
+
+def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
+    """Add the derived numbers and what was measured to the harness's JSON."""
+    ops = result["ops"]
+    times = result["times_ns"]
+    result["allocator"] = alloc.name
+    result["library"] = str(alloc.library) if alloc.library else None
+    result["setting"] = alloc.setting
+    result["metric"] = metric
+    result["instructions_per_op"] = (result["instructions"] / ops
+                                     if result.get("instructions") is not None else None)
+    result["spread"] = max(times) / min(times) - 1 if min(times) > 0 else None
+    result["time_ns_per_op_mean"] = statistics.fmean(times) / ops
+    hc = result.get("hc_footprint_bytes")
+    if hc is not None:
+        result["footprint_bytes"], result["footprint_source"] = hc, "hc_stats"
+    else:
+        result["footprint_bytes"], result["footprint_source"] = result["peak_rss_bytes"], "rss"
+    live = result["max_live_bytes"]
+    fp = result["footprint_bytes"]
+    result["fragmentation"] = fp / live - 1 if live and fp is not None else None
+    return result
+
+
+def spread(times) -> float:
+    """max/min - 1 of a list of repeat times: how far apart the repeats were."""
+    return max(times) / min(times) - 1 if times and min(times) > 0 else float("nan")
+
+
+def trace_sha256(path) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def register_trace(db, path, command: str | None = None, events: int | None = None) -> int:
+    """The trace's id in the database, registering it first if needed (idempotent by hash)."""
+    p = _check_trace(path)
+    # by content, not by path: a trace re-recorded to the same file is a new trace
+    return db.add_trace(p, trace_sha256(p), command=command, events=events,
+                        size_bytes=os.path.getsize(p))
+
+
+def latest_trace(db) -> Path:
+    row = db.latest_trace()
+    if row is None:
+        raise HctuneError("no trace given and none in the database; run `hctune profile "
+                          "./app args` first, or name a trace file")
+    return Path(row["path"])
