@@ -1,0 +1,153 @@
+/* hc_alloc.c -- allocation's slow paths (Hasan & Chang 2006, §3.3-§3.10).  The fast path, a
+ * quick-list hit, is inlined in malloc() (hc_api.c). */
+#include "hc_block.h"
+
+/* Hand out `size` bytes of the off-list free block b (§3.6 splitting, §3.10 preallocation).
+ *  1. An exact fit or one a single granule larger is not split (§3.8): the whole block goes.
+ *  2. Otherwise the front becomes the allocated block.  For a quick-list size the remainder is
+ *     first cut into up to QL_PREALLOC more blocks of the same size, pushed on its quick list.
+ *  3. What is left goes on the list of its own size, coalesced if b was (its neighbours are). */
+static char *hc_carve(char *b, size_t size, int coalesced)
+{
+    size_t have = hc_size(b);
+    size_t rest = have - size;
+    uint32_t pinuse = *hc_hdr(b) & HC_PINUSE;
+    if (rest < 2 * HC_GRANULE) {
+        *hc_hdr(b) = (uint32_t)have | HC_INUSE | pinuse;
+        hc_set_pinuse(b + have);
+        return b;
+    }
+    HC_COUNT(splits, 1);
+    *hc_hdr(b) = (uint32_t)size | HC_INUSE | pinuse;
+    char *r = b + size;
+#if QL_PREALLOC > 0
+    if (size <= HC_QL_SIZE) {
+        unsigned i = (unsigned)(size / HC_GRANULE);
+        size_t k = rest / size;
+        if (k > (size_t)QL_PREALLOC)
+            k = (size_t)QL_PREALLOC;
+        HC_COUNT(ql_refills, k > 0);
+        HC_COUNT(ql_prealloc_blocks, k);
+        for (size_t j = 0; j < k; j++, r += size) {
+            *hc_hdr(r) = (uint32_t)size | HC_INUSE | HC_PINUSE;
+            hc_ql_push(r, i);
+        }
+        rest -= k * size;
+        if (!rest) {
+            hc_set_pinuse(r);
+            return b;
+        }
+    }
+#endif
+    *hc_hdr(r) = (uint32_t)rest | HC_PINUSE;
+    hc_set_trailer(r, rest);
+    hc_list_push(r, coalesced);
+    return b;
+}
+
+/* After a complete coalescing: the smallest free block of at least size bytes (§3.8). */
+static char *hc_find_fit(size_t size, int *coalesced)
+{
+    unsigned i = hc_index(size);
+    int j = hc_bit_next(hc.map, i);
+    if (j < 0)
+        return NULL;
+    if ((unsigned)j == HC_BIG) {
+        char *b = hc_big_best(size);
+        if (b) {
+            *coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
+            hc_list_remove(b);
+        }
+        return b;
+    }
+    return hc_list_pop((unsigned)j, coalesced);
+}
+
+/* Has a complete coalescing a chance to pay (§3.8)?  The footprint must exceed COALESCE_RATIO x
+ * the most bytes ever in use, as in the paper; and, so a program sitting just above the ratio
+ * does not walk its heap on every miss, some block must have been freed since the last run and
+ * the free blocks must add up to the request. */
+static HC_UNUSED int hc_complete_pays(size_t size)
+{
+    return hc.frees_since_cc > 0 && hc.free_bytes >= size &&
+           (double)hc.st.footprint > (double)(COALESCE_RATIO) * (double)hc.st.bytes_max;
+}
+
+/* Allocate a heap block of `size` bytes (a multiple of 16) when its quick list is empty.
+ *  1. Small sizes: the next bigger quick list (§3.10).
+ *  2. The exact list, then the next bigger one (§3.4, §3.6); big sizes best-fit (§3.3).
+ *  3. SPLIT: the next non-empty list found through the bitmap (§3.5, §3.6).
+ *  4. COALESCE: incremental coalescing until a large enough block emerges (§3.7).
+ *  5. COALESCE_QL: complete coalescing when the footprint is over the ratio (§3.8).
+ *  6. The wilderness, grown from the OS as needed (§3.9).
+ *  7. Out of heap: coalesce everything whatever the ratio, then fail (the caller may mmap). */
+static HC_NOINLINE char *hc_alloc_block(size_t size)
+{
+    unsigned i = hc_index(size);
+    int coalesced = 0;
+    char *b;
+
+    hc.last_clean = 0;
+    if (hc_unlikely(!hc.ready) && !hc_heap_init())
+        return NULL;
+    if (hc.base == NULL)
+        return NULL;
+
+    if (size <= HC_QL_SIZE && i + 1 <= HC_QL_MAX && hc.ql[i + 1]) {
+        HC_COUNT(ql_hits, 1);
+        b = hc_ql_pop(i + 1);
+        return b;
+    }
+    if (i < HC_BIG) {
+        for (unsigned k = i; k <= i + 1 && k < HC_BIG; k++) {
+            if ((b = hc_list_pop(k, &coalesced)) != NULL) {
+                HC_COUNT(list_hits, 1);
+                return hc_carve(b, size, coalesced);
+            }
+        }
+    }
+    if (i + 1 >= HC_BIG && (b = hc_big_best(size)) != NULL) {
+        coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
+        hc_list_remove(b);
+        HC_COUNT(big_hits, 1);
+        return hc_carve(b, size, coalesced);
+    }
+#if SPLIT
+    int j;
+    if (i + 2 < HC_NLISTS && (j = hc_bit_next(hc.map, i + 2)) >= 0) {
+        if ((unsigned)j < HC_BIG) {
+            b = hc_list_pop((unsigned)j, &coalesced);
+            return hc_carve(b, size, coalesced);
+        }
+        if ((b = hc_big_best(size)) != NULL) {
+            coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
+            hc_list_remove(b);
+            HC_COUNT(big_hits, 1);
+            return hc_carve(b, size, coalesced);
+        }
+    }
+#endif
+#if COALESCE
+    if (hc.unco[0] | hc.unco[1]) {
+        if ((b = hc_coalesce_incremental(size)) != NULL)
+            return hc_carve(b, size, 1);
+    }
+#endif
+#if COALESCE_QL
+    if (hc_complete_pays(size)) {
+        HC_COUNT(coalesce_complete, 1);
+        hc_coalesce_complete();
+        if ((b = hc_find_fit(size, &coalesced)) != NULL)
+            return hc_carve(b, size, coalesced);
+    }
+#endif
+    if ((b = hc_wild_take(size)) != NULL)
+        return b;
+    if (hc.free_bytes >= size) {
+        hc_coalesce_complete();
+        if ((b = hc_find_fit(size, &coalesced)) != NULL)
+            return hc_carve(b, size, coalesced);
+        return hc_wild_take(size);
+    }
+    return NULL;
+}

@@ -1,0 +1,49 @@
+/* hc_block.h -- the block layout of Hasan & Chang 2006, §3.1, ported to x86-64.
+ *
+ *   allocated:  [hdr: size|inuse|prev-inuse][payload ........................]
+ *   free:       [hdr][next][prev][ ....................... ][trailer: size]
+ *   quick list: [hdr: size|inuse|quick][next][ ... ]   (inuse left set, §3.10)
+ *
+ * hdr sits 4 bytes before a 16-byte boundary, so the payload is 16-byte aligned.
+ */
+#ifndef HC_BLOCK_H
+#define HC_BLOCK_H
+
+#include "hc_internal.h"
+
+static inline uint32_t *hc_hdr(char *b) { return (uint32_t *)(void *)b; }
+static inline size_t hc_size(char *b) { return *hc_hdr(b) & ~HC_FLAGS; }
+static inline int hc_is_inuse(char *b) { return (*hc_hdr(b) & HC_INUSE) != 0; }
+static inline int hc_prev_inuse(char *b) { return (*hc_hdr(b) & HC_PINUSE) != 0; }
+static inline void *hc_payload(char *b) { return b + HC_HDR; }
+static inline char *hc_block_of(void *p) { return (char *)p - HC_HDR; }
+
+/* The trailer of a free block is its last 4 bytes; the next block's header follows it. */
+static inline void hc_set_trailer(char *b, size_t size) { *hc_hdr(b + size - HC_HDR) = (uint32_t)size; }
+static inline size_t hc_prev_size(char *b) { return *hc_hdr(b - HC_HDR); }
+static inline char *hc_prev_block(char *b) { return b - hc_prev_size(b); }
+
+static inline void hc_set_pinuse(char *b) { *hc_hdr(b) |= HC_PINUSE; }
+static inline void hc_clear_pinuse(char *b) { *hc_hdr(b) &= ~HC_PINUSE; }
+
+/* Links of free blocks: 32-bit granule offsets from the heap base (see hc_internal.h). */
+static inline hc_off hc_off_of(char *b) { return (hc_off)((size_t)(b - hc.base) >> 4); }
+static inline char *hc_at(hc_off o) { return hc.base + ((size_t)o << 4) + 12; }
+static inline hc_off *hc_link_next(char *b) { return (hc_off *)(void *)(b + 4); }
+static inline hc_off *hc_link_prev(char *b) { return (hc_off *)(void *)(b + 8); }
+
+/* Block size for a request of n bytes: header added, rounded to the granule, at least 16. */
+static inline size_t hc_request_size(size_t n)
+{
+    size_t s = (n + HC_HDR + HC_GRANULE - 1) & ~(size_t)(HC_GRANULE - 1);
+    return s < HC_MIN_BLOCK ? HC_MIN_BLOCK : s;
+}
+
+static inline unsigned hc_index(size_t size)
+{
+    return size <= HC_MEDIUM_MAX ? (unsigned)(size / HC_GRANULE) : HC_BIG;
+}
+
+static inline int hc_in_heap(void *p) { return (char *)p > hc.base && (char *)p < hc.limit; }
+
+#endif /* HC_BLOCK_H */

@@ -1,0 +1,107 @@
+/* hc_coalesce.c -- incremental coalescing (Hasan & Chang 2006, §3.7) and complete coalescing
+ * (§3.8 COALESCE_QL, §3.11 COALESCE_IN_FREE). */
+#include "hc_block.h"
+
+/* Merge the off-list free block b with every free neighbour (removing them from their lists).
+ * Returns the merged block, off-list, header and trailer written; or NULL when it ended up
+ * just below the wilderness and was taken into it (§3.9: the wilderness grows backwards). */
+static HC_UNUSED char *hc_merge(char *b)
+{
+    size_t size = hc_size(b);
+    while (!hc_prev_inuse(b)) {
+        char *prev = hc_prev_block(b);
+        size_t ps = hc_size(prev);
+        if (ps + size > HC_MAX_BLOCK)
+            break;
+        hc_list_remove(prev);
+        b = prev;
+        size += ps;
+    }
+    for (;;) {
+        char *next = b + size;
+        if (next == hc.top) {
+            *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
+            hc_wild_absorb(b, size);
+            return NULL;
+        }
+        if (hc_is_inuse(next) || hc_size(next) + size > HC_MAX_BLOCK)
+            break;
+        hc_list_remove(next);
+        size += hc_size(next);
+    }
+    *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
+    hc_set_trailer(b, size);
+    return b;
+}
+
+/* Incremental coalescing (§3.7), for a request of `size` bytes:
+ *  1. Find, through the bitmap of uncoalesced sub-lists, a list with uncoalesced blocks.
+ *  2. Take its blocks one by one and merge each with its free neighbours.
+ *  3. A merged block of at least `size` bytes is returned (off-list) for the caller to split;
+ *     a smaller one goes on the coalesced sub-list of its size.
+ *  4. NULL when no uncoalesced blocks remain.  Quick lists are left alone (§3.10). */
+static HC_UNUSED char *hc_coalesce_incremental(size_t size)
+{
+    int i;
+    HC_COUNT(coalesce_incremental, 1);
+    while ((i = hc_bit_next(hc.unco, 1)) >= 0) {
+        char *b = hc_at(hc.lists[i].unco);
+        hc_list_remove(b);
+        b = hc_merge(b);
+        if (!b)
+            continue;
+        if (hc_size(b) >= size)
+            return b;
+        hc_list_push(b, 1);
+    }
+    return NULL;
+}
+
+/* Complete coalescing (§3.8, §3.11): every free block of the heap, quick lists included.
+ *  1. Turn each quick-list block into an ordinary free block (clear inuse, write the trailer,
+ *     clear the next block's prev-inuse bit) and empty the quick lists.
+ *  2. Forget every list: the walk below lists each free block again.
+ *  3. Walk the heap from the first block to the wilderness; merge each run of free blocks into
+ *     one and put it on the coalesced sub-list of its size, or into the wilderness if the run
+ *     ends there. */
+static void hc_coalesce_complete(void)
+{
+    if (!hc.ready || hc.end == hc.base)
+        return;
+    for (unsigned i = 1; i <= HC_QL_MAX; i++) {
+        for (hc_off o = hc.ql[i]; o;) {
+            char *b = hc_at(o);
+            o = *hc_link_next(b);
+            size_t s = hc_size(b);
+            *hc_hdr(b) &= ~(HC_INUSE | HC_QUICK);
+            hc_set_trailer(b, s);
+            hc_clear_pinuse(b + s);
+        }
+        hc.ql[i] = 0;
+    }
+    memset(hc.lists, 0, sizeof hc.lists);
+    memset(hc.map, 0, sizeof hc.map);
+    memset(hc.unco, 0, sizeof hc.unco);
+    hc.free_bytes = 0;
+    hc.frees_since_cc = 0;
+
+    char *b = hc.first;
+    while (b < hc.top) {
+        size_t size = hc_size(b);
+        if (hc_is_inuse(b)) {
+            b += size;
+            continue;
+        }
+        char *next = b + size;
+        while (next != hc.top && !hc_is_inuse(next) && size + hc_size(next) <= HC_MAX_BLOCK) {
+            size += hc_size(next);
+            next = b + size;
+        }
+        *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
+        if (hc_wild_absorb(b, size))
+            break;
+        hc_set_trailer(b, size);
+        hc_list_push(b, 1);
+        b = next;
+    }
+}

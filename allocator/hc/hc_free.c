@@ -1,0 +1,49 @@
+/* hc_free.c -- releasing blocks (Hasan & Chang 2006, §3.4, §3.10, §3.11). */
+#include "hc_block.h"
+
+/* Free heap block b (checked by the caller to be in use and not on a quick list).
+ *  1. A quick-list size goes to the head of its quick list with its inuse bit left set: no
+ *     neighbour is touched, nothing is coalesced until a complete coalescing (§3.10).
+ *  2. Any other block: inuse bit cleared, size copied to the trailer, the next block's
+ *     prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3, §3.4).
+ *  3. COALESCE_IN_FREE: when fewer than IN_FREE_BLOCKS blocks stay live and the heap is over
+ *     IN_FREE_HEAP bytes, coalesce the whole heap now (§3.11). */
+static void hc_free_block(char *b)
+{
+    size_t size = hc_size(b);
+    if (size <= HC_QL_SIZE) {
+        hc_ql_push(b, (unsigned)(size / HC_GRANULE));
+    } else {
+        *hc_hdr(b) &= ~HC_INUSE;
+        hc_set_trailer(b, size);
+        hc_clear_pinuse(b + size);
+        hc_list_push(b, 0);
+    }
+    hc.frees_since_cc++;
+#if COALESCE_IN_FREE
+    if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) && hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP)) {
+        HC_COUNT(coalesce_in_free, 1);
+        hc_coalesce_complete();
+    }
+#endif
+}
+
+/* Split the in-use block b down to `size` bytes, freeing the tail (realloc shrink, memalign).
+ * The tail goes on its uncoalesced sub-list (its next neighbour may be free), or back into the
+ * wilderness when it lies just below it. */
+static void hc_shrink_block(char *b, size_t size)
+{
+    size_t have = hc_size(b);
+    if (have - size < 2 * HC_GRANULE)
+        return;
+    *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_FLAGS);
+    char *r = b + size;
+    size_t rest = have - size;
+    *hc_hdr(r) = (uint32_t)rest | HC_PINUSE;
+    hc.st.bytes_current -= rest;
+    if (hc_wild_absorb(r, rest))
+        return;
+    hc_set_trailer(r, rest);
+    hc_clear_pinuse(r + rest);
+    hc_list_push(r, 0);
+}

@@ -1,0 +1,145 @@
+/* hc_heap.c -- memory from the OS: the contiguous heap and its wilderness (Hasan & Chang 2006,
+ * §3.9), and mmapped blocks for huge requests (§3.2).
+ *
+ * The heap is reserved once as PROT_NONE (no memory is committed by that) and committed upward
+ * with mprotect in multiples of HEAP_UNIT, like sbrk but private to this allocator.  The
+ * wilderness is the committed space from hc.top (its header) to hc.end.  Its header holds only
+ * the prev-inuse bit: the wilderness's size is hc.end - hc.top, so it is never on a list and
+ * never limited by the 32-bit header.
+ */
+#include "hc_block.h"
+
+#define HC_RESERVE_MAX ((size_t)1 << 36) /* 64 GiB: what 32-bit granule offsets can address */
+#define HC_RESERVE_MIN ((size_t)1 << 26) /* below this (a tight ulimit -v) use mmap only */
+
+static size_t hc_page(void)
+{
+    static size_t page;
+    if (!page)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
+}
+
+static void hc_note_footprint(void)
+{
+    uint64_t now = hc.st.heap_bytes + hc.st.mapped_bytes;
+    if (now > hc.st.footprint)
+        hc.st.footprint = now;
+}
+
+/* Reserve the heap.  Returns 0 when no region could be reserved (everything is mmapped then). */
+static HC_COLD int hc_heap_init(void)
+{
+    hc.ready = 1;
+    hc.st.version = HC_STATS_VERSION;
+    hc.st.monitor = MONITOR;
+    for (size_t sz = HC_RESERVE_MAX; sz >= HC_RESERVE_MIN; sz >>= 1) {
+        void *m = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            continue;
+        hc.base = m;
+        hc.limit = hc.base + sz;
+        hc.end = hc.base;
+        /* Granule 0 is never a block (offset 0 means "none"): the first block is at offset 1. */
+        hc.first = hc.top = hc_at(1);
+        hc.clean = hc.top;
+        return 1;
+    }
+    return 0;
+}
+
+/* Commit at least `need` more bytes at hc.end, in whole HEAP_UNITs.  0 when the OS says no. */
+static int hc_heap_grow(size_t need)
+{
+    size_t unit = (size_t)HEAP_UNIT;
+    size_t n = (need + unit - 1) / unit * unit;
+    if (n < need || (size_t)(hc.limit - hc.end) < n)
+        return 0;
+    if (mprotect(hc.end, n, PROT_READ | PROT_WRITE) != 0)
+        return 0;
+    hc.end += n;
+    hc.st.heap_bytes += n;
+    hc_note_footprint();
+    HC_COUNT(wilderness_grows, 1);
+    return 1;
+}
+
+/* Carve a block of `size` bytes from the wilderness (§3.9); NULL when the heap cannot grow.
+ *  1. Expand the wilderness backwards over the free blocks just below it.
+ *  2. Grow it from the OS if it is smaller than the block plus the header of what remains.
+ *  3. The block starts at the old top; the wilderness starts right after it. */
+static char *hc_wild_take(size_t size)
+{
+    if (hc.end == hc.base) { /* the first call: commit the first unit, write the top header */
+        if (!hc_heap_grow((size_t)(hc.top - hc.base) + HC_HDR))
+            return NULL;
+        *hc_hdr(hc.top) = HC_PINUSE;
+        hc.clean = hc.top + HC_HDR;
+    }
+    while (!hc_prev_inuse(hc.top)) {
+        char *prev = hc_prev_block(hc.top);
+        hc_list_remove(prev);
+        *hc_hdr(prev) &= HC_PINUSE;
+        hc.top = prev;
+    }
+    size_t have = (size_t)(hc.end - hc.top);
+    if (have < size + HC_HDR && !hc_heap_grow(size + HC_HDR - have))
+        return NULL;
+    char *b = hc.top;
+    *hc_hdr(b) = (uint32_t)size | HC_INUSE | (*hc_hdr(b) & HC_PINUSE);
+    hc.last_clean = b + HC_HDR >= hc.clean;
+    hc.top = b + size;
+    *hc_hdr(hc.top) = HC_PINUSE;
+    if (hc.top + HC_HDR > hc.clean)
+        hc.clean = hc.top + HC_HDR;
+    HC_COUNT(wilderness_allocs, 1);
+    return b;
+}
+
+/* Give a free block back to the wilderness when it lies just below it.  1 if it did. */
+static int hc_wild_absorb(char *b, size_t size)
+{
+    if (b + size != hc.top)
+        return 0;
+    *hc_hdr(b) &= HC_PINUSE;
+    hc.top = b;
+    return 1;
+}
+
+/* ---- mmapped blocks (§3.2) ----
+ * [mapping start ... | len (8) | offset (4) | tag (4) | payload ...]: the 16 bytes before the
+ * payload say how to unmap it; the tag in the header slot tells free() it is not a heap block. */
+static void *hc_mmap_block(size_t n, size_t align)
+{
+    size_t page = hc_page();
+    if (align < HC_GRANULE)
+        align = HC_GRANULE;
+    if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST - n)
+        return NULL;
+    size_t len = (n + 16 + (align > HC_GRANULE ? align : 0) + page - 1) & ~(page - 1);
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)m + 16 + align - 1) & ~(uintptr_t)(align - 1));
+    *(uint64_t *)(void *)(p - 16) = len;
+    *(uint32_t *)(void *)(p - 8) = (uint32_t)(p - m);
+    *(uint32_t *)(void *)(p - 4) = HC_MMAP_TAG;
+    hc.st.mapped_bytes += len;
+    hc.st.mapped_blocks++;
+    hc_note_footprint();
+    hc.last_clean = 1;
+    HC_COUNT(mmaps, 1);
+    return p;
+}
+
+static inline size_t hc_mmap_len(char *p) { return (size_t)*(uint64_t *)(void *)(p - 16); }
+static inline size_t hc_mmap_off(char *p) { return *(uint32_t *)(void *)(p - 8); }
+static inline int hc_is_mmapped(char *p) { return *(uint32_t *)(void *)(p - 4) == HC_MMAP_TAG; }
+
+static void hc_munmap_block(char *p)
+{
+    size_t len = hc_mmap_len(p);
+    hc.st.mapped_bytes -= len;
+    hc.st.mapped_blocks--;
+    munmap(p - hc_mmap_off(p), len);
+}

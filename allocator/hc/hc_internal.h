@@ -1,0 +1,123 @@
+/* hc_internal.h -- types, constants and the global state shared by the HC allocator's files.
+ *
+ * The allocator is one translation unit: templates/malloc.c.j2 inlines these files in order
+ * (headers, then lists, heap, coalesce, alloc, free, realloc, align, stats, debug, api) after
+ * the knob #defines, so every internal function is static.  The knobs (QL_HIGH, SPLIT, ...)
+ * arrive as #defines rendered from configs/knobs.toml; nothing here gives them defaults.
+ *
+ * 64-bit port of Hasan & Chang 2006, §3.1 (the decisions, in one place):
+ *  - A block starts 4 bytes before a 16-byte boundary: a 4-byte header (size | inuse |
+ *    prev-inuse), then a 16-byte-aligned payload, as the x86-64 ABI asks of malloc.  Block sizes
+ *    are multiples of 16 (the granule) and the smallest block is 16 bytes: 12 usable.  A free
+ *    block copies its size into a 4-byte trailer (its last 4 bytes) for backward coalescing.
+ *  - The heap is one contiguous region reserved once (PROT_NONE) and committed HEAP_UNIT bytes at
+ *    a time with mprotect (§3.9); it does not fight glibc or anyone else over sbrk.
+ *  - Free-list links are 32-bit granule offsets from the heap base (64 GiB of heap at most), so a
+ *    16-byte free block holds header, next, prev and trailer and every size can sit on a doubly
+ *    linked list.
+ *  - Header bits: 0 inuse, 1 prev-inuse (the paper's two), 2 "on a coalesced sub-list" (the
+ *    paper's spare third bit), 3 "on a quick list" (free to use since sizes step by 16).
+ */
+#ifndef HC_INTERNAL_H
+#define HC_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/single_threaded.h>
+#include <unistd.h>
+
+#include "hc_stats.h"
+
+#ifndef HC_DEBUG
+#define HC_DEBUG 0
+#endif
+
+#define hc_likely(x) __builtin_expect(!!(x), 1)
+#define hc_unlikely(x) __builtin_expect(!!(x), 0)
+#define HC_NOINLINE __attribute__((noinline))
+#define HC_COLD __attribute__((noinline, cold))
+#define HC_UNUSED __attribute__((unused))
+
+/* ---- sizes ---- */
+#define HC_GRANULE 16u           /* block sizes step by this (§3.1 ported) */
+#define HC_HDR 4u                /* header bytes */
+#define HC_MIN_BLOCK 16u         /* header + 12 usable bytes */
+#define HC_MEDIUM_MAX 1024u      /* blocks up to here have their own list (§3.4) */
+#define HC_BIG ((HC_MEDIUM_MAX / HC_GRANULE) + 1u) /* index of the big list (§3.3) */
+#define HC_NLISTS (HC_BIG + 1u)  /* list index = block size / 16; 0 unused */
+#define HC_QL_SIZE ((size_t)(QL_HIGH) / HC_GRANULE * HC_GRANULE) /* largest quick-list block */
+#define HC_QL_MAX (HC_QL_SIZE / HC_GRANULE)                       /* its list index */
+#define HC_MAX_BLOCK 0xFFFFFFF0u /* a header holds 32 bits: merges stop short of this */
+#define HC_MAX_REQUEST ((size_t)PTRDIFF_MAX - (1u << 20)) /* beyond: ENOMEM, never overflow */
+
+/* ---- header bits ---- */
+#define HC_INUSE 1u
+#define HC_PINUSE 2u
+#define HC_COALESCED 4u
+#define HC_QUICK 8u
+#define HC_FLAGS 15u
+#define HC_MMAP_TAG 0x6d6d4301u  /* header of an mmapped block: inuse + a tag no heap size has */
+
+typedef uint32_t hc_off; /* a block as a granule offset from the heap base; 0 = none */
+
+struct hc_list {
+    hc_off coal; /* coalesced sub-list: blocks already merged with their neighbours */
+    hc_off unco; /* uncoalesced sub-list: freed and not yet merged (§3.4) */
+};
+
+struct hc_state {
+    char *base;        /* start of the reserved region */
+    char *limit;       /* its end */
+    char *first;       /* the first block */
+    char *top;         /* the wilderness: its header (§3.9) */
+    char *end;         /* end of the committed heap */
+    char *clean;       /* committed memory from here up has never been written: zero */
+    int ready;         /* heap reserved */
+    int last_clean;    /* the block just allocated was never written (calloc skips memset) */
+    uint64_t map[2];   /* bitmap: bit i set when lists[i] is non-empty (§3.5) */
+    uint64_t unco[2];  /* bit i set when lists[i].unco is non-empty (§3.7) */
+    hc_off ql[HC_NLISTS];           /* quick lists, singly linked (§3.10) */
+    struct hc_list lists[HC_NLISTS];
+    size_t free_bytes;              /* bytes on all lists and quick lists */
+    uint64_t frees_since_cc;        /* frees since the last complete coalescing */
+    struct hc_stats st;
+};
+
+static struct hc_state hc;
+
+/* Path counters exist only with MONITOR (§3.11); the [always] statistics are updated directly. */
+#if MONITOR
+#define HC_COUNT(field, n) (hc.st.field += (uint64_t)(n))
+#else
+#define HC_COUNT(field, n) ((void)0)
+#endif
+
+/* ---- shared by the files ---- */
+static HC_COLD void hc_fail(const char *msg);
+static void hc_list_push(char *b, int coalesced);
+static void hc_list_remove(char *b);
+static char *hc_wild_take(size_t size);
+static char *hc_alloc_block(size_t size);
+static void hc_free_block(char *b);
+static void *hc_mmap_block(size_t n, size_t align);
+static void hc_munmap_block(char *p);
+static void hc_coalesce_complete(void);
+static void hc_account_alloc(size_t bytes);
+static void hc_account_free(size_t bytes);
+#if HC_DEBUG
+static void hc_check(void);
+static void hc_check_free_arg(void *p);
+#endif
+
+#endif /* HC_INTERNAL_H */

@@ -1,0 +1,132 @@
+/* hc_lists.c -- the free lists and the bitmap over them (Hasan & Chang 2006, §3.3-§3.5, §3.10).
+ *
+ * lists[i] (i = block size / 16, 1..64) hold the free blocks of one size, the medium sizes of
+ * §3.4 and also small sizes that are not on a quick list (split remainders, coalesced blocks);
+ * lists[HC_BIG] is the one big list for blocks over 1 KiB, searched best-fit (§3.3).  Each list
+ * is two LIFO sub-lists, coalesced and uncoalesced, so coalescing never revisits merged blocks.
+ * ql[i] are the quick lists of the small sizes (<= QL_HIGH): singly linked, inuse bit kept set.
+ */
+#include "hc_block.h"
+
+static inline void hc_bit_set(uint64_t *m, unsigned i) { m[i >> 6] |= 1ull << (i & 63); }
+static inline void hc_bit_clear(uint64_t *m, unsigned i) { m[i >> 6] &= ~(1ull << (i & 63)); }
+
+/* The first index >= i whose bit is set, or -1 (§3.5: a few instructions instead of a scan). */
+static inline int hc_bit_next(const uint64_t *m, unsigned i)
+{
+    if (i < 64) {
+        uint64_t w = m[0] & (~0ull << i);
+        if (w)
+            return __builtin_ctzll(w);
+        i = 64;
+    }
+    if (i < 128) {
+        uint64_t w = m[1] & (~0ull << (i - 64));
+        if (w)
+            return 64 + __builtin_ctzll(w);
+    }
+    return -1;
+}
+
+/* Put free block b (header and trailer already written) at the head of its sub-list. */
+static void hc_list_push(char *b, int coalesced)
+{
+    size_t size = hc_size(b);
+    unsigned i = hc_index(size);
+    hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
+    hc_off o = hc_off_of(b);
+    if (coalesced)
+        *hc_hdr(b) |= HC_COALESCED;
+    else
+        *hc_hdr(b) &= ~HC_COALESCED;
+    *hc_link_next(b) = *head;
+    *hc_link_prev(b) = 0;
+    if (*head)
+        *hc_link_prev(hc_at(*head)) = o;
+    *head = o;
+    hc_bit_set(hc.map, i);
+    if (!coalesced)
+        hc_bit_set(hc.unco, i);
+    hc.free_bytes += size;
+}
+
+/* Take free block b off whichever sub-list holds it. */
+static void hc_list_remove(char *b)
+{
+    size_t size = hc_size(b);
+    unsigned i = hc_index(size);
+    int coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
+    hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
+    hc_off next = *hc_link_next(b), prev = *hc_link_prev(b);
+    if (prev)
+        *hc_link_next(hc_at(prev)) = next;
+    else
+        *head = next;
+    if (next)
+        *hc_link_prev(hc_at(next)) = prev;
+    *hc_hdr(b) &= ~HC_COALESCED;
+    if (!*head) {
+        if (!coalesced)
+            hc_bit_clear(hc.unco, i);
+        if (!hc.lists[i].coal && !hc.lists[i].unco)
+            hc_bit_clear(hc.map, i);
+    }
+    hc.free_bytes -= size;
+}
+
+/* LIFO (§3.4): the most recently freed block of list i, uncoalesced first; off its list.
+ * *coalesced tells which sub-list it came from (a split remainder goes back to the same kind). */
+static char *hc_list_pop(unsigned i, int *coalesced)
+{
+    hc_off o = hc.lists[i].unco;
+    *coalesced = 0;
+    if (!o) {
+        o = hc.lists[i].coal;
+        *coalesced = 1;
+    }
+    if (!o)
+        return NULL;
+    char *b = hc_at(o);
+    hc_list_remove(b);
+    return b;
+}
+
+/* Best fit in the big list (§3.3): the smallest block of at least size bytes, still listed.
+ * An exact or one-granule-larger block ends the search: it will not be split anyway (§3.8). */
+static char *hc_big_best(size_t size)
+{
+    char *best = NULL;
+    size_t best_size = (size_t)-1;
+    hc_off heads[2] = { hc.lists[HC_BIG].unco, hc.lists[HC_BIG].coal };
+    for (int k = 0; k < 2; k++) {
+        for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
+            char *b = hc_at(o);
+            size_t s = hc_size(b);
+            if (s >= size && s < best_size) {
+                best = b;
+                best_size = s;
+                if (s - size <= HC_GRANULE)
+                    return best;
+            }
+        }
+    }
+    return best;
+}
+
+/* ---- quick lists (§3.10): a block keeps its inuse bit; the quick bit marks it as free ---- */
+static inline void hc_ql_push(char *b, unsigned i)
+{
+    *hc_hdr(b) |= HC_QUICK;
+    *hc_link_next(b) = hc.ql[i];
+    hc.ql[i] = hc_off_of(b);
+    hc.free_bytes += i * HC_GRANULE;
+}
+
+static inline char *hc_ql_pop(unsigned i)
+{
+    char *b = hc_at(hc.ql[i]);
+    hc.ql[i] = *hc_link_next(b);
+    *hc_hdr(b) &= ~HC_QUICK;
+    hc.free_bytes -= i * HC_GRANULE;
+    return b;
+}

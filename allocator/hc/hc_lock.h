@@ -1,0 +1,39 @@
+/* hc_lock.h -- one lock around the allocator, free while the process is single-threaded.
+ *
+ * glibc keeps __libc_single_threaded true until the first thread is created; only the thread
+ * running main can be inside malloc then, so taking no lock is safe and keeps the paper's speed.
+ * The decision is made on entry and remembered, so an unlock always matches its lock.
+ * fork: the prepare handler takes the lock so no other thread is mid-call when the child is
+ * copied; the parent releases it and the child starts with a fresh lock.
+ */
+#ifndef HC_LOCK_H
+#define HC_LOCK_H
+
+#include "hc_internal.h"
+
+static pthread_mutex_t hc_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static inline int hc_lock(void)
+{
+    if (hc_likely(__libc_single_threaded))
+        return 0;
+    pthread_mutex_lock(&hc_mutex);
+    return 1;
+}
+
+static inline void hc_unlock(int held)
+{
+    if (held)
+        pthread_mutex_unlock(&hc_mutex);
+}
+
+static void hc_fork_prepare(void) { pthread_mutex_lock(&hc_mutex); }
+static void hc_fork_parent(void) { pthread_mutex_unlock(&hc_mutex); }
+static void hc_fork_child(void) { pthread_mutex_init(&hc_mutex, NULL); }
+
+__attribute__((constructor)) static void hc_lock_init(void)
+{
+    pthread_atfork(hc_fork_prepare, hc_fork_parent, hc_fork_child);
+}
+
+#endif /* HC_LOCK_H */
