@@ -90,6 +90,20 @@ int main(void)
     for (int i = 0; i < 100; i++)
         free(p[i]);
 
+    /* 2b. An empty quick list refilled by splitting a free big block: the remainder is
+     *     preallocated into the quick list, up to QL_PREALLOC blocks (§3.6, §3.10). 60 bytes is
+     *     a 64-byte block, the largest quick list of QL_HIGH 72, so no bigger quick list can
+     *     serve it instead; a guard keeps the big block from merging with the wilderness. */
+    void *big = launder(malloc(4000)), *guard0 = launder(malloc(2000));
+    free(big);
+    begin();
+    for (int i = 0; i < 50; i++)
+        p[i] = launder(malloc(60));
+    end("ql-refill");
+    for (int i = 0; i < 50; i++)
+        free(p[i]);
+    free(guard0);
+
     /* 3. Medium blocks (500 bytes -> 512-byte block, §3.4): free the middle one, ask again;
      *    LIFO lists give the same block back. */
     begin();
