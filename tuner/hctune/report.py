@@ -227,7 +227,7 @@ def render(data: dict) -> str:
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     blob = blob.replace("</", "<\\/")  # cannot close the <script> it sits in
     return templating.render("report.html.j2", data=data, figures=figures, data_json=blob,
-                             title=f"hctune report: {data['study']}")
+                             title=f"hctune report: {data['study']}", version=__version__)
 
 
 def report(db_path, out, name: str | None = None) -> dict:
