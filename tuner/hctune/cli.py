@@ -41,7 +41,10 @@ for _info in pkgutil.iter_modules(commands.__path__):
 
 def main(argv=None) -> int:
     try:
-        cli.main(args=argv, prog_name="hctune", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="hctune", standalone_mode=False)
+        # click returns (not raises) a command's click.exceptions.Exit code in this mode
+        if isinstance(rv, int) and not isinstance(rv, bool):
+            return rv
     except HctuneError as e:
         click.echo(f"hctune: error: {e}", err=True)
         return e.exit_code

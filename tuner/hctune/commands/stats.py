@@ -6,7 +6,6 @@ import click
 
 from hctune.db import Database
 from hctune.errors import HctuneError
-from hctune.trace import plots, report
 from hctune.trace.stats import stats
 
 
@@ -26,6 +25,7 @@ def command(ctx, trace, as_json, html_out, png_out):
             raise HctuneError("no trace given and none registered: run hctune profile first")
         trace = row["path"]
     st = stats(trace)
+    from hctune.trace import plots, report   # matplotlib is slow to import: only when used
     if html_out:
         plots.write_atomic(html_out, report.html(st, trace))
     if png_out:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from hctune import __version__, templating
-from hctune.trace.plots import png_data_uri
 
 
 def rows(st: dict) -> list[tuple[str, str]]:
@@ -47,6 +46,7 @@ def text(st: dict, name: str) -> str:
 
 
 def html(st: dict, name: str) -> str:
+    from hctune.trace.plots import png_data_uri   # matplotlib: only when a page is made
     return templating.render("stats.html.j2", trace_name=name, stats=st, rows=rows(st),
                              png=png_data_uri(st), version=__version__,
                              stats_json=json.dumps(st, sort_keys=True).replace("</", "<\\/"))
