@@ -7,6 +7,7 @@ import time
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hctune.search import objective as _obj
@@ -19,7 +20,9 @@ def _bar(opts: _study.Options, console: Console):
                     TimeElapsedColumn(), console=console, transient=False)
     task = prog.add_task("search", total=opts.trials, best="", left="")
 
-    def update(st, done, target, started):
+    def update(st, done, target, started, failed):
+        if failed is not None:
+            prog.console.print(f"trial {failed[0]} failed: {escape(failed[1])}")
         s = _study.summary(st, opts.objective)
         if opts.objective == "pareto":
             best = f"front {len(s['front'])}"
@@ -38,10 +41,10 @@ def _bar(opts: _study.Options, console: Console):
 
     update.first = None
 
-    def first_call(st, done, target, started):
+    def first_call(st, done, target, started, failed):
         if update.first is None:
             update.first = done - 1 if done else 0
-        update(st, done, target, started)
+        update(st, done, target, started, failed)
     return prog, first_call
 
 

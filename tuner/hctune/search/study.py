@@ -8,11 +8,14 @@ job instead of starting over; every finished trial is already in the storage.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import signal
 import socket
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -163,7 +166,52 @@ def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def make_objective(ev: _obj.Evaluator, opts: Options):
+class Interrupt:
+    """Ctrl-C, made safe for the storage. While a trial is being measured, SIGINT aborts it at
+    once (the trial is marked failed; hctune's own rows are written in single transactions).
+    While Optuna is writing to its storage, SIGINT only asks to stop, so no write is cut in
+    half; the run then ends as soon as the write is done. Either way `requested` is set and the
+    run ends with KeyboardInterrupt (exit 130); the same command resumes."""
+
+    def __init__(self):
+        self.requested = False
+        self.measuring = False
+        self.study = None
+        self._old = None
+
+    def _handler(self, signum, frame):
+        self.requested = True
+        if self.study is not None:
+            with contextlib.suppress(RuntimeError):
+                self.study.stop()
+        if self.measuring:
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+    @contextlib.contextmanager
+    def measurement(self):
+        if self.requested:
+            raise KeyboardInterrupt
+        main = threading.current_thread() is threading.main_thread()
+        self.measuring = main
+        try:
+            yield
+        finally:
+            if main:
+                self.measuring = False
+
+
+def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | None = None):
+    interrupt = interrupt or Interrupt()
+
     def objective(trial: optuna.Trial):
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
@@ -172,8 +220,11 @@ def make_objective(ev: _obj.Evaluator, opts: Options):
         trial.set_user_attr("setting", _knobs.key(setting))
         trial.set_user_attr("worker", _worker())
         try:
-            e = ev.evaluate(setting)
+            with interrupt.measurement():
+                e = ev.evaluate(setting)
         except Exception as err:
+            if interrupt.requested:  # the replay died of the same Ctrl-C
+                raise KeyboardInterrupt from None
             trial.set_user_attr("error", str(err).splitlines()[0] if str(err) else repr(err))
             raise
         trial.set_user_attr("mem", e.mem)
@@ -207,8 +258,8 @@ def open_study(db: Database, name: str, storage_url: str, opts: Options | None =
 def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         measure_fn=None) -> dict:
     """`hctune search`: create or resume the study and run it until it holds `opts.trials`
-    finished trials or `opts.timeout` seconds pass. `progress(study, done, target, started)` is
-    called after every trial (the CLI draws its bar with it); `measure_fn` replaces
+    finished trials or `opts.timeout` seconds pass. `progress(study, done, target, started,
+    failed)` is called after every trial (`failed`: None or (trial number, one-line error)) (the CLI draws its bar with it); `measure_fn` replaces
     hctune.replay.measure (unit tests). Returns `summary(...)`."""
     opts = opts or Options()
     _obj.check_choice(opts.objective, opts.metric)
@@ -222,7 +273,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Failed trials are reported through `progress` in one line, not as Optuna's tracebacks.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     with Database(db_path) as db:
         traces = resolve_traces(db, trace_paths)
         name = opts.study or default_name(traces, opts)
@@ -264,9 +316,11 @@ def _optimize(study, ev, opts: Options, progress):
     fails = {"row": 0, "last": None}
 
     def after_trial(st: optuna.Study, frozen):
+        failed = None
         if frozen.state == TrialState.FAIL:
             fails["row"] += 1
-            fails["last"] = frozen.user_attrs.get("error", "unknown error")
+            fails["last"] = frozen.user_attrs.get("error", "interrupted")
+            failed = (frozen.number, fails["last"])
             if fails["row"] >= MAX_FAILS_IN_A_ROW:
                 st.stop()
         elif frozen.state == TrialState.COMPLETE:
@@ -275,19 +329,23 @@ def _optimize(study, ev, opts: Options, progress):
         if target is not None and done >= target:
             st.stop()
         if progress:
-            progress(st, done, target, started)
+            progress(st, done, target, started, failed)
 
     done = count_finished(study)
     if target is not None and done >= target:
         if progress:
-            progress(study, done, target, started)
+            progress(study, done, target, started, None)
         return
-    # Each worker runs at most what is missing; the callback stops it earlier once the study as
-    # a whole (all workers, all machines) holds `target` finished trials.
-    study.optimize(make_objective(ev, opts),
-                   n_trials=None if target is None else target - done,
-                   timeout=opts.timeout, n_jobs=opts.jobs, catch=(Exception,),
-                   callbacks=[after_trial], gc_after_trial=False)
+    with Interrupt() as interrupt:
+        interrupt.study = study
+        # Each worker runs at most what is missing; the callback stops it earlier once the
+        # study as a whole (all workers, all machines) holds `target` finished trials.
+        study.optimize(make_objective(ev, opts, interrupt),
+                       n_trials=None if target is None else target - done,
+                       timeout=opts.timeout, n_jobs=opts.jobs, catch=(Exception,),
+                       callbacks=[after_trial], gc_after_trial=False)
+    if interrupt.requested:
+        raise KeyboardInterrupt
     if fails["row"] >= MAX_FAILS_IN_A_ROW:
         raise HctuneError(f"{MAX_FAILS_IN_A_ROW} trials failed in a row; last error: "
                           f"{fails['last']}")
