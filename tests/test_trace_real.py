@@ -89,7 +89,9 @@ def test_sqlite3_script(tmp_path, monkeypatch):
         SELECT count(*), sum(length(b)) FROM t WHERE b LIKE '1%';
     """))
     p = profile(["sqlite3", str(tmp_path / "x.db"), f".read {script}"], tmp_path / "sq.hct",
-                db_path=tmp_path / "db")
+                db_path=tmp_path / "db", timestamps=True)
     s = _check(p, 1000)
+    times = [e.time_ns for e in open_trace(p.main)]
+    assert times == sorted(times) and times[-1] > 0      # single-threaded: monotonic
     assert s["anomalies"] == NO_ANOMALIES
     assert compute(open_trace(p.main)) == s           # the C tool and Python agree

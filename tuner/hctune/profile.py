@@ -100,8 +100,11 @@ def default_output(program: str) -> Path:
     return DEFAULT_DIR / f"{Path(program).name}-{stamp}{spec.EXTENSION}"
 
 
-def _command(argv: list[str], tracer: str, out: Path) -> tuple[list[str], dict]:
+def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False
+             ) -> tuple[list[str], dict]:
     env = dict(os.environ)
+    if timestamps:
+        env["HCTRACE_TIME"] = "1"
     if tracer == "preload":
         if not TRACER.exists():
             raise HctuneError(f"the tracer is not built ({TRACER.relative_to(paths.ROOT)}): "
@@ -154,7 +157,7 @@ def _main_trace(readable: list[tuple[Path, dict]], base: str) -> tuple[Path, dic
 
 
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
-            db_path: str | Path = "hctune.db") -> Profile:
+            db_path: str | Path = "hctune.db", timestamps: bool = False) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces."""
     if not argv:
         raise HctuneError("no program given: hctune profile ./app args...")
@@ -168,7 +171,8 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         base = "trace" + spec.EXTENSION
-        cmd, env = _command(list(argv), tracer, (tmp / base).resolve())  # children may chdir
+        # absolute: children may chdir
+        cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps)
         code = _run(cmd, env)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)], base)
         if not files:

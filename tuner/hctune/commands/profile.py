@@ -11,16 +11,18 @@ from hctune.profile import profile
               help="Trace file (default hctune-traces/<program>-<time>.hct).")
 @click.option("--tracer", type=click.Choice(["preload", "pin"]), default="preload",
               show_default=True, help="LD_PRELOAD library or Intel Pin tool (needs PIN_ROOT).")
+@click.option("--timestamps", is_flag=True,
+              help="Record a time stamp per event (costs ~2x on some machines).")
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, output, tracer, program, args):
+def command(ctx, output, tracer, timestamps, program, args):
     """Run PROGRAM ARGS as is, recording every malloc/calloc/realloc/free/memalign.
 
     Options after PROGRAM belong to it (a `--` before PROGRAM also works).  Exits with the
     program's exit code; the traces are registered in the results database.
     """
-    p = profile([program, *args], output, tracer, ctx.obj["db_path"])
+    p = profile([program, *args], output, tracer, ctx.obj["db_path"], timestamps)
     s = p.main_stats
     click.echo(f"hctune: traced {s['events']:,} events, max live {s['max_live_bytes']:,} bytes "
                f"in {s['max_live_objects']:,} objects -> {p.main} (trace #{p.main_id})", err=True)
