@@ -31,3 +31,14 @@ $(BUILD)/tests/trace_known: tests/c/trace_known.c | $(BUILD)
 	$(CC) -O1 -g -Wall -Wextra -Wno-use-after-free -Wno-maybe-uninitialized -std=gnu11 -o $@ $< -lpthread
 
 TEST_BINS += $(BUILD)/tests/trace_known
+
+# The Pin tool: only with a Pin kit (PIN_ROOT); Pin cannot be installed on every machine, so
+# without it this says so and succeeds, and the Pin tests skip.
+.PHONY: pintool
+pintool: | $(BUILD)
+ifeq ($(PIN_ROOT),)
+	@echo "pintool: PIN_ROOT is not set, skipping the Pin tool (make pintool PIN_ROOT=/path/to/pin-kit)"
+else
+	$(MAKE) -C $(HCT_DIR) -f pin.mk PIN_ROOT=$(PIN_ROOT) obj-intel64/hctrace_pin.so
+	cp $(HCT_DIR)/obj-intel64/hctrace_pin.so $(BUILD)/hctrace_pin.so
+endif
