@@ -29,7 +29,8 @@ print("int main(void) { return f1499(3) == 0; }")
 PY
 # the real interpreter, not a version-manager shim (that would trace a shell too)
 PY=$(python3 -c 'import sys; print(sys.executable)')
-PY_CMD=(env PYTHONMALLOC=malloc "$PY" "$W/alloc.py")
+export PYTHONMALLOC=malloc      # python3's objects go to malloc (for both tracers)
+PY_CMD=("$PY" "$W/alloc.py")
 GCC_CMD=(gcc -O2 -c -o "$W/big.o" "$W/big.c")
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
