@@ -52,7 +52,7 @@ static char *hc_find_fit(size_t size, int *coalesced)
     int j = hc_bit_next(hc.map, i);
     if (j < 0)
         return NULL;
-    if ((unsigned)j == HC_BIG) {
+    if ((unsigned)j >= HC_BIG) {
         char *b = hc_big_best(size);
         if (b) {
             *coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
@@ -114,7 +114,7 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
     }
 #if SPLIT
     int j;
-    if (i + 2 < HC_NLISTS && (j = hc_bit_next(hc.map, i + 2)) >= 0) {
+    if (i + 2 <= HC_BIG && (j = hc_bit_next(hc.map, i + 2)) >= 0) {
         if ((unsigned)j < HC_BIG) {
             b = hc_list_pop((unsigned)j, &coalesced);
             return hc_carve(b, size, coalesced);

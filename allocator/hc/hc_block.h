@@ -39,9 +39,13 @@ static inline size_t hc_request_size(size_t n)
     return s < HC_MIN_BLOCK ? HC_MIN_BLOCK : s;
 }
 
+/* The list of a free block: its own medium list, or its bin of the big list. */
 static inline unsigned hc_index(size_t size)
 {
-    return size <= HC_MEDIUM_MAX ? (unsigned)(size / HC_GRANULE) : HC_BIG;
+    if (size <= HC_MEDIUM_MAX)
+        return (unsigned)(size / HC_GRANULE);
+    unsigned p = 63u - (unsigned)__builtin_clzll((unsigned long long)size); /* 10..31 */
+    return HC_BIG + (p - 10u) * 4u + (unsigned)((size >> (p - 2u)) & 3u);
 }
 
 static inline int hc_in_heap(void *p) { return (char *)p > hc.base && (char *)p < hc.limit; }

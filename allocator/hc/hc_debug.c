@@ -104,7 +104,7 @@ static void hc_check(void)
         HC_REQUIRE(!!(hc.unco[i >> 6] & (1ull << (i & 63))) == !!hc.lists[i].unco,
                    "uncoalesced bitmap differs from the lists", NULL);
         if (i > HC_QL_MAX) {
-            HC_REQUIRE(!hc.ql[i], "quick list above QL_HIGH", NULL);
+            HC_REQUIRE(i >= HC_BIG || !hc.ql[i], "quick list above QL_HIGH", NULL);
             continue;
         }
         for (hc_off o = hc.ql[i]; o; o = *hc_link_next(hc_at(o))) {

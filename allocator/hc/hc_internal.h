@@ -15,6 +15,11 @@
  *  - Free-list links are 32-bit granule offsets from the heap base (64 GiB of heap at most), so a
  *    16-byte free block holds header, next, prev and trailer and every size can sit on a doubly
  *    linked list.
+ *  - The big list (§3.3) is still searched best-fit, but kept as size-ordered bins (four per
+ *    power of two) instead of one list: the paper could count on few blocks over 1 KiB, today's
+ *    programs cannot, and a linear best-fit scan over thousands of them is quadratic.  The best
+ *    fit is the smallest fitting block of the request's own bin or else of the next non-empty
+ *    bin, so the choice is exactly the one a single best-fit list would make.
  *  - Header bits: 0 inuse, 1 prev-inuse (the paper's two), 2 "on a coalesced sub-list" (the
  *    paper's spare third bit), 3 "on a quick list" (free to use since sizes step by 16).
  */
@@ -54,8 +59,10 @@
 #define HC_HDR 4u                /* header bytes */
 #define HC_MIN_BLOCK 16u         /* header + 12 usable bytes */
 #define HC_MEDIUM_MAX 1024u      /* blocks up to here have their own list (§3.4) */
-#define HC_BIG ((HC_MEDIUM_MAX / HC_GRANULE) + 1u) /* index of the big list (§3.3) */
-#define HC_NLISTS (HC_BIG + 1u)  /* list index = block size / 16; 0 unused */
+#define HC_BIG ((HC_MEDIUM_MAX / HC_GRANULE) + 1u) /* first bin of the big list (§3.3) */
+#define HC_BIG_BINS 88u          /* 4 bins per power of two, 1 KiB .. 4 GiB (hc_index) */
+#define HC_NLISTS (HC_BIG + HC_BIG_BINS) /* medium: index = block size / 16 (0 unused) */
+#define HC_MAP_WORDS ((HC_NLISTS + 63u) / 64u)
 #define HC_QL_SIZE ((size_t)(QL_HIGH) / HC_GRANULE * HC_GRANULE) /* largest quick-list block */
 #define HC_QL_MAX (HC_QL_SIZE / HC_GRANULE)                       /* its list index */
 #define HC_MAX_BLOCK 0xFFFFFFF0u /* a header holds 32 bits: merges stop short of this */
@@ -85,9 +92,9 @@ struct hc_state {
     char *clean;       /* committed memory from here up has never been written: zero */
     int ready;         /* heap reserved */
     int last_clean;    /* the block just allocated was never written (calloc skips memset) */
-    uint64_t map[2];   /* bitmap: bit i set when lists[i] is non-empty (§3.5) */
-    uint64_t unco[2];  /* bit i set when lists[i].unco is non-empty (§3.7) */
-    hc_off ql[HC_NLISTS];           /* quick lists, singly linked (§3.10) */
+    uint64_t map[HC_MAP_WORDS];  /* bitmap: bit i set when lists[i] is non-empty (§3.5) */
+    uint64_t unco[HC_MAP_WORDS]; /* bit i set when lists[i].unco is non-empty (§3.7) */
+    hc_off ql[HC_BIG];           /* quick lists, singly linked (§3.10) */
     struct hc_list lists[HC_NLISTS];
     size_t free_bytes;              /* bytes on all lists and quick lists */
     uint64_t frees_since_cc;        /* frees since the last complete coalescing */

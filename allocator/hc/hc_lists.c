@@ -2,7 +2,8 @@
  *
  * lists[i] (i = block size / 16, 1..64) hold the free blocks of one size, the medium sizes of
  * §3.4 and also small sizes that are not on a quick list (split remainders, coalesced blocks);
- * lists[HC_BIG] is the one big list for blocks over 1 KiB, searched best-fit (§3.3).  Each list
+ * lists[HC_BIG..] are the big list for blocks over 1 KiB, searched best-fit (§3.3), in size
+ * bins (see hc_internal.h).  Each list
  * is two LIFO sub-lists, coalesced and uncoalesced, so coalescing never revisits merged blocks.
  * ql[i] are the quick lists of the small sizes (<= QL_HIGH): singly linked, inuse bit kept set.
  */
@@ -14,16 +15,10 @@ static inline void hc_bit_clear(uint64_t *m, unsigned i) { m[i >> 6] &= ~(1ull <
 /* The first index >= i whose bit is set, or -1 (§3.5: a few instructions instead of a scan). */
 static inline int hc_bit_next(const uint64_t *m, unsigned i)
 {
-    if (i < 64) {
-        uint64_t w = m[0] & (~0ull << i);
-        if (w)
-            return __builtin_ctzll(w);
-        i = 64;
-    }
-    if (i < 128) {
-        uint64_t w = m[1] & (~0ull << (i - 64));
-        if (w)
-            return 64 + __builtin_ctzll(w);
+    for (unsigned w = i >> 6; w < HC_MAP_WORDS; w++) {
+        uint64_t bits = m[w] & (w == (i >> 6) ? ~0ull << (i & 63) : ~0ull);
+        if (bits)
+            return (int)(w * 64 + (unsigned)__builtin_ctzll(bits));
     }
     return -1;
 }
@@ -92,12 +87,14 @@ static char *hc_list_pop(unsigned i, int *coalesced)
 }
 
 /* Best fit in the big list (§3.3): the smallest block of at least size bytes, still listed.
- * An exact or one-granule-larger block ends the search: it will not be split anyway (§3.8). */
-static char *hc_big_best(size_t size)
+ *  1. Search the bin of `size` itself: it also holds blocks smaller than size.
+ *  2. Failing that, every block of the next non-empty bin fits: take its smallest.
+ * An exact or one-granule-larger block ends a search: it will not be split anyway (§3.8). */
+static char *hc_bin_best(unsigned bin, size_t size)
 {
     char *best = NULL;
     size_t best_size = (size_t)-1;
-    hc_off heads[2] = { hc.lists[HC_BIG].unco, hc.lists[HC_BIG].coal };
+    hc_off heads[2] = { hc.lists[bin].unco, hc.lists[bin].coal };
     for (int k = 0; k < 2; k++) {
         for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
             char *b = hc_at(o);
@@ -111,6 +108,16 @@ static char *hc_big_best(size_t size)
         }
     }
     return best;
+}
+
+static char *hc_big_best(size_t size)
+{
+    unsigned bin = hc_index(size < HC_MEDIUM_MAX + HC_GRANULE ? HC_MEDIUM_MAX + HC_GRANULE : size);
+    char *b = hc_bin_best(bin, size);
+    if (b)
+        return b;
+    int j = hc_bit_next(hc.map, bin + 1);
+    return j < 0 ? NULL : hc_bin_best((unsigned)j, size);
 }
 
 /* ---- quick lists (§3.10): a block keeps its inuse bit; the quick bit marks it as free ---- */
