@@ -47,3 +47,11 @@ def test_misuse_aborts_with_message(c_program, request, which, mode, message):
         f"{mode}: expected an abort, got exit {res.returncode}\n{res.stdout}{res.stderr}")
     assert re.search(message, res.stderr, re.IGNORECASE), f"{mode}: unclear message: {res.stderr!r}"
     assert len(res.stderr.strip().splitlines()) <= 3, f"{mode}: not a short message: {res.stderr!r}"
+
+
+def test_debug_build_catches_overflow(c_program, hcmalloc_debug_so):
+    """The debug build's heap walk is real: a write past a block's end is caught (glibc is not
+    held to this: it notices only some such writes)."""
+    res = run(c_program("hc_api"), ["overflow"], hcmalloc_debug_so)
+    assert res.returncode == -signal.SIGABRT, f"exit {res.returncode}: {res.stdout}{res.stderr}"
+    assert re.search(r"hcmalloc", res.stderr), res.stderr

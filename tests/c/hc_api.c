@@ -3,6 +3,7 @@
  * Usage: hc_api              run every check; prints "ok N checks" or one FAIL line per failure
  *        hc_api double-free  free a block twice (a debug allocator must abort with a message)
  *        hc_api invalid-free free a pointer that malloc never returned
+ *        hc_api overflow     write past the end of a block (a heap-checking build must abort)
  *
  * Standard API only, so the same binary runs against glibc and, under LD_PRELOAD, against HC.
  * Failure must be NULL + errno (ENOMEM / EINVAL), never a crash (DESIGN §1, complete API).
@@ -227,6 +228,15 @@ static int misuse(const char *what)
     } else if (strcmp(what, "invalid-free") == 0) {
         char *a = launder(malloc(64));
         free(launder(a + 16));
+        free(a);
+    } else if (strcmp(what, "overflow") == 0) {
+        /* Write 16 bytes past the usable end of a block: the next block's header is hit. A
+         * heap-checking build must notice at its next check (no later than the next call). */
+        unsigned char *a = launder(malloc(40)), *b = launder(malloc(40));
+        size_t n = malloc_usable_size(a);
+        memset(launder(a), 0xee, n + 16);
+        free(b);
+        free(launder(malloc(40)));
         free(a);
     } else {
         fprintf(stderr, "hc_api: unknown mode %s\n", what);
