@@ -5,6 +5,7 @@ processes on several machines share (Optuna's own distributed mode)."""
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -34,12 +35,18 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         raise HctuneError(f"storage {redact(url)!r} is not a database URL "
                           "(sqlite:///file.db or postgresql://user@host/db)")
     connect = {"timeout": 60} if url.startswith("sqlite") else {"connect_timeout": 10}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(
-                url, engine_kwargs={"connect_args": connect},
-                heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
-    except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise HctuneError(f"cannot use storage {redact(url)}: {first}") from None
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs={"connect_args": connect},
+                    heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
+        except sqlalchemy.exc.IntegrityError:
+            # Workers started together on an empty database race to create Optuna's tables;
+            # the losers wait for the winner and then find the tables made.
+            time.sleep(0.5 * (attempt + 1))
+        except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise HctuneError(f"cannot use storage {redact(url)}: {first}") from None
+    raise HctuneError(f"cannot use storage {redact(url)}: its tables could not be created")
