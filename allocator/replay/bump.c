@@ -1,12 +1,16 @@
-/* bump.c — the cheapest malloc there can be, used only to measure the replay harness itself:
- * replaying a trace with it costs the harness's loop, the page touching and a few instructions
- * per call, so its time over glibc's bounds the harness overhead (tests/test_replay_overhead.py).
+/* bump.c — about the cheapest malloc there can be, used only to measure the replay harness
+ * itself: replaying a trace with it costs the harness's loop, the page touching and a handful
+ * of instructions per call, so its time over glibc's bounds the harness overhead
+ * (tests/test_replay_overhead.py).
  *
- * Allocation bumps a pointer through one big reserved region; free only counts.  When every
- * block is free again (hcreplay frees all live blocks between repeats, Hasan & Chang 2006
- * §4.4) the pointer goes back to the start, so later repeats reuse warm, already-faulted pages
- * instead of paying a page fault per 4 KiB forever.  Not a general allocator: it never reuses
- * memory while anything is live.  Thread-safe through atomics, good enough for the harness.
+ * Allocation bumps a pointer through one big reserved region.  A pure bump allocator would hand
+ * out cold memory on every call and measure cache misses rather than the harness, so a freed
+ * block of up to MAX_RECYCLE bytes is pushed on a LIFO list of its exact 16-byte size class and
+ * handed out again to the next request of that class (no splitting, no coalescing, no search).
+ * When every block is free again (hcreplay frees all live blocks between repeats, Hasan & Chang
+ * 2006 §4.4) the pointer goes back to the start and the lists are emptied, so later repeats
+ * reuse warm, already-faulted pages.  Not a general allocator: large blocks are never reused
+ * while anything is live, and it is single-threaded (the harness is).
  * HCBUMP_STATS=1 prints the number of rewinds at exit (tests check the rewinding happened). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,45 +21,62 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define HDR 16u
-#define RESERVE ((size_t)64 << 30) /* address space only; pages appear when touched */
+#define HDR 16u /* blocks are 16-byte aligned; the size word sits just before */
+/* address space only (pages appear when touched); halved until the mmap succeeds, since
+ * valgrind and ulimit -v allow less */
+static size_t reserve = (size_t)64 << 30;
+
+#define MAX_RECYCLE 65536u /* exact-class reuse up to this payload size */
+#define CLASSES (MAX_RECYCLE / 16 + 1)
 
 static char *base;
 static size_t top;          /* bytes handed out since the last rewind */
 static size_t live;         /* blocks not yet freed */
 static size_t rewinds;
+static void *recycle[CLASSES]; /* class c: freed blocks of c*16 payload bytes, linked through
+                                  their first word */
 
 static int init(void)
 {
     if (base)
         return 0;
-    void *p = mmap(NULL, RESERVE, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
-    char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&base, &expected, (char *)p, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        munmap(p, RESERVE);
-    return 0;
+    for (; reserve >= ((size_t)64 << 20); reserve /= 2) {
+        void *p = mmap(NULL, reserve, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            base = p;
+            return 0;
+        }
+    }
+    return -1;
 }
 
-/* n payload bytes at a multiple of align (>= 16) from the start of the region */
+/* The header word before a block: its class's payload size (a multiple of 16), so realloc
+ * and free know it. */
+static inline size_t *hdr(void *p) { return (size_t *)p - 1; }
+
+/* n payload bytes at a multiple of align (>= 16) */
 static void *bump(size_t n, size_t align)
 {
-    if (init() || n > RESERVE)
+    if (init() || n > reserve)
         goto oom;
-    size_t need = (n + HDR + 15) & ~(size_t)15;
-    if (align > HDR)
-        need += align;
-    size_t start = __atomic_fetch_add(&top, need, __ATOMIC_RELAXED);
-    if (start + need > RESERVE)
+    size_t cap = (n + 15) & ~(size_t)15;
+    if (align <= HDR && cap <= MAX_RECYCLE && recycle[cap / 16]) {
+        void *p = recycle[cap / 16];
+        recycle[cap / 16] = *(void **)p;
+        live++;
+        return p;
+    }
+    size_t need = cap + HDR + (align > HDR ? align : 0);
+    if (top + need > reserve)
         goto oom;
-    char *p = base + start + HDR;
+    char *p = base + top + HDR;
     if (align > HDR)
         p = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-    ((size_t *)p)[-1] = n; /* the size, for realloc and malloc_usable_size */
-    __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
+    top += need;
+    /* aligned blocks are never recycled: their class is marked too large */
+    *hdr(p) = align > HDR ? MAX_RECYCLE + 16 + cap : cap;
+    live++;
     return p;
 oom:
     errno = ENOMEM;
@@ -68,13 +89,26 @@ void free(void *p)
 {
     if (!p)
         return;
-    if (__atomic_sub_fetch(&live, 1, __ATOMIC_ACQ_REL) == 0) {
-        __atomic_store_n(&top, 0, __ATOMIC_RELAXED); /* everything is free: start over */
+    if (--live == 0) {
+        top = 0; /* everything is free: start over, from warm pages */
+        memset(recycle, 0, sizeof recycle);
         rewinds++;
+        return;
+    }
+    size_t cap = *hdr(p);
+    if (cap <= MAX_RECYCLE) {
+        *(void **)p = recycle[cap / 16];
+        recycle[cap / 16] = p;
     }
 }
 
-size_t malloc_usable_size(void *p) { return p ? ((size_t *)p)[-1] : 0; }
+static size_t capacity(void *p)
+{
+    size_t cap = *hdr(p);
+    return cap > MAX_RECYCLE ? cap - MAX_RECYCLE - 16 : cap;
+}
+
+size_t malloc_usable_size(void *p) { return p ? capacity(p) : 0; }
 
 void *calloc(size_t n, size_t size)
 {
@@ -97,9 +131,14 @@ void *realloc(void *p, size_t n)
         free(p);
         return NULL;
     }
-    size_t old = ((size_t *)p)[-1];
-    if (n <= old) {
-        ((size_t *)p)[-1] = n;
+    size_t old = capacity(p);
+    if (n <= old)
+        return p;
+    size_t cap = (n + 15) & ~(size_t)15;
+    if ((char *)p + old == base + top && *hdr(p) <= MAX_RECYCLE && cap <= MAX_RECYCLE &&
+        (size_t)((char *)p - base) + cap <= reserve) {
+        top += cap - old; /* the newest block grows in place, as growing strings do */
+        *hdr(p) = cap;
         return p;
     }
     void *q = malloc(n);

@@ -20,13 +20,14 @@ enum hcr_op {
     HCR_MEMALIGN, /* posix_memalign(&slot, 1 << align_log2, size) */
 };
 
-/* One replayed call: 16 bytes, so a million ops fit in 16 MiB and stream through the cache. */
+/* One replayed call: 16 bytes, so a million ops fit in 16 MiB and stream through the cache;
+ * plain fields (no bit-fields) so the loop spends no instructions unpacking them. */
 struct hcr_rop {
-    uint64_t size : 48;     /* bytes asked (calloc: n*size) */
-    uint64_t op : 8;        /* enum hcr_op */
-    uint64_t align_log2 : 8;
+    uint64_t size;          /* bytes asked (calloc: n*size) */
     uint32_t slot;          /* dense object id */
-    uint32_t pad;
+    uint8_t op;             /* enum hcr_op */
+    uint8_t align_log2;
+    uint16_t pad;
 };
 
 struct hcr_trace {

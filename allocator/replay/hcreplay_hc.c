@@ -20,13 +20,19 @@ int hcr_hc_read(struct hcr_hc *out)
     int (*get)(struct hc_stats *) = (int (*)(struct hc_stats *))dlsym(RTLD_DEFAULT, "hc_stats_get");
     if (!get || get(&last) != 0)
         return 0;
-    out->footprint_max = HCR_HC_FOOTPRINT_MAX(last);
+    out->footprint_max = last.footprint;
     return 1;
 }
 
 void hcr_hc_json(void (*put)(const char *fmt, ...))
 {
-    HCR_HC_JSON(last, put);
+    const char *sep = "{";
+#define HCR_FIELD(name, doc)                                                                     \
+    put("%s\"%s\": %llu", sep, #name, (unsigned long long)last.name);                            \
+    sep = ", ";
+    HC_STATS_FIELDS(HCR_FIELD)
+#undef HCR_FIELD
+    put("}");
 }
 #else
 int hcr_hc_read(struct hcr_hc *out)

@@ -235,8 +235,6 @@ static int add_event(struct loader *L, const hct_event *ev)
     uint64_t ptr = (uint64_t)ev->ptr, size = (uint64_t)ev->size;
     uint32_t slot;
     size_t i;
-    if (size >> 48)
-        size = (1ull << 48) - 1; /* a request no allocator can meet; replay still asks for it */
     note_thread(L, (uint64_t)ev->thread);
     switch (ev->op) {
     case HCT_MALLOC:

@@ -14,10 +14,13 @@
 static inline void touch(char *p, uint64_t size)
 {
     /* the block's first byte, then the first byte of every later page it reaches into */
-    if (size)
-        p[0] = 1;
-    for (uint64_t off = PAGE - ((uintptr_t)p & (PAGE - 1)); off < size; off += PAGE)
-        p[off] = 1;
+    uint64_t in_page = (uintptr_t)p & (PAGE - 1);
+    if (__builtin_expect(size == 0, 0))
+        return;
+    p[0] = 1;
+    if (__builtin_expect(in_page + size > PAGE, 0))
+        for (uint64_t off = PAGE - in_page; off < size; off += PAGE)
+            p[off] = 1;
 }
 
 __attribute__((noinline)) uint64_t hcr_replay_once(const struct hcr_trace *t, void **slots,
@@ -63,7 +66,7 @@ __attribute__((noinline)) uint64_t hcr_replay_once(const struct hcr_trace *t, vo
             slots[op->slot] = NULL;
             continue;
         default:
-            continue;
+            __builtin_unreachable(); /* the loader emits only the ops above */
         }
         slots[op->slot] = p;
         if (!p)

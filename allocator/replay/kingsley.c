@@ -12,7 +12,7 @@
  *
  * 64-bit port: the header is 16 bytes so that payloads stay 16-byte aligned (x86-64 ABI); the
  * smallest block is 32 bytes.  The complete malloc API is provided, thread-safe through one
- * mutex, fork-safe through pthread_atfork. */
+ * mutex (skipped while single-threaded), fork-safe through pthread_atfork. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #define HDR 16u
@@ -44,6 +45,20 @@ struct freeblk {
 static struct freeblk *lists[MAX_K + 1];
 static char *arena_cur, *arena_end;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The lock costs nothing while the process has one thread (glibc's __libc_single_threaded),
+ * as the paper's single-threaded allocators paid nothing for it. */
+static inline void lock_heap(void)
+{
+    if (!__libc_single_threaded)
+        pthread_mutex_lock(&lock);
+}
+
+static inline void unlock_heap(void)
+{
+    if (!__libc_single_threaded)
+        pthread_mutex_unlock(&lock);
+}
 
 static void botch(const char *what)
 {
@@ -112,15 +127,15 @@ void *malloc(size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    pthread_mutex_lock(&lock);
+    lock_heap();
     if (!lists[k] && morecore(k)) {
-        pthread_mutex_unlock(&lock);
+        unlock_heap();
         errno = ENOMEM;
         return NULL;
     }
     struct freeblk *b = lists[k];
     lists[k] = b->next;
-    pthread_mutex_unlock(&lock);
+    unlock_heap();
     struct hdr *h = hdr_of(b);
     h->tag = MAGIC;
     h->back = 0;
@@ -147,10 +162,10 @@ void free(void *p)
     int k = (int)h->k;
     h->tag = 0; /* so a second free is caught */
     struct freeblk *b = p;
-    pthread_mutex_lock(&lock);
+    lock_heap();
     b->next = lists[k];
     lists[k] = b;
-    pthread_mutex_unlock(&lock);
+    unlock_heap();
 }
 
 size_t malloc_usable_size(void *p)

@@ -13,11 +13,12 @@ $(BUILD)/hcreplay: $(RPL_SRCS) $(RPL_HDRS) $(BUILD)/libhctrace_read.a | $(BUILD)
 	$(CC) $(CFLAGS_COMMON) -fno-builtin -I$(RPL_DIR) -Ipintool -Iallocator/hc \
 	  -o $@ $(RPL_SRCS) $(BUILD)/libhctrace_read.a -ldl
 
+# -fno-builtin: gcc would turn malloc+memset inside calloc into a call to calloc itself.
 $(BUILD)/libkingsley.so: $(RPL_DIR)/kingsley.c | $(BUILD)
-	$(CC) $(CFLAGS_COMMON) -shared -o $@ $< -lpthread
+	$(CC) $(CFLAGS_COMMON) -fno-builtin -shared -o $@ $< -lpthread
 
 $(BUILD)/libhcbump.so: $(RPL_DIR)/bump.c | $(BUILD)
-	$(CC) $(CFLAGS_COMMON) -shared -o $@ $<
+	$(CC) $(CFLAGS_COMMON) -fno-builtin -shared -o $@ $<
 
 ALL += $(BUILD)/hcreplay $(BUILD)/libkingsley.so $(BUILD)/libhcbump.so
 
