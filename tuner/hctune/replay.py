@@ -158,20 +158,13 @@ def spread(times) -> float:
     return max(times) / min(times) - 1 if times and min(times) > 0 else float("nan")
 
 
-def trace_sha256(path) -> str:
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def register_trace(db, path, command: str | None = None, events: int | None = None) -> int:
     """The trace's id in the database, registering it first if needed (idempotent by hash)."""
+    from hctune.trace.register import sha256
+
     p = _check_trace(path)
     # by content, not by path: a trace re-recorded to the same file is a new trace
-    return db.add_trace(p, trace_sha256(p), command=command, events=events,
+    return db.add_trace(p, sha256(p), command=command, events=events,
                         size_bytes=os.path.getsize(p))
 
 
@@ -181,3 +174,23 @@ def latest_trace(db) -> Path:
         raise HctuneError("no trace given and none in the database; run `hctune profile "
                           "./app args` first, or name a trace file")
     return Path(row["path"])
+
+
+def summary(r: dict) -> str:
+    """A few human lines about one measurement."""
+    kib = lambda b: f"{b / 1024:,.0f} KiB" if b is not None else "—"  # noqa: E731
+    lines = [f"{r['trace']} on {r['allocator']}: {r['ops']:,} ops x {r['repeat']} repeats",
+             f"  time          {r['time_ns_per_op']:.2f} ns/op (median; spread "
+             f"{r['spread'] * 100:.1f}%)" if r.get("spread") is not None else
+             f"  time          {r['time_ns_per_op']:.2f} ns/op"]
+    if r.get("instructions_per_op") is not None:
+        lines.append(f"  instructions  {r['instructions_per_op']:.1f} per op (callgrind)")
+    lines.append(f"  peak RSS      {kib(r['peak_rss_bytes'])} over the baseline")
+    if r.get("hc_footprint_bytes") is not None:
+        lines.append(f"  HC footprint  {kib(r['hc_footprint_bytes'])}")
+    lines.append(f"  max live      {kib(r['max_live_bytes'])}; fragmentation "
+                 f"{r['fragmentation']:.3f}" if r.get("fragmentation") is not None else
+                 f"  max live      {kib(r['max_live_bytes'])}")
+    if r.get("threads", 1) > 1:
+        lines.append(f"  {r['threads']} threads, replayed in recorded order on one thread")
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""hctune compare [TRACE] [--allocators glibc,jemalloc,...] [--presets generic,...] [--repeat N]
+[--json]: Hasan & Chang 2006 Tables 8 and 9 for one trace, stored in the database."""
+
+import json
+
+import click
+
+from hctune import allocators, compare, replay
+from hctune.db import Database
+
+
+@click.command("compare")
+@click.argument("trace", required=False, type=click.Path(dir_okay=False))
+@click.option("--allocators", "names", default=",".join(compare.DEFAULT_ALLOCATORS),
+              show_default=True, help="Comma-separated baselines (or malloc .so paths).")
+@click.option("--presets", default=",".join(compare.DEFAULT_PRESETS), show_default=True,
+              help="Comma-separated HC presets from configs/presets.toml ('' for none).")
+@click.option("--repeat", "-n", "rounds", default=5, show_default=True,
+              type=click.IntRange(1, 100), help="Interleaved rounds (A B C A B C ...).")
+@click.option("--inner", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Replays inside each run; the run reports their median.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def command(ctx, trace, names, presets, rounds, inner, as_json):
+    """Memory and time of each allocator on TRACE (default: the latest profiled trace),
+    absolute and normalised to glibc, measured interleaved so drift hits all alike."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Database(ctx.obj["db_path"]) as db:
+        if trace is None:
+            trace = replay.latest_trace(db)
+        tid = None
+
+        def store(entry, result):
+            nonlocal tid
+            if tid is None:
+                tid = replay.register_trace(db, trace, result.get("command"),
+                                            result.get("events"))
+            db.add_measurement(tid, result["allocator"], compare.knobs.key(entry["setting"])
+                               if entry["setting"] else None, "time", inner, result)
+
+        with Progress(transient=True, disable=as_json) as bar:
+            task = bar.add_task("comparing", total=None)
+
+            def progress(done, total, label):
+                bar.update(task, completed=done, total=total, description=label)
+
+            result = compare.compare(trace, allocators.parse_list(names),
+                                     allocators.parse_list(presets), rounds=rounds,
+                                     repeat=inner, progress=progress, on_result=store)
+    if as_json:
+        click.echo(json.dumps(result, indent=1, sort_keys=True))
+    else:
+        Console().print(compare.table(result))

@@ -1,0 +1,46 @@
+"""hctune replay [TRACE] [--allocator A] [--preset P | --set KNOB=VALUE ...] [--repeat N]
+[--metric time|instructions] [--json]: one allocator on one trace, stored in the database."""
+
+import json
+
+import click
+
+from hctune import knobs, replay
+from hctune.db import Database
+from hctune.errors import HctuneError
+
+
+@click.command("replay")
+@click.argument("trace", required=False, type=click.Path(dir_okay=False))
+@click.option("--allocator", "-a", default="hc", show_default=True,
+              help="hc, glibc, jemalloc, mimalloc, tcmalloc, kingsley, or a malloc .so path.")
+@click.option("--preset", "-p", help="HC: a named setting from configs/presets.toml.")
+@click.option("--set", "sets", multiple=True, metavar="KNOB=VALUE", help="HC: override a knob.")
+@click.option("--repeat", "-n", default=5, show_default=True, type=click.IntRange(1, 1000),
+              help="Replays in one process (median time reported).")
+@click.option("--metric", type=click.Choice(replay.METRICS), default="time", show_default=True,
+              help="instructions: also count the loop's instructions under callgrind.")
+@click.option("--no-touch", is_flag=True, help="Do not write one byte per page of new blocks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.pass_context
+def command(ctx, trace, allocator, preset, sets, repeat, metric, no_touch, as_json):
+    """Replay TRACE (default: the latest profiled trace) against one allocator in the replay
+    harness (Hasan & Chang 2006, §4.4): time per operation, peak memory, HC's footprint."""
+    setting = None
+    if allocator == "hc":
+        setting = knobs.resolve(preset, sets)
+    elif preset or sets:
+        raise HctuneError(f"--preset/--set apply to the hc allocator, not {allocator}")
+    with Database(ctx.obj["db_path"]) as db:
+        if trace is None:
+            trace = replay.latest_trace(db)
+        result = replay.measure(trace, allocator, setting, repeat=repeat, metric=metric,
+                                touch=not no_touch, db=db)
+        tid = replay.register_trace(db, trace, result.get("command"), result.get("events"))
+        db.add_measurement(tid, result["allocator"],
+                           knobs.key(setting) if setting is not None else None,
+                           metric, repeat, result)
+    if as_json:
+        click.echo(json.dumps(result, indent=1, sort_keys=True))
+        return
+    click.echo(replay.summary(result))
