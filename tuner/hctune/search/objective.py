@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import threading
+from pathlib import Path
 
 from hctune import knobs as _knobs
 from hctune.db import Database
@@ -106,13 +107,25 @@ class Evaluator:
 
     # ---- measurements, cached in the database ----
 
+    def build_key(self, setting: dict) -> str:
+        """The build cache's key of HC with `setting` (rendered source + compiler + flags)."""
+        from hctune import build, render  # the HC build cache and renderer (other parts)
+        return build.cache_key(render.render_malloc(_knobs.complete(setting)), build.compiler(),
+                               build.CFLAGS)
+
     def stored(self, trace: Trace, allocator: str, setting: dict | None):
         key = _knobs.key(setting) if setting is not None else None
         rows = self._db().measurements(trace_id=trace.id, allocator=allocator, setting=key,
                                        metric=self.metric)
         if setting is None:
             rows = [r for r in rows if r["setting"] is None]
-        return json.loads(rows[-1]["result_json"]) if rows else None
+        results = [json.loads(r["result_json"]) for r in rows]
+        if setting is not None and self._measure_fn is None and results:
+            # Only a measurement of the same build counts: a changed allocator source or
+            # compiler (a new hctune) makes old numbers stale, not reusable.
+            build_key = self.build_key(setting)
+            results = [r for r in results if Path(r.get("library") or "").parent.name == build_key]
+        return results[-1] if results else None
 
     def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
         """(result, cached): a stored measurement, or a new one (built, replayed, stored)."""
