@@ -138,6 +138,7 @@ def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
     result["library"] = str(alloc.library) if alloc.library else None
     result["setting"] = alloc.setting
     result["metric"] = metric
+    result["time_ns_per_op"] = result["median_ns"] / ops  # full precision (C prints 4 places)
     result["instructions_per_op"] = (result["instructions"] / ops
                                      if result.get("instructions") is not None else None)
     result["spread"] = max(times) / min(times) - 1 if min(times) > 0 else None
