@@ -68,3 +68,16 @@ def test_stress_release(c_program, hc_library, preset):
 def test_stress_made_debug_library(c_program, hcmalloc_debug_so):
     """The debug library `make` builds, with a larger live set than the matrix runs."""
     run_stress(c_program("hc_stress"), hcmalloc_debug_so, 10_000, 99, 2000)
+
+
+@pytest.mark.parametrize("fault,message", [
+    ("calloc", "calloc: memory not zeroed"),
+    ("realloc", "realloc did not keep the old contents"),
+    ("align", "not 16-byte aligned"),
+])
+def test_stress_catches_a_broken_allocator(c_program, fault, message):
+    """The checks are live: a deliberately wrong allocator (tests/c/hc_broken.c) fails them."""
+    broken = c_program("hc_broken", ("-fPIC", "-shared"))
+    res = subprocess.run([str(c_program("hc_stress")), "100000", "3", "500"], capture_output=True,
+                         text=True, timeout=60, env=preload_env(broken, HC_BROKEN=fault))
+    assert res.returncode == 1 and message in res.stdout, res.stdout + res.stderr
