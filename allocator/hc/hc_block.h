@@ -45,7 +45,7 @@ static inline unsigned hc_index(size_t size)
     if (size <= HC_MEDIUM_MAX)
         return (unsigned)(size / HC_GRANULE);
     unsigned p = 63u - (unsigned)__builtin_clzll((unsigned long long)size); /* 10..31 */
-    return HC_BIG + (p - 10u) * 4u + (unsigned)((size >> (p - 2u)) & 3u);
+    return HC_BIG + (p - 10u) * 16u + (unsigned)((size >> (p - 4u)) & 15u);
 }
 
 static inline int hc_in_heap(void *p) { return (char *)p > hc.base && (char *)p < hc.limit; }

@@ -15,7 +15,7 @@
  *  - Free-list links are 32-bit granule offsets from the heap base (64 GiB of heap at most), so a
  *    16-byte free block holds header, next, prev and trailer and every size can sit on a doubly
  *    linked list.
- *  - The big list (§3.3) is still searched best-fit, but kept as size-ordered bins (four per
+ *  - The big list (§3.3) is still searched best-fit, but kept as size-ordered bins (16 per
  *    power of two) instead of one list: the paper could count on few blocks over 1 KiB, today's
  *    programs cannot, and a linear best-fit scan over thousands of them is quadratic.  The best
  *    fit is the smallest fitting block of the request's own bin or else of the next non-empty
@@ -60,7 +60,7 @@
 #define HC_MIN_BLOCK 16u         /* header + 12 usable bytes */
 #define HC_MEDIUM_MAX 1024u      /* blocks up to here have their own list (§3.4) */
 #define HC_BIG ((HC_MEDIUM_MAX / HC_GRANULE) + 1u) /* first bin of the big list (§3.3) */
-#define HC_BIG_BINS 88u          /* 4 bins per power of two, 1 KiB .. 4 GiB (hc_index) */
+#define HC_BIG_BINS 352u         /* 16 bins per power of two, 1 KiB .. 4 GiB (hc_index) */
 #define HC_NLISTS (HC_BIG + HC_BIG_BINS) /* medium: index = block size / 16 (0 unused) */
 #define HC_MAP_WORDS ((HC_NLISTS + 63u) / 64u)
 #define HC_QL_SIZE ((size_t)(QL_HIGH) / HC_GRANULE * HC_GRANULE) /* largest quick-list block */
