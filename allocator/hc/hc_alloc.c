@@ -63,13 +63,15 @@ static char *hc_find_fit(size_t size, int *coalesced)
     return hc_list_pop((unsigned)j, coalesced);
 }
 
-/* Has a complete coalescing a chance to pay (§3.8)?  The footprint must exceed COALESCE_RATIO x
- * the most bytes ever in use, as in the paper; and, so a program sitting just above the ratio
- * does not walk its heap on every miss, some block must have been freed since the last run and
- * the free blocks must add up to the request. */
+/* Is a complete coalescing worth its walk over the whole heap (§3.8)?
+ *  1. The paper's trigger: the footprint exceeds COALESCE_RATIO x the most bytes ever in use.
+ *  2. Amortization (ours): since the last run, at least 1/HC_CC_SHARE of the heap and at least
+ *     the request must have been freed.  A program that sits above the ratio would otherwise
+ *     walk its heap on every miss; this way each walk is paid for by that many freed bytes,
+ *     a bounded number of block visits per free. */
 static HC_UNUSED int hc_complete_pays(size_t size)
 {
-    return hc.frees_since_cc > 0 && hc.free_bytes >= size &&
+    return hc.freed_since_cc >= size && hc.freed_since_cc >= hc.st.heap_bytes / HC_CC_SHARE &&
            (double)hc.st.footprint > (double)(COALESCE_RATIO) * (double)hc.st.bytes_max;
 }
 
@@ -128,10 +130,8 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
     }
 #endif
 #if COALESCE
-    if (hc.unco[0] | hc.unco[1]) {
-        if ((b = hc_coalesce_incremental(size)) != NULL)
-            return hc_carve(b, size, 1);
-    }
+    if ((b = hc_coalesce_incremental(size)) != NULL)
+        return hc_carve(b, size, 1);
 #endif
 #if COALESCE_QL
     if (hc_complete_pays(size)) {

@@ -42,9 +42,11 @@ static HC_UNUSED char *hc_merge(char *b)
  *  4. NULL when no uncoalesced blocks remain.  Quick lists are left alone (§3.10). */
 static HC_UNUSED char *hc_coalesce_incremental(size_t size)
 {
-    int i;
+    int i = hc_bit_next(hc.unco, 1);
+    if (i < 0)
+        return NULL;
     HC_COUNT(coalesce_incremental, 1);
-    while ((i = hc_bit_next(hc.unco, 1)) >= 0) {
+    for (; i >= 0; i = hc_bit_next(hc.unco, 1)) {
         char *b = hc_at(hc.lists[i].unco);
         hc_list_remove(b);
         b = hc_merge(b);
@@ -83,7 +85,7 @@ static void hc_coalesce_complete(void)
     memset(hc.map, 0, sizeof hc.map);
     memset(hc.unco, 0, sizeof hc.unco);
     hc.free_bytes = 0;
-    hc.frees_since_cc = 0;
+    hc.freed_since_cc = 0;
 
     char *b = hc.first;
     while (b < hc.top) {

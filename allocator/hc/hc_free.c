@@ -19,7 +19,7 @@ static void hc_free_block(char *b)
         hc_clear_pinuse(b + size);
         hc_list_push(b, 0);
     }
-    hc.frees_since_cc++;
+    hc.freed_since_cc += size;
 #if COALESCE_IN_FREE
     if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) && hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP)) {
         HC_COUNT(coalesce_in_free, 1);
