@@ -1,16 +1,17 @@
 /* bump.c — about the cheapest malloc there can be, used only to measure the replay harness
  * itself: replaying a trace with it costs the harness's loop, the page touching and a handful
- * of instructions per call, so its time over glibc's bounds the harness overhead
- * (tests/test_replay_overhead.py).
+ * of instructions per call, so its time next to glibc's bounds the harness overhead
+ * (tests/test_replay_overhead.py, docs/replay.md).
  *
  * Allocation bumps a pointer through one big reserved region.  A pure bump allocator would hand
- * out cold memory on every call and measure cache misses rather than the harness, so a freed
- * block of up to MAX_RECYCLE bytes is pushed on a LIFO list of its exact 16-byte size class and
- * handed out again to the next request of that class (no splitting, no coalescing, no search).
- * When every block is free again (hcreplay frees all live blocks between repeats, Hasan & Chang
- * 2006 §4.4) the pointer goes back to the start and the lists are emptied, so later repeats
- * reuse warm, already-faulted pages.  Not a general allocator: large blocks are never reused
- * while anything is live, and it is single-threaded (the harness is).
+ * out cold memory on every call and measure cache misses and memcpy rather than the harness, so
+ * sizes are rounded up to a power of two, a freed block is pushed on the LIFO list of its power
+ * and handed out again to the next request of that power (no splitting, no coalescing, no
+ * search), and realloc stays in place whenever the new size fits the block's power.  When every
+ * block is free again (hcreplay frees all live blocks between repeats, Hasan & Chang 2006 §4.4)
+ * the pointer goes back to the start and the lists are emptied, so later repeats reuse warm,
+ * already-faulted pages.  Not a general allocator: single-threaded (the harness is), memory
+ * hungry, and aligned blocks are never reused while anything is live.
  * HCBUMP_STATS=1 prints the number of rewinds at exit (tests check the rewinding happened). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,20 +22,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define HDR 16u /* blocks are 16-byte aligned; the size word sits just before */
+#define HDR 16u /* blocks are 16-byte aligned; the capacity word sits just before */
+#define NOREUSE ((size_t)1 << 63) /* capacity flag: an aligned block, never recycled */
+
 /* address space only (pages appear when touched); halved until the mmap succeeds, since
  * valgrind and ulimit -v allow less */
 static size_t reserve = (size_t)64 << 30;
-
-#define MAX_RECYCLE 65536u /* exact-class reuse up to this payload size */
-#define CLASSES (MAX_RECYCLE / 16 + 1)
-
 static char *base;
-static size_t top;          /* bytes handed out since the last rewind */
-static size_t live;         /* blocks not yet freed */
+static size_t top;         /* bytes handed out since the last rewind */
+static size_t live;        /* blocks not yet freed */
 static size_t rewinds;
-static void *recycle[CLASSES]; /* class c: freed blocks of c*16 payload bytes, linked through
-                                  their first word */
+static void *recycle[64];  /* k: freed blocks of 2^k bytes, linked through their first word */
 
 static int init(void)
 {
@@ -51,19 +49,24 @@ static int init(void)
     return -1;
 }
 
-/* The header word before a block: its class's payload size (a multiple of 16), so realloc
- * and free know it. */
+/* the 16 bytes before a block: [0] the size asked (what realloc copies), [1] the capacity */
 static inline size_t *hdr(void *p) { return (size_t *)p - 1; }
+static inline size_t *asked(void *p) { return (size_t *)p - 2; }
+
+/* log2 of the power of two that holds n bytes (at least 16) */
+static inline unsigned power(size_t n) { return n <= 16 ? 4 : 64 - __builtin_clzl(n - 1); }
 
 /* n payload bytes at a multiple of align (>= 16) */
 static void *bump(size_t n, size_t align)
 {
-    if (init() || n > reserve)
+    if (init() || n > reserve / 2)
         goto oom;
-    size_t cap = (n + 15) & ~(size_t)15;
-    if (align <= HDR && cap <= MAX_RECYCLE && recycle[cap / 16]) {
-        void *p = recycle[cap / 16];
-        recycle[cap / 16] = *(void **)p;
+    unsigned k = power(n);
+    size_t cap = (size_t)1 << k;
+    if (align <= HDR && recycle[k]) {
+        void *p = recycle[k];
+        recycle[k] = *(void **)p;
+        *asked(p) = n;
         live++;
         return p;
     }
@@ -74,8 +77,8 @@ static void *bump(size_t n, size_t align)
     if (align > HDR)
         p = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
     top += need;
-    /* aligned blocks are never recycled: their class is marked too large */
-    *hdr(p) = align > HDR ? MAX_RECYCLE + 16 + cap : cap;
+    *hdr(p) = align > HDR ? cap | NOREUSE : cap;
+    *asked(p) = n;
     live++;
     return p;
 oom:
@@ -96,17 +99,14 @@ void free(void *p)
         return;
     }
     size_t cap = *hdr(p);
-    if (cap <= MAX_RECYCLE) {
-        *(void **)p = recycle[cap / 16];
-        recycle[cap / 16] = p;
+    if (!(cap & NOREUSE)) {
+        unsigned k = (unsigned)__builtin_ctzl(cap);
+        *(void **)p = recycle[k];
+        recycle[k] = p;
     }
 }
 
-static size_t capacity(void *p)
-{
-    size_t cap = *hdr(p);
-    return cap > MAX_RECYCLE ? cap - MAX_RECYCLE - 16 : cap;
-}
+static size_t capacity(void *p) { return *hdr(p) & ~NOREUSE; }
 
 size_t malloc_usable_size(void *p) { return p ? capacity(p) : 0; }
 
@@ -131,19 +131,13 @@ void *realloc(void *p, size_t n)
         free(p);
         return NULL;
     }
-    size_t old = capacity(p);
-    if (n <= old)
-        return p;
-    size_t cap = (n + 15) & ~(size_t)15;
-    if ((char *)p + old == base + top && *hdr(p) <= MAX_RECYCLE && cap <= MAX_RECYCLE &&
-        (size_t)((char *)p - base) + cap <= reserve) {
-        top += cap - old; /* the newest block grows in place, as growing strings do */
-        *hdr(p) = cap;
+    if (n <= capacity(p)) {
+        *asked(p) = n;
         return p;
     }
     void *q = malloc(n);
     if (q) {
-        memcpy(q, p, old);
+        memcpy(q, p, *asked(p));
         free(p);
     }
     return q;
