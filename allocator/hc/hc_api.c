@@ -128,8 +128,12 @@ void *realloc(void *p, size_t n)
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("realloc(): invalid pointer");
         old = hc_mmap_len(p) - hc_mmap_off(p);
-        if (n > (size_t)(MMAP_THRESHOLD) && n <= old) {
+        if (n > (size_t)(MMAP_THRESHOLD) && n <= old && n >= old / 2) {
             q = p;
+            goto done;
+        }
+        if (n > (size_t)(MMAP_THRESHOLD) && (q = hc_mremap_block(p, n)) != NULL) {
+            HC_COUNT(realloc_in_place, 1);
             goto done;
         }
     } else {

@@ -143,3 +143,24 @@ static void hc_munmap_block(char *p)
     hc.st.mapped_blocks--;
     munmap(p - hc_mmap_off(p), len);
 }
+
+/* Grow or shrink an mmapped block for realloc: the kernel moves the pages, nothing is copied.
+ * Only for blocks at the start of their mapping (not the memalign family's). NULL: not done. */
+static char *hc_mremap_block(char *p, size_t n)
+{
+    size_t page = hc_page();
+    if (hc_mmap_off(p) != 16 || n > HC_MAX_REQUEST)
+        return NULL;
+    size_t old = hc_mmap_len(p);
+    size_t len = (n + 16 + page - 1) & ~(page - 1);
+    char *m = mremap(p - 16, old, len, MREMAP_MAYMOVE);
+    if (m == MAP_FAILED)
+        return NULL;
+    *(uint64_t *)(void *)m = len;
+    hc.st.mapped_bytes += len - old;
+    hc.st.bytes_current += len - old;
+    if (hc.st.bytes_current > hc.st.bytes_max)
+        hc.st.bytes_max = hc.st.bytes_current;
+    hc_note_footprint();
+    return m + 16;
+}
