@@ -39,7 +39,7 @@ def rows_for(db_path, trace, studies, repeat: int) -> list[dict]:
             for o in objectives:
                 t = _study.choose(st, o)
                 if t is not None:
-                    settings.append((f"hc tuned {o} ({name})", space.setting_of(t.params)))
+                    settings.append((f"hc tuned {o} ({name})", _study.trial_setting(t)))
     for name in OTHERS:
         try:
             r = replay.measure(trace, allocator=name, repeat=repeat)

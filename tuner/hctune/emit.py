@@ -87,6 +87,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                     date=date, hctune=__version__)
         return setting, prov
     from hctune.search import results  # only a study-based emit needs Optuna
+    from hctune.search import study as _study
     with Database(db_path) as db:
         try:
             row, st, objective, trial = results.chosen(db, study, objective)
@@ -96,9 +97,8 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                                   "a paper setting with --preset generic") from None
             raise
         traces = results.study_traces(db, row)
-    from hctune.search import space
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
-    setting = space.setting_of(trial.params)
+    setting = _study.trial_setting(trial)
     setting.update(overrides)
     setting = _knobs.complete(setting)
     measured = _measured(trial, metric)

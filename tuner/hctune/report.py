@@ -97,7 +97,7 @@ def collect(db_path, name: str | None = None) -> dict:
         for o in ("mem", "perf"):
             t = _study.choose(st, o)
             if t is not None:
-                best[o] = {"trial": t.number, "setting": space.setting_of(t.params)}
+                best[o] = {"trial": t.number, "setting": _study.trial_setting(t)}
         main = best.get("mem" if row["objective"] != "perf" else "perf")
         traces = []
         for tr in results.study_traces(db, row):

@@ -60,7 +60,7 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     metric = opts.get("metric", "time")
     ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=opts.get("repeat", 3),
                         measure_fn=measure_fn)
-    setting = space.setting_of(trial.params)
+    setting = _study.trial_setting(trial)
     generic = space.for_search(_knobs.preset("generic"))
     perf_field = _obj.PERF_FIELDS[metric]
     fields = ["footprint_bytes", "time_ns_per_op", "peak_rss_bytes", "max_live_bytes"]

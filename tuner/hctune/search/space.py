@@ -61,21 +61,30 @@ def distribution(k: _knobs.Knob):
     raise HctuneError(f"knobs.toml: {k.name}: unknown search kind {kind!r}")
 
 
-def searched() -> dict[str, _knobs.Knob]:
-    """The knobs the search varies, in knobs.toml order."""
-    return {n: k for n, k in _knobs.knobs().items() if k.search != "fixed"}
+def searched(only=None) -> dict[str, _knobs.Knob]:
+    """The knobs the search varies, in knobs.toml order; `only` (names) narrows them, the rest
+    keep their default as if they were fixed."""
+    table = {n: k for n, k in _knobs.knobs().items() if k.search != "fixed"}
+    if only is None:
+        return table
+    unknown = [n for n in only if n not in table]
+    if unknown:
+        raise HctuneError(f"not searchable knobs: {', '.join(unknown)}; searchable: "
+                          f"{', '.join(table)}")
+    return {n: k for n, k in table.items() if n in only}
 
 
-def distributions() -> dict[str, optuna.distributions.BaseDistribution]:
+def distributions(only=None) -> dict[str, optuna.distributions.BaseDistribution]:
     """{Optuna parameter name: distribution} for every searched knob."""
-    return {param_name(k): distribution(k) for k in searched().values()}
+    return {param_name(k): distribution(k) for k in searched(only).values()}
 
 
-def fixed_values() -> dict:
+def fixed_values(only=None) -> dict:
     """The values the knobs that are not searched keep during a search."""
     out = {}
+    varied = searched(only)
     for name, k in _knobs.knobs().items():
-        if k.search == "fixed":
+        if name not in varied:
             out[name] = k.check(FIXED_IN_SEARCH.get(name, k.default))
     return out
 
@@ -101,16 +110,16 @@ def _from_param(k: _knobs.Knob, value):
     return value
 
 
-def params_of(setting: dict) -> dict:
+def params_of(setting: dict, only=None) -> dict:
     """The Optuna parameters of a full setting (for study.enqueue_trial)."""
     setting = _knobs.complete(setting)
-    return {param_name(k): _to_param(k, setting[n]) for n, k in searched().items()}
+    return {param_name(k): _to_param(k, setting[n]) for n, k in searched(only).items()}
 
 
-def setting_of(params: dict) -> dict:
+def setting_of(params: dict, only=None) -> dict:
     """The full, checked setting of a trial's parameters (fixed knobs take their search value)."""
-    values = dict(fixed_values())
-    for name, k in searched().items():
+    values = dict(fixed_values(only))
+    for name, k in searched(only).items():
         p = param_name(k)
         if p not in params:
             raise HctuneError(f"trial has no parameter {p!r}: the study was made with other knobs")
@@ -125,10 +134,10 @@ def for_search(setting: dict) -> dict:
     return out
 
 
-def suggest(trial: optuna.trial.BaseTrial) -> dict:
+def suggest(trial: optuna.trial.BaseTrial, only=None) -> dict:
     """Sample one setting in `trial`; returns the full setting."""
     params = {}
-    for p, dist in distributions().items():
+    for p, dist in distributions(only).items():
         if isinstance(dist, CategoricalDistribution):
             params[p] = trial.suggest_categorical(p, dist.choices)
         elif isinstance(dist, FloatDistribution):
@@ -137,4 +146,4 @@ def suggest(trial: optuna.trial.BaseTrial) -> dict:
             params[p] = trial.suggest_int(p, dist.low, dist.high, log=True)
         else:
             params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
-    return setting_of(params)
+    return setting_of(params, only)

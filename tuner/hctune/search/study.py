@@ -50,6 +50,7 @@ class Options:
     repeat: int = 3
     sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
     seeds: bool = True
+    only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
 
 
 # ---- traces ----
@@ -109,6 +110,8 @@ def default_name(traces, opts: Options) -> str:
         name += f"-slow{opts.max_slowdown:g}"
     if opts.sampler != "tpe":
         name += f"-{opts.sampler}"
+    if opts.only is not None:
+        name += "-only-" + "+".join(sorted(opts.only))
     return name
 
 
@@ -144,18 +147,18 @@ def directions(objective: str):
 _ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
 
 
-def enqueue_seeds(study: optuna.Study, objective: str) -> int:
+def enqueue_seeds(study: optuna.Study, objective: str, only=None) -> int:
     """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet.
     Failed ones are queued again: a seed interrupted by Ctrl-C still gets measured."""
     have = {_knobs.key(space.setting_of(t.params if t.params else
-                                        t.system_attrs.get("fixed_params", {})))
+                                        t.system_attrs.get("fixed_params", {}), only))
             for t in study.get_trials(deepcopy=False, states=_ACTIVE)
             if t.params or t.system_attrs.get("fixed_params")}
     n = 0
     for label, setting in _seeds.seeds(objective):
         if _knobs.key(setting) in have:
             continue
-        study.enqueue_trial(space.params_of(setting), user_attrs={"seed": label})
+        study.enqueue_trial(space.params_of(setting, only), user_attrs={"seed": label})
         n += 1
     return n
 
@@ -216,7 +219,7 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
             warnings.filterwarnings("ignore", message="Fixed parameter")
-            setting = space.suggest(trial)
+            setting = space.suggest(trial, opts.only)
         trial.set_user_attr("setting", _knobs.key(setting))
         trial.set_user_attr("worker", _worker())
         try:
@@ -303,7 +306,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
             ev.baseline(t)
         if opts.seeds and opts.sampler == "tpe":
-            enqueue_seeds(study, opts.objective)
+            enqueue_seeds(study, opts.objective, opts.only)
         _optimize(study, ev, opts, progress)
     finally:
         ev.close()
@@ -352,6 +355,15 @@ def _optimize(study, ev, opts: Options, progress):
 
 
 # ---- reading results ----
+
+def trial_setting(frozen) -> dict:
+    """The full setting a finished trial measured (stored with it, so it reads back the same
+    whatever knobs the study searched)."""
+    key = frozen.user_attrs.get("setting")
+    if key:
+        return _knobs.complete(_knobs.parse_sets(key.split(",")))
+    return space.setting_of(frozen.params)
+
 
 def feasible(frozen) -> bool:
     return all(c <= 0 for c in frozen.user_attrs.get("constraints", []))
