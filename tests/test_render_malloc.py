@@ -91,7 +91,7 @@ def test_every_variant_compiles_strict(setting, tmp_path):
     compile_c(cc, render_malloc(setting), tmp_path, "-c")
 
 
-def run_app(cc, source, tmp_path, *defines):
+def run_app(cc, source, tmp_path, *defines, args=()):
     """render_app.c linked with the rendered malloc.c, as in `cc -O2 app.c malloc.c`.  The app
     is built with -fno-builtin: clang otherwise assumes a malloc call leaves errno alone and
     folds the program's errno checks away (malloc.c itself gets the user's plain flags)."""
@@ -105,7 +105,7 @@ def run_app(cc, source, tmp_path, *defines):
     for cmd in steps:
         res = subprocess.run(cmd, capture_output=True, text=True)
         assert res.returncode == 0, res.stderr[-3000:]
-    run = subprocess.run([str(out)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([str(out), *args], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     return {k: int(v) for k, v in (line.split() for line in run.stdout.splitlines())}
 
@@ -158,3 +158,13 @@ def test_render_command_bad_input_is_one_line(tmp_path, args, message):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hctune: error:") and message in lines[0]
     assert not out.exists()
+
+
+def test_block_layout_usable_sizes(tmp_path):
+    """§3.1 ported: a 4-byte header, 16-byte steps, a 16-byte smallest block (12 usable); the
+    table in docs/allocator.md, beside glibc's 8-byte header and 24-usable smallest chunk."""
+    usable = run_app(COMPILERS[0], render_malloc(knobs.preset("generic")), tmp_path, args=["usable"])
+    assert {int(k): v for k, v in usable.items()} == {
+        1: 12, 12: 12, 13: 28, 24: 28, 28: 28, 40: 44, 60: 60, 100: 108, 1000: 1004}
+    doc = (paths.ROOT / "docs" / "allocator.md").read_text()
+    assert "| HC usable | 12 | 12 | 28 | 28 | 28 | 44 | 60 | 108 | 1004 |" in doc

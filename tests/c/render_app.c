@@ -2,7 +2,9 @@
  * quick start of the emitted file says.  It exercises every entry point once and prints the
  * allocator's statistics as "name value" lines, so tests/test_render_*.py can see that the
  * knobs baked into the file (or given with -D) took effect.
- * Exit 0 when every call behaved; 1 with a "render_app: FAIL" line otherwise. */
+ * Exit 0 when every call behaved; 1 with a "render_app: FAIL" line otherwise.
+ * `render_app usable` instead prints malloc_usable_size for a few request sizes (the table in
+ * docs/allocator.md; linked without malloc.c it shows glibc's). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -29,8 +31,18 @@ static void *keep(void *p)
     return sink;
 }
 
-int main(void)
+static int usable(void)
 {
+    static const size_t sizes[] = { 1, 12, 13, 24, 28, 40, 60, 100, 1000 };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        printf("%zu %zu\n", sizes[i], malloc_usable_size(keep(malloc(sizes[i]))));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "usable") == 0)
+        return usable();
     /* 200 bytes is a 208-byte block: small when QL_HIGH >= 208 (a quick-list hit the second
      * time, Hasan & Chang 2006 §3.10), medium otherwise (§3.4). */
     void *p = keep(malloc(200));
