@@ -38,6 +38,12 @@ from hctune.errors import HctuneError  # noqa: E402
 SYSTEM_LIBS = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
                "tcmalloc": "libtcmalloc_minimal.so.4"}
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
+# A child forked from this (large) Python process starts with its resident set, and Linux keeps
+# that high-water mark across exec in ru_maxrss, so wait4's figure has this process's RSS as a
+# floor. The programs are started by GNU time instead, which forks them from its own small
+# process and writes their true peak (%M, KiB) to a file; the allocator is injected by `env`
+# between the two, so time itself does not run on it (nor overwrite HCMALLOC_STATS=PATH).
+TIME = "/usr/bin/time"
 
 
 def hc_presets(names: list[str] | None) -> dict[str, dict]:
@@ -77,26 +83,31 @@ def read_stats(path: Path) -> dict[str, int]:
     return stats
 
 
-def run_measured(workload, alloc, statfile: Path) -> dict:
-    """One run: wall time, CPU time and peak RSS of exactly this child (os.wait4)."""
+def run_measured(workload, alloc, tmp: Path) -> dict:
+    """One run: wall time, CPU time (wait4) and peak RSS (GNU time's %M) of the program."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    env.update(workload.env)
+    env.pop("HCMALLOC_STATS", None)
+    inject = [f"{k}={v}" for k, v in workload.env.items()]
     if alloc["lib"] is not None:
-        env["LD_PRELOAD"] = str(alloc["lib"])
+        inject.append(f"LD_PRELOAD={alloc['lib']}")
+    statfile, rssfile = tmp / "stats.txt", tmp / "rss.txt"
+    statfile.unlink(missing_ok=True)
     if alloc["hc"]:
-        statfile.unlink(missing_ok=True)
-        env["HCMALLOC_STATS"] = str(statfile)
+        inject.append(f"HCMALLOC_STATS={statfile}")
+    argv = [TIME, "-o", str(rssfile), "-f", "%M", "env", *inject, *workload.argv]
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(workload.argv, env=env, stdout=out, stderr=out)
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         output = out.read()
+    rc = os.waitstatus_to_exitcode(status)
+    lines = rssfile.read_text().split() if rssfile.exists() else []
     result = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-              "rss_kib": usage.ru_maxrss, "rc": proc.returncode, "output": output}
+              "rss_kib": int(lines[-1]) if lines and lines[-1].isdigit() else 0,
+              "rc": rc, "output": output}
     if alloc["hc"]:
         result["stats"] = read_stats(statfile)
     return result
@@ -158,6 +169,9 @@ def main(argv=None) -> int:
     if args.reps < 1:
         print("alloc_bench: --reps must be at least 1", file=sys.stderr)
         return 2
+    if not os.path.exists(TIME):
+        print(f"alloc_bench: needs GNU time at {TIME} (Debian package `time`)", file=sys.stderr)
+        return 2
     try:
         allocs = allocators(args)
     except HctuneError as e:
@@ -175,7 +189,7 @@ def main(argv=None) -> int:
         for rep in range(args.reps):
             for wl in workloads:
                 for label, alloc in allocs.items():
-                    r = run_measured(wl, alloc, tmp / "stats.txt")
+                    r = run_measured(wl, alloc, tmp)
                     results[(label, wl.name)].append(r)
                     # Same output as under glibc, or the timing means nothing.
                     if r["rc"] == 0 and expected.setdefault(wl.name, r["output"]) != r["output"] \

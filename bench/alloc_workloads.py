@@ -92,7 +92,7 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
     """The workloads whose programs exist here, inputs written into `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     found = []
-    python = shutil.which("python3") or sys.executable
+    python = sys.executable  # the interpreter running the bench: a real binary, not a shim
     (workdir / "containers.py").write_text(PYTHON_SCRIPT)
     # PYTHONMALLOC=malloc: every object through malloc, not Python's own small-object pool.
     found.append(Workload("python", [python, str(workdir / "containers.py")],
