@@ -1,6 +1,7 @@
 /* hc_stats: known call sequences against HC, printing how each moved the statistics.
  *
- * Usage: hc_stats   (with an HC build injected by LD_PRELOAD)
+ * Usage: hc_stats [SCENARIO [ARG]]   (with an HC build injected by LD_PRELOAD)
+ *        no argument: the fixed sequence; a scenario name: one policy scenario in a fresh heap
  *
  * For each phase prints one JSON line {"phase": NAME, "delta": {field: after - before, ...},
  * "after": {...}, "facts": {...}}; tests/test_allocator_stats.py holds the numbers to the
@@ -11,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,14 +62,9 @@ static void end(const char *phase)
     printf("}, \"facts\": {%s}}\n", facts);
 }
 
-int main(void)
+/* The fixed sequence: one phase per rule. */
+static void sequence(void)
 {
-    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
-    get_stats = (int (*)(struct hc_stats *))dlsym(RTLD_DEFAULT, "hc_stats_get");
-    if (!get_stats) {
-        printf("hc_stats: HC is not loaded (no hc_stats_get)\n");
-        return 3;
-    }
     void *p[100];
 
     /* 1. A hundred 40-byte requests: 48-byte blocks (4-byte header, 16-byte steps, §3.1),
@@ -164,6 +161,143 @@ int main(void)
     for (int i = 0; i < 3000; i++)
         free(many[i]);
     end("in-free");
+}
+
+/* ---- policy scenarios: one per run, in a fresh heap, so the knobs' effects are visible ---- */
+
+/* §3.8 COALESCE_QL: small blocks freed onto quick lists are reused for big requests only after
+ * a complete coalescing; without it the wilderness must grow for every big block. */
+static void scenario_coalesce_ql(void)
+{
+    static void *small[20000];
+    for (int i = 0; i < 20000; i++)
+        small[i] = launder(malloc(24));  /* 32-byte blocks: quick lists for any QL_HIGH */
+    for (int i = 0; i < 20000; i++)
+        free(small[i]);
+    static void *big[200];
+    begin();
+    for (int i = 0; i < 200; i++)
+        big[i] = launder(malloc(2000));
+    end("coalesce-ql");
+    for (int i = 0; i < 200; i++)
+        free(big[i]);
+}
+
+/* §3.6 SPLIT: a free big block is split for medium requests instead of taking the wilderness. */
+static void scenario_split(void)
+{
+    void *x = launder(malloc(8000)), *guard = launder(malloc(3000));
+    uintptr_t from = (uintptr_t)x, to = from + 8000;
+    free(x);
+    void *m[10];
+    begin();
+    for (int i = 0; i < 10; i++)
+        m[i] = launder(malloc(200));
+    fact("inside", (uintptr_t)m[0] >= from && (uintptr_t)m[0] < to);
+    end("split");
+    for (int i = 0; i < 10; i++)
+        free(m[i]);
+    free(guard);
+}
+
+/* §3.8: a block that is the request's size plus one granule is handed out whole, not split;
+ * two granules more is split (with SPLIT). */
+static void scenario_fit(void)
+{
+    char *a = launder(malloc(500)), *g1 = launder(malloc(3000));  /* a: 512-byte block */
+    char *b = launder(malloc(516)), *g2 = launder(malloc(3000));  /* b: 528-byte block */
+    free(a);
+    begin();
+    char *a2 = launder(malloc(490));  /* 496-byte block: a is one granule more */
+    fact("same_block", a2 == a);
+    fact("usable", (long long)malloc_usable_size(a2));
+    end("fit-plus-one");
+    free(b);
+    begin();
+    char *b2 = launder(malloc(490));  /* b is two granules more: split */
+    fact("same_block", b2 == b);
+    fact("usable", (long long)malloc_usable_size(b2));
+    end("fit-plus-two");
+    free(a2);
+    free(b2);
+    free(g1);
+    free(g2);
+}
+
+/* §3.7 COALESCE: four freed neighbours on the uncoalesced list of their size are merged to
+ * serve a request none of them could. */
+static void scenario_incremental(void)
+{
+    char *n[4];
+    for (int i = 0; i < 4; i++)
+        n[i] = launder(malloc(500));
+    void *guard = launder(malloc(3000));
+    int adjacent = n[1] - n[0] == 512 && n[2] - n[1] == 512 && n[3] - n[2] == 512;
+    for (int i = 0; i < 4; i++)
+        free(n[i]);
+    begin();
+    fact("adjacent", adjacent);
+    char *big = launder(malloc(1500));
+    fact("reused", big == n[0]);
+    end("incremental");
+    free(big);
+    free(guard);
+}
+
+/* §3.2 MMAP_THRESHOLD: requests above it get their own mapping; at or below, the heap. */
+static void scenario_mmap_threshold(const char *arg)
+{
+    size_t t = strtoul(arg, NULL, 0);
+    begin();
+    void *at = launder(malloc(t));
+    end("mmap-at-threshold");
+    begin();
+    void *above = launder(malloc(t + 1));
+    end("mmap-above-threshold");
+    free(at);
+    free(above);
+}
+
+/* §3.9 HEAP_UNIT: the wilderness grows from the OS in multiples of HEAP_UNIT. */
+static void scenario_heap_unit(void)
+{
+    static void *p[3000];
+    begin();
+    for (int i = 0; i < 3000; i++)
+        p[i] = launder(malloc(100 + (i % 7) * 100));
+    end("heap-unit");
+    for (int i = 0; i < 3000; i++)
+        free(p[i]);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+    get_stats = (int (*)(struct hc_stats *))dlsym(RTLD_DEFAULT, "hc_stats_get");
+    if (!get_stats) {
+        printf("hc_stats: HC is not loaded (no hc_stats_get)\n");
+        return 3;
+    }
+    const char *what = argc > 1 ? argv[1] : "sequence";
+    if (strcmp(what, "sequence") == 0)
+        sequence();
+    else if (strcmp(what, "coalesce-ql") == 0)
+        scenario_coalesce_ql();
+    else if (strcmp(what, "split") == 0)
+        scenario_split();
+    else if (strcmp(what, "fit") == 0)
+        scenario_fit();
+    else if (strcmp(what, "incremental") == 0)
+        scenario_incremental();
+    else if (strcmp(what, "mmap-threshold") == 0 && argc > 2)
+        scenario_mmap_threshold(argv[2]);
+    else if (strcmp(what, "heap-unit") == 0)
+        scenario_heap_unit();
+    else {
+        fprintf(stderr, "usage: hc_stats [sequence | coalesce-ql | split | fit | incremental | "
+                        "mmap-threshold BYTES | heap-unit]\n");
+        return 2;
+    }
     fflush(stdout);
     return 0;
 }
