@@ -117,11 +117,25 @@ def fmt_pct(value: float, ref: float) -> str:
     return f"{(value / ref - 1) * 100:+.0f} %" if ref else "n/a"
 
 
+def source_version() -> str:
+    """The commit the HC builds came from, and whether allocator sources had local changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "allocator/hc", "templates"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{head}{' with local changes to allocator/hc or templates' if dirty else ''}"
+
+
 def report(results, workloads, allocs, args, elapsed) -> str:
     cmd = "bench/alloc_bench.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
         f"Made by `.venv/bin/python {cmd.strip()}` on {datetime.date.today()} "
         f"({platform.machine()}, {os.cpu_count()} cores, {platform.platform()}), "
+        f"HC from commit {source_version()}, "
         f"{args.reps} interleaved runs per cell, medians; {elapsed / 60:.1f} min in all.",
         "",
         "Columns: wall and CPU (user+sys) time, their change vs glibc (negative: faster), peak "
