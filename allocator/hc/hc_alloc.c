@@ -65,13 +65,14 @@ static char *hc_find_fit(size_t size, int *coalesced)
 
 /* Is a complete coalescing worth its walk over the whole heap (§3.8)?
  *  1. The paper's trigger: the footprint exceeds COALESCE_RATIO x the most bytes ever in use.
- *  2. Amortization (ours): since the last run, at least 1/HC_CC_SHARE of the heap and at least
- *     the request must have been freed.  A program that sits above the ratio would otherwise
- *     walk its heap on every miss; this way each walk is paid for by that many freed bytes,
- *     a bounded number of block visits per free. */
+ *  2. Amortization (ours): the walk visits every block of the heap, so it waits until enough
+ *     blocks were freed since the last one that each free pays for at most HC_CC_VISITS block
+ *     visits, and until at least the request's bytes were freed.  A program sitting just above
+ *     the ratio would otherwise walk its heap on every miss. */
 static HC_UNUSED int hc_complete_pays(size_t size)
 {
-    return hc.freed_since_cc >= size && hc.freed_since_cc >= hc.st.heap_bytes / HC_CC_SHARE &&
+    size_t blocks = (size_t)hc.st.allocs_current + hc.free_blocks;
+    return hc.freed_since_cc >= size && hc.frees_since_cc * HC_CC_VISITS >= blocks &&
            (double)hc.st.footprint > (double)(COALESCE_RATIO) * (double)hc.st.bytes_max;
 }
 

@@ -122,6 +122,7 @@ static void hc_check(void)
 
     /* 3. The statistics agree with the heap. */
     HC_REQUIRE(free_bytes == hc.free_bytes, "free byte count differs from the lists", NULL);
+    HC_REQUIRE(heap_free.n + heap_quick.n == hc.free_blocks, "free block count differs from the lists", NULL);
     HC_REQUIRE(inuse_blocks + hc.st.mapped_blocks == hc.st.allocs_current, "allocs_current wrong", NULL);
     HC_REQUIRE(inuse_bytes + hc.st.mapped_bytes == hc.st.bytes_current, "bytes_current wrong", NULL);
     HC_REQUIRE(hc.st.bytes_current <= hc.st.bytes_max, "bytes_max below bytes_current", NULL);

@@ -20,6 +20,7 @@ static void hc_free_block(char *b)
         hc_list_push(b, 0);
     }
     hc.freed_since_cc += size;
+    hc.frees_since_cc++;
 #if COALESCE_IN_FREE
     if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) && hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP)) {
         HC_COUNT(coalesce_in_free, 1);

@@ -66,7 +66,7 @@
 #define HC_QL_SIZE ((size_t)(QL_HIGH) / HC_GRANULE * HC_GRANULE) /* largest quick-list block */
 #define HC_QL_MAX (HC_QL_SIZE / HC_GRANULE)                       /* its list index */
 #define HC_MAX_BLOCK 0xFFFFFFF0u /* a header holds 32 bits: merges stop short of this */
-#define HC_CC_SHARE 16u          /* complete coalescing waits for heap/16 bytes of frees */
+#define HC_CC_VISITS 4u          /* complete coalescing: at most 4 block visits per free */
 #define HC_MAX_REQUEST ((size_t)PTRDIFF_MAX - (1u << 20)) /* beyond: ENOMEM, never overflow */
 
 /* ---- header bits ---- */
@@ -98,7 +98,9 @@ struct hc_state {
     hc_off ql[HC_BIG];           /* quick lists, singly linked (§3.10) */
     struct hc_list lists[HC_NLISTS];
     size_t free_bytes;              /* bytes on all lists and quick lists */
+    size_t free_blocks;             /* blocks on all lists and quick lists */
     size_t freed_since_cc;          /* bytes freed since the last complete coalescing */
+    size_t frees_since_cc;          /* blocks freed since then */
     struct hc_stats st;
 };
 

@@ -43,6 +43,7 @@ static void hc_list_push(char *b, int coalesced)
     if (!coalesced)
         hc_bit_set(hc.unco, i);
     hc.free_bytes += size;
+    hc.free_blocks++;
 }
 
 /* Take free block b off whichever sub-list holds it. */
@@ -67,6 +68,7 @@ static void hc_list_remove(char *b)
             hc_bit_clear(hc.map, i);
     }
     hc.free_bytes -= size;
+    hc.free_blocks--;
 }
 
 /* LIFO (§3.4): the most recently freed block of list i, uncoalesced first; off its list.
@@ -127,6 +129,7 @@ static inline void hc_ql_push(char *b, unsigned i)
     *hc_link_next(b) = hc.ql[i];
     hc.ql[i] = hc_off_of(b);
     hc.free_bytes += i * HC_GRANULE;
+    hc.free_blocks++;
 }
 
 static inline char *hc_ql_pop(unsigned i)
@@ -135,5 +138,6 @@ static inline char *hc_ql_pop(unsigned i)
     hc.ql[i] = *hc_link_next(b);
     *hc_hdr(b) &= ~HC_QUICK;
     hc.free_bytes -= i * HC_GRANULE;
+    hc.free_blocks--;
     return b;
 }
