@@ -65,6 +65,29 @@ def test_stress_release(c_program, hc_library, preset):
     run_stress(c_program("hc_stress"), library, RELEASE_OPS, 7, RELEASE_SLOTS, timeout=60)
 
 
+# The numeric knobs at the ends of their legal ranges (configs/knobs.toml), debug-checked.
+EDGES = [
+    ["QL_PREALLOC=0"], ["QL_PREALLOC=4096", "QL_HIGH=1016"],
+    ["HEAP_UNIT=4096"], ["HEAP_UNIT=16777216"],
+    ["MMAP_THRESHOLD=4096"], ["MMAP_THRESHOLD=268435456"],
+    ["COALESCE_RATIO=1.0"], ["COALESCE_RATIO=4.0"],
+    ["COALESCE_IN_FREE=1", "IN_FREE_BLOCKS=1000000", "IN_FREE_HEAP=0"],
+    ["COALESCE_IN_FREE=1", "IN_FREE_BLOCKS=0"],
+    ["MONITOR=0", "QL_HIGH=16", "SPLIT=0"],
+]
+
+
+@pytest.fixture(scope="module")
+def edge_libraries():
+    settings = [knobs.resolve("generic", sets) for sets in EDGES]
+    return dict(zip(map(",".join, EDGES), build_hc_libraries(settings, debug=True)))
+
+
+@pytest.mark.parametrize("sets", EDGES, ids=",".join)
+def test_stress_knob_edges(c_program, edge_libraries, sets):
+    run_stress(c_program("hc_stress"), edge_libraries[",".join(sets)], DEBUG_OPS, 5, DEBUG_SLOTS)
+
+
 def test_stress_made_debug_library(c_program, hcmalloc_debug_so):
     """The debug library `make` builds, with a larger live set than the matrix runs."""
     run_stress(c_program("hc_stress"), hcmalloc_debug_so, 10_000, 99, 2000)
