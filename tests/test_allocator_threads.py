@@ -11,12 +11,15 @@ import subprocess
 import pytest
 
 from conftest import preload_env
+from hctune import knobs
 
 CASES = {
     # allocator: (ring items per thread, forks)
     "glibc": (100_000, 30),
     "hc": (100_000, 30),
     "hc-debug": (5_000, 10),  # every call walks the heap: fewer items, same code paths
+    # A Table 7 row with in-free complete coalescing (§3.11) and no MONITOR.
+    "hc-gawk-mem": (50_000, 10),
 }
 
 
@@ -24,6 +27,8 @@ CASES = {
 def allocator(request):
     if request.param == "glibc":
         return request.param, None
+    if request.param == "hc-gawk-mem":
+        return request.param, request.getfixturevalue("hc_library")(knobs.preset("gawk-mem"))
     fixture = "hcmalloc_so" if request.param == "hc" else "hcmalloc_debug_so"
     return request.param, request.getfixturevalue(fixture)
 
