@@ -168,3 +168,11 @@ def test_block_layout_usable_sizes(tmp_path):
         1: 12, 12: 12, 13: 28, 24: 28, 28: 28, 40: 44, 60: 60, 100: 108, 1000: 1004}
     doc = (paths.ROOT / "docs" / "allocator.md").read_text()
     assert "| HC usable | 12 | 12 | 28 | 28 | 28 | 44 | 60 | 108 | 1004 |" in doc
+
+
+def test_rendering_is_deterministic():
+    """The build cache keys on the rendered source (hctune.build): without provenance the same
+    setting must give byte-identical text, with no date or path in it."""
+    setting = knobs.resolve("generic", ["QL_HIGH=136"])
+    assert render_malloc(setting) == render_malloc(dict(setting))
+    assert render_malloc(setting) != render_malloc(knobs.preset("generic"))
