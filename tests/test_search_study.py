@@ -150,3 +150,24 @@ def test_a_broken_measurement_stops_the_search_with_its_message(db):
         return Model()(path, allocator, setting)
     with pytest.raises(HctuneError, match="HC crashed"):
         study.run(db, (), study.Options(trials=10), measure_fn=broken)
+
+
+def test_parallel_jobs_share_the_database(db):
+    m = Model()
+    r = study.run(db, (), study.Options(objective="perf", trials=20, jobs=2, seed=6),
+                  measure_fn=m)
+    assert r["finished"] >= 20 and r["failed"] == 0
+    with Database(db) as d:   # every measurement stored once, from both threads
+        rows = d.measurements(allocator="hc")
+        assert len(rows) == len({row["setting"] for row in rows})
+
+
+def test_a_subset_of_knobs_keeps_the_rest_at_their_defaults(db):
+    only = ("QL_HIGH", "SPLIT")
+    r = study.run(db, (), study.Options(objective="mem", trials=18, seed=7, only=only),
+                  measure_fn=Model())
+    generic = knobs.preset("generic")
+    for t in trials_of(db, r["study"]):
+        s = study.trial_setting(t)
+        if t.user_attrs.get("seed") is None:   # sampled, not one of the paper's seeds
+            assert all(s[k] == generic[k] for k in ("COALESCE_RATIO", "HEAP_UNIT", "QL_PREALLOC"))

@@ -10,6 +10,8 @@ import warnings
 from pathlib import Path
 
 import optuna
+import sqlalchemy
+import sqlalchemy.event
 import sqlalchemy.exc
 
 from hctune.errors import HctuneError
@@ -29,6 +31,21 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
+def _serialise_sqlite(engine):
+    """Make every SQLite transaction BEGIN IMMEDIATE. SQLite ignores SELECT ... FOR UPDATE, so
+    two workers (--jobs threads, or processes on one file) could otherwise both read a queued
+    trial as WAITING and both run it; taking the write lock at BEGIN serialises them."""
+    @sqlalchemy.event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection, record):
+        dbapi_connection.isolation_level = None
+
+    @sqlalchemy.event.listens_for(engine, "begin")
+    def _begin_immediate(connection):
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections made before the listeners are dropped
+
+
 def open_storage(url: str) -> optuna.storages.RDBStorage:
     """Optuna's RDB storage at `url`, with heartbeats; unreachable or bad URLs -> HctuneError."""
     if not re.match(r"^(sqlite|postgresql(\+\w+)?|mysql(\+\w+)?)://", url):
@@ -39,9 +56,12 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(
+                storage = optuna.storages.RDBStorage(
                     url, engine_kwargs={"connect_args": connect},
                     heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
+            if url.startswith("sqlite"):
+                _serialise_sqlite(storage.engine)
+            return storage
         except sqlalchemy.exc.IntegrityError:
             # Workers started together on an empty database race to create Optuna's tables;
             # the losers wait for the winner and then find the tables made.
