@@ -7,7 +7,7 @@
  *  2. Any other block: inuse bit cleared, size copied to the trailer, the next block's
  *     prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3, §3.4).
  *  3. COALESCE_IN_FREE: when fewer than IN_FREE_BLOCKS blocks stay live and the heap is over
- *     IN_FREE_HEAP bytes, coalesce the whole heap now (§3.11). */
+ *     IN_FREE_HEAP bytes, coalesce the whole heap now (§3.11), amortized like §3.8's. */
 static void hc_free_block(char *b)
 {
     size_t size = hc_size(b);
@@ -22,7 +22,10 @@ static void hc_free_block(char *b)
     hc.freed_since_cc += size;
     hc.frees_since_cc++;
 #if COALESCE_IN_FREE
-    if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) && hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP)) {
+    /* As in hc_complete_pays, each free pays for at most HC_CC_VISITS block visits: with a large
+     * IN_FREE_BLOCKS the walk would otherwise run on every free. */
+    if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) && hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP) &&
+        hc.frees_since_cc * HC_CC_VISITS >= (size_t)hc.st.allocs_current + hc.free_blocks) {
         HC_COUNT(coalesce_in_free, 1);
         hc_coalesce_complete();
     }
