@@ -6,6 +6,7 @@ another's heap) with the allocator injected by LD_PRELOAD, and returns the harne
   ops                  replayed calls per repeat
   time_ns_per_op       median over repeats of the loop's CPU time, per op
   times_ns             every repeat's loop time (the spread is max/min - 1)
+  first_time_ns_per_op the first repeat alone: a fresh heap, as the program had
   instructions_per_op  metric="instructions": callgrind's count of the loop, per op (else None)
   peak_rss_bytes       peak resident memory during the loops over the baseline before them
   footprint_bytes      HC: its own high-water of memory from the OS (the paper's measure);
@@ -54,21 +55,23 @@ def _check_trace(trace) -> Path:
 
 def _run(cmd: list[str], env: dict, what: str, timeout: float | None) -> str:
     try:
-        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                             check=False)
+        res = subprocess.run(cmd, env=env, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise ReplayError(f"{what}: no result within {timeout:g} s") from None
     except OSError as e:
         raise ReplayError(f"{what}: cannot run {cmd[0]}: {e}") from None
+    # a traced command line need not be UTF-8: never fail on decoding
+    stdout = res.stdout.decode("utf-8", "replace")
+    stderr = res.stderr.decode("utf-8", "replace")
     if res.returncode != 0:
-        lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         msg = next((ln.split("error: ", 1)[1] for ln in lines if "hcreplay: error: " in ln), None)
         if msg is None:
             how = (f"killed by signal {-res.returncode}" if res.returncode < 0
                    else f"exit status {res.returncode}")
             msg = f"the replay failed ({how})" + (f": {lines[-1][:300]}" if lines else "")
         raise ReplayError(f"{what}: {msg}")
-    return res.stdout
+    return stdout
 
 
 def _callgrind_total(path: Path) -> int:
@@ -81,7 +84,7 @@ def _callgrind_total(path: Path) -> int:
     raise ReplayError(f"no instruction total in callgrind output {path}")
 
 
-def count_instructions(trace, alloc: allocators.Allocator, timeout: float | None = None,
+def count_instructions(trace, alloc: allocators.Allocator, timeout: float | None = 1800.0,
                        touch: bool = True) -> dict:
     """One repeat under callgrind with only the replay loop instrumented (the harness turns
     instrumentation on and off around it): a deterministic cost, the same on every run."""
@@ -103,8 +106,11 @@ def count_instructions(trace, alloc: allocators.Allocator, timeout: float | None
     return result
 
 
+DEFAULT_TIMEOUT = 1800.0  # seconds per harness run: a hung allocator fails, not the search
+
+
 def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: int = 5,
-            metric: str = "time", touch: bool = True, timeout: float | None = None,
+            metric: str = "time", touch: bool = True, timeout: float | None = DEFAULT_TIMEOUT,
             debug: bool = False, db=None) -> dict:
     """Replay `trace` on `allocator` (for hc: `setting`, default the generic preset) and return
     the numbers listed in this module's docstring.  metric="instructions" adds a callgrind run
@@ -143,6 +149,9 @@ def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
                                      if result.get("instructions") is not None else None)
     result["spread"] = max(times) / min(times) - 1 if min(times) > 0 else None
     result["time_ns_per_op_mean"] = statistics.fmean(times) / ops
+    # the first repeat starts from a fresh heap, as the program did; later ones from a heap
+    # that has been filled and emptied once
+    result["first_time_ns_per_op"] = times[0] / ops
     hc = result.get("hc_footprint_bytes")
     if hc is not None:
         result["footprint_bytes"], result["footprint_source"] = hc, "hc_stats"
