@@ -1,8 +1,8 @@
 """Does the replay rank HC settings the way the programs themselves do?
 
 For each real workload of bench/alloc_workloads.py, three HC settings are timed two ways,
-interleaved over rounds (medians): by replaying the workload's trace (hctune.replay.measure,
-the harness's loop CPU time) and by running the program itself on the same build under
+interleaved over rounds (medians): by replaying the workload's trace once from a fresh heap
+(hctune.replay.measure, the harness's loop CPU time) and by running the program itself on the same build under
 LD_PRELOAD (the child's user + system CPU time, everything the program does).  The orders are
 printed side by side.  A bench, not a test: program times on a shared 2-core machine are too
 noisy for CI, and allocator time is only part of a program's time, so close settings may swap.
@@ -54,8 +54,9 @@ def main(trace_dir: Path, rounds: int) -> None:
         run = {p: [] for p in SETTINGS}
         for _ in range(rounds):
             for p in SETTINGS:
-                rep[p].append(replay.measure(trace, "hc", knobs.preset(p), repeat=3)
-                              ["time_ns_per_op"])
+                # the first repeat: a fresh heap, as the program itself starts with
+                rep[p].append(replay.measure(trace, "hc", knobs.preset(p), repeat=1)
+                              ["first_time_ns_per_op"])
                 env = dict(os.environ, **w.env, PYTHONHASHSEED="0", LD_PRELOAD=str(libs[p]))
                 run[p].append(program_cpu_seconds(w.argv, env))
         rep_m = {p: statistics.median(v) for p, v in rep.items()}

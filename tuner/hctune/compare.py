@@ -37,8 +37,7 @@ def entries(allocator_names, preset_names) -> list[dict]:
 
 def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRESETS,
             rounds: int = 5, repeat: int = 3, timeout: float | None = replay.DEFAULT_TIMEOUT,
-            progress=None,
-            on_result=None) -> dict:
+            progress=None, on_result=None) -> dict:
     """Measure every entry `rounds` times, interleaved; `progress(done, total, label)` is called
     after each run, `on_result(entry, result)` for every single measurement."""
     if not isinstance(rounds, int) or rounds < 1:
