@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include "hc_stats.h"

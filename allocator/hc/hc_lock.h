@@ -11,11 +11,22 @@
 
 #include "hc_internal.h"
 
+/* glibc < 2.32 (or another libc) has no __libc_single_threaded: then the lock is always taken. */
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define HC_SINGLE_THREADED() (__libc_single_threaded)
+#endif
+#endif
+#ifndef HC_SINGLE_THREADED
+#define HC_SINGLE_THREADED() 0
+#endif
+
 static pthread_mutex_t hc_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static inline int hc_lock(void)
 {
-    if (hc_likely(__libc_single_threaded))
+    if (hc_likely(HC_SINGLE_THREADED()))
         return 0;
     pthread_mutex_lock(&hc_mutex);
     return 1;
