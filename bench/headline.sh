@@ -61,8 +61,10 @@ profile() {  # name, command...
 }
 profile gawk gawk "$AWK" "$OUT/text.txt"
 profile groff troff -Tps -ms "$OUT/doc.ms"
-profile ghostscript gs -q -dNOPAUSE -dBATCH -dSAFER -sDEVICE=bbox "$OUT/doc.ps"
-profile python3 python3 "$OUT/work.py"
+profile ghostscript gs -q -dNOPAUSE -dBATCH -dSAFER -sDEVICE=bbox "$OUT/doc.ps" 2>/dev/null
+# The system's python3 itself (not a version-manager shim that would exec it), with every
+# object from malloc: pymalloc would otherwise serve small objects from its own arenas.
+PYTHONMALLOC=malloc profile python3 "$(command -v /usr/bin/python3 || command -v python3)" "$OUT/work.py"
 profile sqlite3 sqlite3 :memory: -init "$OUT/work.sql" .quit
 
 for name in gawk groff ghostscript python3 sqlite3; do
