@@ -35,7 +35,7 @@ with open(f"{out}/work.py", "w") as f:
 import random
 rng = random.Random(2006)
 keep = []
-for r in range(25):
+for r in range(8):
     d = {f"k{i}-{r}": [i] * (i % 7) for i in range(20000)}
     s = {(i, str(i)) for i in range(0, 30000, 3)}
     keep.append([d[k] for k in list(d)[::400]])
