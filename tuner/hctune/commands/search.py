@@ -62,7 +62,7 @@ def _bar(opts: _study.Options, console: Console):
               help="Optuna storage URL (default: the --db SQLite file); postgresql://... lets "
                    "several machines share one study.")
 @click.option("--max-memory-overhead", type=float, default=None, metavar="PCT",
-              help="Constraint: footprint at most PCT % over glibc on every trace.")
+              help="Constraint: peak RSS at most PCT % over glibc's on every trace.")
 @click.option("--max-slowdown", type=float, default=None, metavar="PCT",
               help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
 @click.option("--metric", type=click.Choice(_obj.METRICS), default="time", show_default=True,
