@@ -130,16 +130,16 @@ def source_version() -> str:
     return f"{head}{' with local changes to allocator/hc or templates' if dirty else ''}"
 
 
-def report(results, workloads, allocs, args, elapsed) -> str:
+def report(results, workloads, allocs, args, elapsed, version) -> str:
     cmd = "bench/alloc_bench.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
         f"Made by `.venv/bin/python {cmd.strip()}` on {datetime.date.today()} "
         f"({platform.machine()}, {os.cpu_count()} cores, {platform.platform()}), "
-        f"HC from commit {source_version()}, "
+        f"HC built from commit {version}, "
         f"{args.reps} interleaved runs per cell, medians; {elapsed / 60:.1f} min in all.",
         "",
         "Columns: wall and CPU (user+sys) time, their change vs glibc (negative: faster), peak "
-        "RSS (ru_maxrss) and its change vs glibc; for HC also its own footprint (high-water "
+        "RSS (GNU time's %M) and its change vs glibc; for HC also its own footprint (high-water "
         "mark taken from the OS, Hasan & Chang 2006 §3.11) and the most bytes in use, "
         "from HCMALLOC_STATS.",
         "",
@@ -186,6 +186,7 @@ def main(argv=None) -> int:
     if not os.path.exists(TIME):
         print(f"alloc_bench: needs GNU time at {TIME} (Debian package `time`)", file=sys.stderr)
         return 2
+    version = source_version()  # before building: the sources the builds are made from
     try:
         allocs = allocators(args)
     except HctuneError as e:
@@ -211,7 +212,7 @@ def main(argv=None) -> int:
                         r["rc"] = "different output"
                     print(f"[{rep + 1}/{args.reps}] {wl.name:8} {label:40} {r['wall']:6.2f} s "
                           f"{r['rss_kib'] / 1024:7.1f} MiB rc={r['rc']}", file=sys.stderr)
-    text = report(results, workloads, allocs, args, time.perf_counter() - t0)
+    text = report(results, workloads, allocs, args, time.perf_counter() - t0, version)
     if args.out:
         tmp_out = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp_out.write_text(text + "\n")
