@@ -53,7 +53,8 @@ def _environment():
     return env
 
 
-def _provenance_rows(provenance: dict | None) -> list[tuple[str, str]]:
+def _provenance_rows(provenance: dict | None) -> list[tuple[str, list[str]]]:
+    """(key, value wrapped into comment lines), with the date and hctune version added."""
     if not provenance:
         return []
     rows = dict(provenance)
@@ -63,7 +64,7 @@ def _provenance_rows(provenance: dict | None) -> list[tuple[str, str]]:
     for key, value in rows.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
-        out.append((str(key), str(value)))
+        out.append((str(key), textwrap.wrap(_ccomment(value), width=76) or [""]))
     return out
 
 
