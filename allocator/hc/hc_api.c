@@ -50,8 +50,10 @@ static void hc_free_locked(void *p)
     hc_check_free_arg(p);
 #endif
     char *b = hc_block_of(p);
+    if (hc_unlikely(b < hc.first || b >= hc.top || ((uintptr_t)p & (HC_GRANULE - 1))))
+        hc_fail("free(): invalid pointer (not a block of this heap)");
     uint32_t h = *hc_hdr(b);
-    if (hc_unlikely(((uintptr_t)p & (HC_GRANULE - 1)) || (h & (HC_INUSE | HC_QUICK)) != HC_INUSE))
+    if (hc_unlikely((h & (HC_INUSE | HC_QUICK)) != HC_INUSE))
         hc_fail("free(): invalid pointer or double free");
     hc_account_free(hc_size(b));
     hc_free_block(b);
@@ -141,7 +143,8 @@ void *realloc(void *p, size_t n)
         hc_check_free_arg(p);
 #endif
         char *b = hc_block_of(p);
-        if (hc_unlikely((*hc_hdr(b) & (HC_INUSE | HC_QUICK)) != HC_INUSE))
+        if (hc_unlikely(b < hc.first || b >= hc.top || ((uintptr_t)p & (HC_GRANULE - 1)) ||
+                        (*hc_hdr(b) & (HC_INUSE | HC_QUICK)) != HC_INUSE))
             hc_fail("realloc(): invalid pointer");
         old = hc_size(b) - HC_HDR;
         char *nb;
