@@ -176,3 +176,12 @@ def test_rendering_is_deterministic():
     setting = knobs.resolve("generic", ["QL_HIGH=136"])
     assert render_malloc(setting) == render_malloc(dict(setting))
     assert render_malloc(setting) != render_malloc(knobs.preset("generic"))
+
+
+def test_hand_made_dash_d_values_stay_safe(tmp_path):
+    """hctune checks every knob's range, but a user's own -D is not checked: a HEAP_UNIT that is
+    not whole pages, a QL_HIGH past the medium sizes and a huge MMAP_THRESHOLD must still work."""
+    stats = run_app(COMPILERS[0], render_malloc(knobs.preset("generic")), tmp_path,
+                    "-DHEAP_UNIT=1000", "-DQL_HIGH=4000", "-DMMAP_THRESHOLD=100000000000")
+    assert stats["heap_bytes"] > 0 and stats["heap_bytes"] % 4096 == 0
+    assert stats["ql_hits"] >= 1 and stats["allocs_current"] == 0

@@ -22,7 +22,7 @@ static HC_COLD void hc_fail(const char *msg)
  * (§3.2) or when the heap cannot grow any more. */
 static void *hc_malloc_locked(size_t n)
 {
-    if (hc_likely(n <= (size_t)(MMAP_THRESHOLD))) {
+    if (hc_likely(n <= HC_MMAP_ABOVE)) {
         char *b = hc_alloc_block(hc_request_size(n));
         if (hc_likely(b != NULL)) {
             hc_account_alloc(hc_size(b));
@@ -130,11 +130,11 @@ void *realloc(void *p, size_t n)
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("realloc(): invalid pointer");
         old = hc_mmap_len(p) - hc_mmap_off(p);
-        if (n > (size_t)(MMAP_THRESHOLD) && n <= old && n >= old / 2) {
+        if (n > HC_MMAP_ABOVE && n <= old && n >= old / 2) {
             q = p;
             goto done;
         }
-        if (n > (size_t)(MMAP_THRESHOLD) && (q = hc_mremap_block(p, n)) != NULL) {
+        if (n > HC_MMAP_ABOVE && (q = hc_mremap_block(p, n)) != NULL) {
             HC_COUNT(realloc_in_place, 1);
             goto done;
         }
@@ -148,7 +148,7 @@ void *realloc(void *p, size_t n)
             hc_fail("realloc(): invalid pointer");
         old = hc_size(b) - HC_HDR;
         char *nb;
-        if (n <= (size_t)(MMAP_THRESHOLD) && (nb = hc_resize_in_place(b, hc_request_size(n)))) {
+        if (n <= HC_MMAP_ABOVE && (nb = hc_resize_in_place(b, hc_request_size(n)))) {
             q = hc_payload(nb);
             goto done;
         }
@@ -191,7 +191,7 @@ static void *hc_memalign(size_t align, size_t n)
     int held = hc_lock();
     void *p = NULL;
     size_t size = hc_request_size(n);
-    if (n + align <= (size_t)(MMAP_THRESHOLD)) {
+    if (n + align <= HC_MMAP_ABOVE) {
         char *b = hc_alloc_aligned(size, align);
         if (b) {
             hc_account_alloc(hc_size(b));

@@ -51,7 +51,8 @@ static HC_COLD int hc_heap_init(void)
 /* Commit at least `need` more bytes at hc.end, in whole HEAP_UNITs.  0 when the OS says no. */
 static int hc_heap_grow(size_t need)
 {
-    size_t unit = (size_t)HEAP_UNIT;
+    size_t page = hc_page();
+    size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* mprotect needs whole pages */
     size_t n = (need + unit - 1) / unit * unit;
     if (n < need || (size_t)(hc.limit - hc.end) < n)
         return 0;

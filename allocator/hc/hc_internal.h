@@ -62,7 +62,11 @@
 #define HC_BIG_BINS 352u         /* 16 bins per power of two, 1 KiB .. 4 GiB (hc_index) */
 #define HC_NLISTS (HC_BIG + HC_BIG_BINS) /* medium: index = block size / 16 (0 unused) */
 #define HC_MAP_WORDS ((HC_NLISTS + 63u) / 64u)
-#define HC_QL_SIZE ((size_t)(QL_HIGH) / HC_GRANULE * HC_GRANULE) /* largest quick-list block */
+/* Knob values as the code uses them.  hctune checks every knob's range; these keep a hand-made
+ * -D value from breaking the layout: QL_HIGH rounds down to a block size and stays within the
+ * medium sizes, heap requests stay far below what a 32-bit header can hold. */
+#define HC_QL_SIZE ((size_t)((QL_HIGH) < HC_MEDIUM_MAX ? (QL_HIGH) : HC_MEDIUM_MAX) / HC_GRANULE * HC_GRANULE)
+#define HC_MMAP_ABOVE ((size_t)((MMAP_THRESHOLD) < (1 << 30) ? (MMAP_THRESHOLD) : (1 << 30)))
 #define HC_QL_MAX (HC_QL_SIZE / HC_GRANULE)                       /* its list index */
 #define HC_MAX_BLOCK 0xFFFFFFF0u /* a header holds 32 bits: merges stop short of this */
 #define HC_CC_VISITS 4u          /* complete coalescing: at most 4 block visits per free */
