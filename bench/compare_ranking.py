@@ -8,7 +8,13 @@ printed side by side.  A bench, not a test: program times on a shared 2-core mac
 noisy for CI, and allocator time is only part of a program's time, so close settings may swap.
 
     .venv/bin/python bench/compare_ranking.py TRACE_DIR [ROUNDS]
+    .venv/bin/python bench/compare_ranking.py TRACE_DIR --instructions [WORKLOAD ...]
 TRACE_DIR comes from bench/compare_traces.py (the same workloads, inputs in TRACE_DIR/inputs).
+
+--instructions is the deterministic form: the program's whole run under callgrind against the
+replay's loop under callgrind.  The program does the same non-allocator work on every build, so
+the difference between two settings in the program's count is the difference in allocator
+work, and the replay's difference should match it (slow: the programs run ~50x slower).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +41,37 @@ def program_cpu_seconds(argv, env) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({proc.returncode})")
     return usage.ru_utime + usage.ru_stime
+
+
+def program_instructions(argv, env) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "cg.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        return replay._callgrind_total(out)
+
+
+def instructions(trace_dir: Path, only) -> None:
+    print("# " + " ".join([".venv/bin/python", "bench/compare_ranking.py", str(trace_dir),
+                           "--instructions", *only]))
+    for w in alloc_workloads.make(trace_dir / "inputs", only or ["python", "sqlite3", "gawk"]):
+        trace = trace_dir / f"{w.name}.hct"
+        rep, run = {}, {}
+        for p in SETTINGS:
+            lib = build.build_hc(knobs.preset(p))
+            rep[p] = replay.measure(trace, "hc", knobs.preset(p), repeat=1,
+                                    metric="instructions")["instructions"]
+            env = dict(os.environ, **w.env, PYTHONHASHSEED="0", LD_PRELOAD=str(lib))
+            run[p] = program_instructions(w.argv, env)
+        print(f"\n{w.name}: {w.what}")
+        print(f"  {'setting':<10} {'replay Ir':>14} {'Δ vs generic':>14} {'program Ir':>15} "
+              f"{'Δ vs generic':>14}")
+        for p in SETTINGS:
+            print(f"  {p:<10} {rep[p]:14,} {rep[p] - rep['generic']:+14,} {run[p]:15,} "
+                  f"{run[p] - run['generic']:+14,}")
+        print(f"  replay order:  {' < '.join(order(rep))}")
+        print(f"  program order: {' < '.join(order(run))}  "
+              f"({'same' if order(rep) == order(run) else 'differs'})")
 
 
 def order(values: dict) -> list[str]:
@@ -79,4 +117,7 @@ def main(trace_dir: Path, rounds: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    if "--instructions" in sys.argv:
+        instructions(Path(sys.argv[1]), [a for a in sys.argv[2:] if a != "--instructions"])
+    else:
+        main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3)
