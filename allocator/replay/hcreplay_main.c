@@ -5,9 +5,13 @@
  * Measured on the same run (DESIGN §3):
  *   - CPU time of the replay loop only (CLOCK_THREAD_CPUTIME_ID: user + system, page faults
  *     included), per repeat; the median is reported as ns/op;
- *   - peak resident memory during the loops over a baseline taken just before the first one
- *     (VmHWM after resetting it through /proc/self/clear_refs);
- *   - HC's own footprint (its high-water of memory from the OS) when hc_stats_get is present;
+ *   - peak resident memory during the first loop over a baseline taken just before it
+ *     (VmHWM after resetting it through /proc/self/clear_refs), and during all of them;
+ *   - HC's own footprint (its high-water of memory from the OS) when hc_stats_get is present,
+ *     after the first loop and after all of them.
+ *   Memory is taken from the first repeat because it starts from a fresh heap, as the program
+ *   did: later repeats run on a heap filled and emptied before, which some allocators reuse
+ *   less well than fresh memory, so their high-water says less about the program.
  *   - under `valgrind --tool=callgrind --instr-atstart=no`, only the loops are instrumented, so
  *     callgrind's total is the instructions of the replay alone (deterministic).
  * Multi-threaded traces are replayed in their recorded global order on one thread.
@@ -149,15 +153,21 @@ int main(int argc, char **argv)
     uint64_t base_rss = hcr_vm_rss();
     struct hcr_hc hc_before;
     int hc = hcr_hc_read(&hc_before);
+    uint64_t hwm_first = 0;
+    struct hcr_hc hc_first, hc_after;
     for (long r = 0; r < repeat; r++) {
         uint64_t t0 = now_ns();
         CALLGRIND_START_INSTRUMENTATION;
         failed += hcr_replay_once(&t, slots, touch);
         CALLGRIND_STOP_INSTRUMENTATION;
         times[r] = now_ns() - t0;
+        if (r == 0) { /* outside the timed part */
+            hwm_first = hcr_vm_hwm();
+            if (hc)
+                hcr_hc_read(&hc_first);
+        }
     }
     uint64_t hwm = hcr_vm_hwm();
-    struct hcr_hc hc_after;
     if (hc)
         hcr_hc_read(&hc_after);
 
@@ -167,7 +177,8 @@ int main(int argc, char **argv)
     /* median: the middle repeat, or the mean of the two middle ones */
     double median = repeat % 2 ? (double)sorted[repeat / 2]
                                : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
-    uint64_t peak = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;
+    uint64_t peak = hwm_ok && hwm_first > base_rss ? hwm_first - base_rss : 0;
+    uint64_t peak_all = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;
 
     if (!json) {
         put("%s: %zu ops x %ld repeats, median %.1f ns/op, peak RSS over baseline %llu KiB, "
@@ -175,7 +186,7 @@ int main(int argc, char **argv)
             path, t.n_ops, repeat, median / (double)t.n_ops, (unsigned long long)peak / 1024,
             (unsigned long long)t.max_live_bytes / 1024);
         if (hc)
-            put(", HC footprint %llu KiB", (unsigned long long)hc_after.footprint_max / 1024);
+            put(", HC footprint %llu KiB", (unsigned long long)hc_first.footprint_max / 1024);
         put("\n");
         flush_out();
         return 0;
@@ -190,10 +201,12 @@ int main(int argc, char **argv)
     for (long r = 0; r < repeat; r++)
         put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
     put("], \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t.n_ops);
-    put(", \"baseline_rss_bytes\": %llu, \"peak_rss_bytes\": %s", (unsigned long long)base_rss,
-        hwm_ok ? "" : "null");
+    put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base_rss);
     if (hwm_ok)
-        put("%llu", (unsigned long long)peak);
+        put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
+            (unsigned long long)peak, (unsigned long long)peak_all);
+    else
+        put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
     put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
@@ -201,12 +214,14 @@ int main(int argc, char **argv)
         (unsigned long long)t.repaired, (unsigned long long)failed);
     put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
     if (hc) {
-        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
+        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
+            ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
+            (unsigned long long)hc_first.footprint_max,
             (unsigned long long)hc_after.footprint_max,
             (unsigned long long)hc_before.footprint_max);
         hcr_hc_json(put);
     } else {
-        put(", \"hc_footprint_bytes\": null");
+        put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
     }
     put("}\n");
     flush_out();

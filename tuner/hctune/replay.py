@@ -8,9 +8,12 @@ another's heap) with the allocator injected by LD_PRELOAD, and returns the harne
   times_ns             every repeat's loop time (the spread is max/min - 1)
   first_time_ns_per_op the first repeat alone: a fresh heap, as the program had
   instructions_per_op  metric="instructions": callgrind's count of the loop, per op (else None)
-  peak_rss_bytes       peak resident memory during the loops over the baseline before them
+  peak_rss_bytes       peak resident memory during the first repeat over the baseline before it
   footprint_bytes      HC: its own high-water of memory from the OS (the paper's measure);
                        other allocators: peak_rss_bytes (footprint_source says which)
+                       Memory is the first repeat's: it starts from a fresh heap, as the
+                       program did (the *_all_repeats_bytes fields hold the high-water over all
+                       repeats, which a heap filled and emptied before can push up)
   max_live_bytes       most requested bytes live at once in the trace
   fragmentation        footprint_bytes / max_live_bytes - 1 (the measure of Zorn & Grunwald's
                        comparison of nine mallocs, used by Hasan & Chang)
