@@ -1,8 +1,9 @@
 """Real programs under LD_PRELOAD=build/libhcmalloc.so give the same output as under glibc.
 
 Python running some of its own regression tests (with PYTHONMALLOC=malloc, so every object goes
-through the allocator under test), gcc compiling a C file, sqlite3 running a script and gawk
-counting words in generated text; the debug build under one smaller program; HCMALLOC_STATS.
+through the allocator under test), gcc compiling a C file, sqlite3 running a script, gawk
+counting words in generated text, sort with worker threads, and groff and ghostscript (two of the
+paper's own test programs); the debug build under one smaller program; HCMALLOC_STATS.
 """
 
 import random
@@ -19,18 +20,18 @@ from conftest import ROOT, preload_env
 PY_TESTS = ["test_list", "test_dict", "test_set", "test_json"]
 
 
-def run(argv, library, timeout=300, **kw):
+def run(argv, library, timeout=300, text=True, **kw):
     env = preload_env(library, **kw.pop("env", {}))
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=text,
                           timeout=timeout, env=env, **kw)
 
 
 def same_output(argv, library, **kw):
     """Run under glibc and under `library`; both succeed with identical stdout."""
     ref = run(argv, None, **kw)
-    assert ref.returncode == 0, f"reference run failed: {ref.stderr[-2000:]}"
+    assert ref.returncode == 0, f"reference run failed: {ref.stderr[-2000:]!r}"
     got = run(argv, library, **kw)
-    assert got.returncode == 0, f"exit {got.returncode} under {library}: {got.stderr[-2000:]}"
+    assert got.returncode == 0, f"exit {got.returncode} under {library}: {got.stderr[-2000:]!r}"
     assert got.stdout == ref.stdout
     return got
 
@@ -146,3 +147,45 @@ def test_stats_printed_at_exit(hcmalloc_so, tmp_path):
     assert res.returncode == 0
     assert "footprint" not in res.stderr
     assert re.search(r"footprint", out.read_text())
+
+
+def test_sort_with_threads(hcmalloc_so, tmp_path):
+    """A multi-threaded real program: sort --parallel starts worker threads (pthreads)."""
+    sort = shutil.which("sort")
+    rng = random.Random(5)
+    data = tmp_path / "lines.txt"
+    data.write_text("".join("".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 30)))
+                            + "\n" for _ in range(300_000)))
+    same_output([sort, "--parallel=4", "-S", "100M", data], hcmalloc_so)
+
+
+def troff_document() -> str:
+    """A man-page-like document: sections, paragraphs, tagged lists, font changes."""
+    rng = random.Random(1977)
+    words = ["allocator", "quick", "list", "wilderness", "coalescing", "block", "heap", "free",
+             "split", "bitmap", "medium", "big", "size", "header", "trailer", "mmap"]
+    out = [".TH HCTEST 1", ".SH NAME", "hctest \\- a generated page"]
+    for s in range(40):
+        out.append(f".SH SECTION {s}")
+        for _ in range(6):
+            out.append(" ".join(rng.choice(words) for _ in range(rng.randint(20, 80))))
+            out.append(".PP")
+        for t in range(4):
+            out += [".TP", f"\\fB{rng.choice(words)}{t}\\fR \\fIarg\\fP",
+                    " ".join(rng.choice(words) for _ in range(30))]
+    return "\n".join(out) + "\n"
+
+
+def test_groff_and_ghostscript(hcmalloc_so, tmp_path):
+    """Two of the paper's own test programs (Hasan & Chang 2006, §4): groff typesets a page to
+    PostScript, ghostscript rasterises it; both outputs byte for byte as under glibc."""
+    groff, gs = shutil.which("groff"), shutil.which("gs")
+    if groff is None or gs is None:
+        pytest.skip("groff or ghostscript not installed")
+    page = tmp_path / "page.1"
+    page.write_text(troff_document())
+    env = {"SOURCE_DATE_EPOCH": "0"}  # no creation date in the PostScript
+    ps = same_output([groff, "-man", "-Tps", page], hcmalloc_so, env=env).stdout
+    (tmp_path / "page.ps").write_text(ps)
+    same_output([gs, "-q", "-dNOPAUSE", "-dBATCH", "-dSAFER", "-sDEVICE=pgmraw", "-r50",
+                 "-sOutputFile=-", tmp_path / "page.ps"], hcmalloc_so, env=env, text=False)
