@@ -40,16 +40,21 @@ def rows_for(db_path, trace, studies, repeat: int) -> list[dict]:
                 t = _study.choose(st, o)
                 if t is not None:
                     settings.append((f"hc tuned {o} ({name})", _study.trial_setting(t)))
-    for name in OTHERS:
-        try:
-            r = replay.measure(trace, allocator=name, repeat=repeat)
-        except HctuneError as e:
-            print(f"skipping {name}: {e}", file=sys.stderr)
-            continue
-        rows.append({"allocator": name, **pick(r)})
-    for label, setting in settings:
-        r = replay.measure(trace, allocator="hc", setting=setting, repeat=repeat)
-        rows.append({"allocator": label, **pick(r)})
+    with Database(db_path) as db:
+        trace_id = _study.register_trace(db, trace).id
+        for name in OTHERS:
+            try:
+                r = replay.measure(trace, allocator=name, repeat=repeat)
+            except HctuneError as e:
+                print(f"skipping {name}: {e}", file=sys.stderr)
+                continue
+            # stored, so `hctune report` shows every allocator measured on the trace
+            db.add_measurement(trace_id, name, None, "time", repeat, r)
+            rows.append({"allocator": name, **pick(r)})
+        for label, setting in settings:
+            r = replay.measure(trace, allocator="hc", setting=setting, repeat=repeat)
+            db.add_measurement(trace_id, "hc", knobs.key(setting), "time", repeat, r)
+            rows.append({"allocator": label, **pick(r)})
     glibc = next((r for r in rows if r["allocator"] == "glibc"), None)
     for r in rows:
         if glibc:
