@@ -69,7 +69,7 @@
 #define HC_MMAP_ABOVE ((size_t)((MMAP_THRESHOLD) < (1 << 30) ? (MMAP_THRESHOLD) : (1 << 30)))
 #define HC_QL_MAX (HC_QL_SIZE / HC_GRANULE)                       /* its list index */
 #define HC_MAX_BLOCK 0xFFFFFFF0u /* a header holds 32 bits: merges stop short of this */
-#define HC_CC_VISITS 4u          /* complete coalescing: at most 4 block visits per free */
+#define HC_CC_VISITS 2u          /* complete coalescing: at most two block visits per free */
 #define HC_MAX_REQUEST ((size_t)PTRDIFF_MAX - (1u << 20)) /* beyond: ENOMEM, never overflow */
 
 /* ---- header bits ---- */
