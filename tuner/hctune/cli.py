@@ -51,8 +51,13 @@ def main(argv=None) -> int:
     except click.exceptions.Abort:
         click.echo("hctune: interrupted", err=True)
         return 130
+    except click.UsageError as e:
+        # One line, like every other user mistake; the hint names the command's --help.
+        where = e.ctx.command_path if e.ctx else "hctune"
+        click.echo(f"hctune: error: {e.format_message()} (see '{where} --help')", err=True)
+        return 2
     except click.ClickException as e:
-        e.show()
+        click.echo(f"hctune: error: {e.format_message()}", err=True)
         return 2
     except click.exceptions.Exit as e:
         return e.exit_code
