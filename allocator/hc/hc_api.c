@@ -18,10 +18,23 @@ static HC_COLD void hc_fail(const char *msg)
 #define HC_CHECK() ((void)0)
 #endif
 
-/* Allocate n bytes with the lock held: a heap block, or an mmapped one above MMAP_THRESHOLD
- * (§3.2) or when the heap cannot grow any more. */
+/* A quick-list hit (§3.10): pop the head of list i (block size i * 16), count it in use. */
+static inline void *hc_ql_alloc(unsigned i)
+{
+    char *b = hc_ql_pop(i);
+    HC_COUNT(ql_hits, 1);
+    hc_account_alloc((size_t)i * HC_GRANULE);
+    return hc_payload(b);
+}
+
+/* Allocate n bytes with the lock held: the quick list of the size, else a heap block, or an
+ * mmapped one above MMAP_THRESHOLD (§3.2) or when the heap cannot grow any more. */
 static void *hc_malloc_locked(size_t n)
 {
+    if (n <= HC_QL_REQUEST && hc.ql[hc_request_size(n) / HC_GRANULE]) {
+        hc.last_clean = 0;
+        return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
+    }
     if (hc_likely(n <= HC_MMAP_ABOVE)) {
         char *b = hc_alloc_block(hc_request_size(n));
         if (hc_likely(b != NULL)) {
@@ -59,20 +72,15 @@ static void hc_free_locked(void *p)
     hc_free_block(b);
 }
 
-/* ---- the fast path: a quick-list hit (§3.10), a few instructions under the lock ---- */
-void *malloc(size_t n)
+/* ---- the fast paths: malloc's quick-list hit and free's quick-list push (§3.10) ----
+ * They run only while the process is single-threaded (no lock to take) and never in the debug
+ * build (which checks the heap after every call); everything else goes to the slow paths below,
+ * out of line, so malloc and free need no stack frame and reach them by a tail call. */
+
+static HC_NOINLINE void *hc_malloc_slow(size_t n)
 {
-    size_t size = hc_request_size(n);
     int held = hc_lock();
-    void *p;
-    if (hc_likely(size <= HC_QL_SIZE && hc.ql[size / HC_GRANULE] && n < size)) {
-        char *b = hc_ql_pop((unsigned)(size / HC_GRANULE));
-        HC_COUNT(ql_hits, 1);
-        hc_account_alloc(size);
-        p = hc_payload(b);
-    } else {
-        p = hc_malloc_locked(n);
-    }
+    void *p = hc_malloc_locked(n);
     HC_CHECK();
     hc_unlock(held);
     if (hc_unlikely(!p))
@@ -80,7 +88,7 @@ void *malloc(size_t n)
     return p;
 }
 
-void free(void *p)
+static HC_NOINLINE void hc_free_slow(void *p)
 {
     if (!p)
         return;
@@ -88,6 +96,37 @@ void free(void *p)
     hc_free_locked(p);
     HC_CHECK();
     hc_unlock(held);
+}
+
+void *malloc(size_t n)
+{
+    /* n <= HC_QL_REQUEST: a quick-list size, and the rounding cannot overflow. */
+    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() && n <= HC_QL_REQUEST)) {
+        unsigned i = (unsigned)(hc_request_size(n) / HC_GRANULE);
+        if (hc_likely(hc.ql[i] != 0))
+            return hc_ql_alloc(i);
+    }
+    return hc_malloc_slow(n);
+}
+
+void free(void *p)
+{
+    char *b = hc_block_of(p);
+    /* One unsigned compare keeps the check that b is a block of the heap: NULL, mmapped and
+     * foreign pointers all fall outside [first, top) and go to the slow path. */
+    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() &&
+                  (uintptr_t)(b - hc.first) < (uintptr_t)(hc.top - hc.first))) {
+        uint32_t h = *hc_hdr(b);
+        size_t size = h & ~HC_FLAGS;
+        /* In use, not already on a quick list (a double free), 16-byte aligned, quick size. */
+        if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)) &&
+                      size <= HC_QL_SIZE)) {
+            hc_account_free(size);
+            hc_free_quick(b, size);
+            return;
+        }
+    }
+    hc_free_slow(p);
 }
 
 /* calloc: overflow-checked; memory fresh from the wilderness or mmap is already zero. */

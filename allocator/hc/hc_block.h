@@ -32,11 +32,12 @@ static inline char *hc_at(hc_off o) { return hc.base + ((size_t)o << 4) + 12; }
 static inline hc_off *hc_link_next(char *b) { return (hc_off *)(void *)(b + 4); }
 static inline hc_off *hc_link_prev(char *b) { return (hc_off *)(void *)(b + 8); }
 
-/* Block size for a request of n bytes: header added, rounded to the granule, at least 16. */
+/* Block size for a request of n bytes: header added, rounded to the granule.  At least 16
+ * without a clamp (n = 0 rounds 4 up to 16); callers bound n first (HC_MMAP_ABOVE,
+ * HC_MAX_REQUEST, HC_QL_REQUEST), so the sum cannot wrap. */
 static inline size_t hc_request_size(size_t n)
 {
-    size_t s = (n + HC_HDR + HC_GRANULE - 1) & ~(size_t)(HC_GRANULE - 1);
-    return s < HC_MIN_BLOCK ? HC_MIN_BLOCK : s;
+    return (n + HC_HDR + HC_GRANULE - 1) & ~(size_t)(HC_GRANULE - 1);
 }
 
 /* The list of a free block: its own medium list, or its bin of the big list. */

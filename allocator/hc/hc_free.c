@@ -1,35 +1,63 @@
 /* hc_free.c -- releasing blocks (Hasan & Chang 2006, §3.4, §3.10, §3.11). */
 #include "hc_block.h"
 
-/* Free heap block b (checked by the caller to be in use and not on a quick list).
- *  1. A quick-list size goes to the head of its quick list with its inuse bit left set: no
- *     neighbour is touched, nothing is coalesced until a complete coalescing (§3.10).
- *  2. Any other block: inuse bit cleared, size copied to the trailer, the next block's
- *     prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3, §3.4).
- *  3. COALESCE_IN_FREE: when fewer than IN_FREE_BLOCKS blocks stay live and the heap is over
- *     IN_FREE_HEAP bytes, coalesce the whole heap now (§3.11), amortized like §3.8's. */
-static void hc_free_block(char *b)
-{
-    size_t size = hc_size(b);
-    if (size <= HC_QL_SIZE) {
-        hc_ql_push(b, (unsigned)(size / HC_GRANULE));
-    } else {
-        *hc_hdr(b) &= ~HC_INUSE;
-        hc_set_trailer(b, size);
-        hc_clear_pinuse(b + size);
-        hc_list_push(b, 0);
-    }
-    hc.freed_since_cc += size;
-    hc.frees_since_cc++;
+/* Since the last complete coalescing: bytes and blocks freed, which pay for the next one
+ * (§3.8, §3.11, amortized).  Builds that never coalesce completely on their own skip it. */
+#define HC_AMORTIZE (COALESCE_QL || COALESCE_IN_FREE)
+
 #if COALESCE_IN_FREE
-    /* As in hc_complete_pays, each free pays for at most HC_CC_VISITS block visits: with a large
-     * IN_FREE_BLOCKS the walk would otherwise run on every free. */
-    if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) && hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP) &&
+/* COALESCE_IN_FREE: when fewer than IN_FREE_BLOCKS blocks stay live and the heap is over
+ * IN_FREE_HEAP bytes, coalesce the whole heap now (§3.11).  As in hc_complete_pays, each free
+ * pays for at most HC_CC_VISITS block visits: with a large IN_FREE_BLOCKS the walk would
+ * otherwise run on every free. */
+static inline void hc_coalesce_in_free(void)
+{
+    if (hc.st.allocs_current < (uint64_t)(IN_FREE_BLOCKS) &&
+        hc.st.heap_bytes > (uint64_t)(IN_FREE_HEAP) &&
         hc.frees_since_cc * HC_CC_VISITS >= (size_t)hc.st.allocs_current + hc.free_blocks) {
         HC_COUNT(coalesce_in_free, 1);
         hc_coalesce_complete();
     }
+}
 #endif
+
+static inline void hc_freed(size_t size)
+{
+#if HC_AMORTIZE
+    hc.freed_since_cc += size;
+    hc.frees_since_cc++;
+#else
+    (void)size;
+#endif
+#if COALESCE_IN_FREE
+    hc_coalesce_in_free();
+#endif
+}
+
+/* A quick-list size goes to the head of its quick list with its inuse bit left set: no
+ * neighbour is touched, nothing is coalesced until a complete coalescing (§3.10). */
+static inline void hc_free_quick(char *b, size_t size)
+{
+    hc_ql_push(b, (unsigned)(size / HC_GRANULE));
+    hc_freed(size);
+}
+
+/* Free heap block b (checked by the caller to be in use and not on a quick list).
+ *  1. A quick-list size: hc_free_quick.
+ *  2. Any other block: inuse bit cleared, size copied to the trailer, the next block's
+ *     prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3, §3.4). */
+static void hc_free_block(char *b)
+{
+    size_t size = hc_size(b);
+    if (size <= HC_QL_SIZE) {
+        hc_free_quick(b, size);
+        return;
+    }
+    *hc_hdr(b) &= ~HC_INUSE;
+    hc_set_trailer(b, size);
+    hc_clear_pinuse(b + size);
+    hc_list_push(b, 0);
+    hc_freed(size);
 }
 
 /* Split the in-use block b down to `size` bytes, freeing the tail (realloc shrink, memalign).

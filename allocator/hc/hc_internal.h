@@ -68,6 +68,8 @@
 #define HC_QL_SIZE ((size_t)((QL_HIGH) < HC_MEDIUM_MAX ? (QL_HIGH) : HC_MEDIUM_MAX) / HC_GRANULE * HC_GRANULE)
 #define HC_MMAP_ABOVE ((size_t)((MMAP_THRESHOLD) < (1 << 30) ? (MMAP_THRESHOLD) : (1 << 30)))
 #define HC_QL_MAX (HC_QL_SIZE / HC_GRANULE)                       /* its list index */
+/* The largest request a quick-list block holds; n <= this also rules out overflow in rounding. */
+#define HC_QL_REQUEST (HC_QL_SIZE >= HC_MIN_BLOCK ? HC_QL_SIZE - HC_HDR : 0)
 #define HC_MAX_BLOCK 0xFFFFFFF0u /* a header holds 32 bits: merges stop short of this */
 #define HC_CC_VISITS 2u          /* complete coalescing: at most two block visits per free */
 #define HC_MAX_REQUEST ((size_t)PTRDIFF_MAX - (1u << 20)) /* beyond: ENOMEM, never overflow */

@@ -4,7 +4,7 @@
 #include "hc_block.h"
 #include "hc_lock.h"
 
-static void hc_account_alloc(size_t bytes)
+static inline void hc_account_alloc(size_t bytes)
 {
     hc.st.allocs_current++;
     hc.st.bytes_current += bytes;
@@ -16,7 +16,7 @@ static void hc_account_alloc(size_t bytes)
     HC_COUNT(bytes_total, bytes);
 }
 
-static void hc_account_free(size_t bytes)
+static inline void hc_account_free(size_t bytes)
 {
     hc.st.allocs_current--;
     hc.st.bytes_current -= bytes;
