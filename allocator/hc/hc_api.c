@@ -27,6 +27,19 @@ static inline void *hc_ql_alloc(unsigned i)
     return hc_payload(b);
 }
 
+/* An exact fit from medium list i (§3.4), most recent first: the whole block, as exact fits are
+ * never split (§3.8), so only its inuse bit and the next block's prev-inuse bit change. */
+static inline void *hc_medium_alloc(unsigned i)
+{
+    int coalesced;
+    char *b = hc_list_pop(i, &coalesced);
+    HC_COUNT(list_hits, 1);
+    *hc_hdr(b) |= HC_INUSE;
+    hc_set_pinuse(b + (size_t)i * HC_GRANULE);
+    hc_account_alloc((size_t)i * HC_GRANULE);
+    return hc_payload(b);
+}
+
 /* Allocate n bytes with the lock held: the quick list of the size, else a heap block, or an
  * mmapped one above MMAP_THRESHOLD (§3.2) or when the heap cannot grow any more. */
 static void *hc_malloc_locked(size_t n)
@@ -100,11 +113,17 @@ static HC_NOINLINE void hc_free_slow(void *p)
 
 void *malloc(size_t n)
 {
-    /* n <= HC_QL_REQUEST: a quick-list size, and the rounding cannot overflow. */
-    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() && n <= HC_QL_REQUEST)) {
+    /* n below the medium limit: a quick-list or medium size, and the rounding cannot overflow.
+     * A quick-list size tries its quick list (§3.10), a medium size its own list (§3.4): the
+     * first two steps of hc_alloc_block, in its order. */
+    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() && n <= HC_MEDIUM_MAX - HC_HDR)) {
         unsigned i = (unsigned)(hc_request_size(n) / HC_GRANULE);
-        if (hc_likely(hc.ql[i] != 0))
-            return hc_ql_alloc(i);
+        if (i <= HC_QL_MAX) {
+            if (hc_likely(hc.ql[i] != 0))
+                return hc_ql_alloc(i);
+        } else if (hc.lists[i].unco | hc.lists[i].coal) {
+            return hc_medium_alloc(i);
+        }
     }
     return hc_malloc_slow(n);
 }
@@ -118,11 +137,13 @@ void free(void *p)
                   (uintptr_t)(b - hc.first) < (uintptr_t)(hc.top - hc.first))) {
         uint32_t h = *hc_hdr(b);
         size_t size = h & ~HC_FLAGS;
-        /* In use, not already on a quick list (a double free), 16-byte aligned, quick size. */
-        if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)) &&
-                      size <= HC_QL_SIZE)) {
+        /* In use, not already on a quick list (a double free), 16-byte aligned. */
+        if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)))) {
             hc_account_free(size);
-            hc_free_quick(b, size);
+            if (size <= HC_QL_SIZE)
+                hc_free_quick(b, size);
+            else
+                hc_free_listed(b, size);
             return;
         }
     }

@@ -44,20 +44,25 @@ static inline void hc_free_quick(char *b, size_t size)
 
 /* Free heap block b (checked by the caller to be in use and not on a quick list).
  *  1. A quick-list size: hc_free_quick.
- *  2. Any other block: inuse bit cleared, size copied to the trailer, the next block's
- *     prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3, §3.4). */
+ *  2. Any other block (hc_free_listed): inuse bit cleared, size copied to the trailer, the next
+ *     block's prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3,
+ *     §3.4). */
+static inline void hc_free_listed(char *b, size_t size)
+{
+    *hc_hdr(b) &= ~(HC_INUSE | HC_COALESCED);
+    hc_set_trailer(b, size);
+    hc_clear_pinuse(b + size);
+    hc_list_link(b, size, 0);
+    hc_freed(size);
+}
+
 static void hc_free_block(char *b)
 {
     size_t size = hc_size(b);
-    if (size <= HC_QL_SIZE) {
+    if (size <= HC_QL_SIZE)
         hc_free_quick(b, size);
-        return;
-    }
-    *hc_hdr(b) &= ~HC_INUSE;
-    hc_set_trailer(b, size);
-    hc_clear_pinuse(b + size);
-    hc_list_push(b, 0);
-    hc_freed(size);
+    else
+        hc_free_listed(b, size);
 }
 
 /* Split the in-use block b down to `size` bytes, freeing the tail (realloc shrink, memalign).

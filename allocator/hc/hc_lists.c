@@ -23,10 +23,11 @@ static inline int hc_bit_next(const uint64_t *m, unsigned i)
     return -1;
 }
 
-/* Put free block b (header and trailer already written) at the head of its sub-list. */
-static void hc_list_push(char *b, int coalesced)
+/* Put free block b of `size` bytes (header and trailer already written) at the head of its
+ * sub-list.  Inline where free() pushes a medium block (§3.4's hot path); hc_list_push below
+ * serves the slow paths. */
+static inline void hc_list_link(char *b, size_t size, int coalesced)
 {
-    size_t size = hc_size(b);
     unsigned i = hc_index(size);
     hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
     hc_off o = hc_off_of(b);
@@ -45,6 +46,8 @@ static void hc_list_push(char *b, int coalesced)
     hc.free_bytes += size;
     hc.free_blocks++;
 }
+
+static HC_NOINLINE void hc_list_push(char *b, int coalesced) { hc_list_link(b, hc_size(b), coalesced); }
 
 /* Take free block b off whichever sub-list holds it. */
 static void hc_list_remove(char *b)
