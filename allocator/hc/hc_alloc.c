@@ -144,7 +144,7 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
 #endif
     if ((b = hc_wild_take(size)) != NULL)
         return b;
-    if (hc.free_bytes >= size) {
+    if (hc_free_bytes() >= size) {
         hc_coalesce_complete();
         if ((b = hc_find_fit(size, &coalesced)) != NULL)
             return hc_carve(b, size, coalesced);

@@ -121,7 +121,7 @@ static void hc_check(void)
     HC_REQUIRE(hc_print_eq(heap_quick, list_quick), "quick-list blocks and quick lists differ", NULL);
 
     /* 3. The statistics agree with the heap. */
-    HC_REQUIRE(free_bytes == hc.free_bytes, "free byte count differs from the lists", NULL);
+    HC_REQUIRE(free_bytes == hc_free_bytes(), "free byte count differs from the lists", NULL);
     HC_REQUIRE(heap_free.n + heap_quick.n == hc.free_blocks, "free block count differs from the lists", NULL);
     HC_REQUIRE(inuse_blocks + hc.st.mapped_blocks == hc.st.allocs_current, "allocs_current wrong", NULL);
     HC_REQUIRE(inuse_bytes + hc.st.mapped_bytes == hc.st.bytes_current, "bytes_current wrong", NULL);

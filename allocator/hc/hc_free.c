@@ -1,10 +1,6 @@
 /* hc_free.c -- releasing blocks (Hasan & Chang 2006, §3.4, §3.10, §3.11). */
 #include "hc_block.h"
 
-/* Since the last complete coalescing: bytes and blocks freed, which pay for the next one
- * (§3.8, §3.11, amortized).  Builds that never coalesce completely on their own skip it. */
-#define HC_AMORTIZE (COALESCE_QL || COALESCE_IN_FREE)
-
 #if COALESCE_IN_FREE
 /* COALESCE_IN_FREE: when fewer than IN_FREE_BLOCKS blocks stay live and the heap is over
  * IN_FREE_HEAP bytes, coalesce the whole heap now (§3.11).  As in hc_complete_pays, each free
@@ -21,6 +17,8 @@ static inline void hc_coalesce_in_free(void)
 }
 #endif
 
+/* Since the last complete coalescing: bytes and blocks freed, which pay for the next one
+ * (§3.8, §3.11, amortized).  Builds that never coalesce completely on their own skip it. */
 static inline void hc_freed(size_t size)
 {
 #if HC_AMORTIZE

@@ -102,14 +102,29 @@ struct hc_state {
     uint64_t unco[HC_MAP_WORDS]; /* bit i set when lists[i].unco is non-empty (§3.7) */
     hc_off ql[HC_BIG];           /* quick lists, singly linked (§3.10) */
     struct hc_list lists[HC_NLISTS];
-    size_t free_bytes;              /* bytes on all lists and quick lists */
-    size_t free_blocks;             /* blocks on all lists and quick lists */
+    size_t free_blocks;             /* blocks on all lists and quick lists (HC_FREE_BLOCKS) */
     size_t freed_since_cc;          /* bytes freed since the last complete coalescing */
     size_t frees_since_cc;          /* blocks freed since then */
     struct hc_stats st;
 };
 
 static struct hc_state hc;
+
+/* Bytes on all lists and quick lists.  Every heap block below the wilderness is either in use
+ * (bytes_current less the mmapped bytes) or free, so the fast paths need not count them. */
+static inline size_t hc_free_bytes(void)
+{
+    return (size_t)(hc.top - hc.first) - (size_t)(hc.st.bytes_current - hc.st.mapped_bytes);
+}
+
+/* Free blocks are counted only where a policy reads them: the amortization of complete
+ * coalescing (§3.8, §3.11), and the debug build's checker. */
+#define HC_AMORTIZE (COALESCE_QL || COALESCE_IN_FREE)
+#if HC_AMORTIZE || HC_DEBUG
+#define HC_FREE_BLOCKS(n) (hc.free_blocks += (size_t)(n))
+#else
+#define HC_FREE_BLOCKS(n) ((void)0)
+#endif
 
 /* Path counters exist only with MONITOR (§3.11); the [always] statistics are updated directly. */
 #if MONITOR

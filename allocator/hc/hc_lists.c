@@ -43,8 +43,7 @@ static inline void hc_list_link(char *b, size_t size, int coalesced)
     hc_bit_set(hc.map, i);
     if (!coalesced)
         hc_bit_set(hc.unco, i);
-    hc.free_bytes += size;
-    hc.free_blocks++;
+    HC_FREE_BLOCKS(1);
 }
 
 static HC_NOINLINE void hc_list_push(char *b, int coalesced) { hc_list_link(b, hc_size(b), coalesced); }
@@ -70,8 +69,7 @@ static void hc_list_remove(char *b)
         if (!hc.lists[i].coal && !hc.lists[i].unco)
             hc_bit_clear(hc.map, i);
     }
-    hc.free_bytes -= size;
-    hc.free_blocks--;
+    HC_FREE_BLOCKS(-1);
 }
 
 /* LIFO (§3.4): the most recently freed block of list i, uncoalesced first; off its list.
@@ -96,8 +94,7 @@ static inline char *hc_list_pop(unsigned i, int *coalesced)
             hc_bit_clear(hc.map, i);
     }
     *hc_hdr(b) &= ~HC_COALESCED;
-    hc.free_bytes -= hc_size(b);
-    hc.free_blocks--;
+    HC_FREE_BLOCKS(-1);
     return b;
 }
 
@@ -141,8 +138,7 @@ static inline void hc_ql_push(char *b, unsigned i)
     *hc_hdr(b) |= HC_QUICK;
     *hc_link_next(b) = hc.ql[i];
     hc.ql[i] = hc_off_of(b);
-    hc.free_bytes += i * HC_GRANULE;
-    hc.free_blocks++;
+    HC_FREE_BLOCKS(1);
 }
 
 static inline char *hc_ql_pop(unsigned i)
@@ -154,7 +150,6 @@ static inline char *hc_ql_pop(unsigned i)
      * (a prefetch never faults; offset 0 is a harmless address in the heap). */
     __builtin_prefetch(hc_at(next) + HC_HDR);
     *hc_hdr(b) &= ~HC_QUICK;
-    hc.free_bytes -= i * HC_GRANULE;
-    hc.free_blocks--;
+    HC_FREE_BLOCKS(-1);
     return b;
 }
