@@ -40,13 +40,21 @@ static inline size_t hc_request_size(size_t n)
     return (n + HC_HDR + HC_GRANULE - 1) & ~(size_t)(HC_GRANULE - 1);
 }
 
-/* The list of a free block: its own medium list, or its bin of the big list. */
+/* The list of a free block: its own medium list, or its bin of the big list.  64 bins per
+ * power of two: below 2 KiB a bin holds one size, below 4 KiB two, so best fit rarely scans. */
 static inline unsigned hc_index(size_t size)
 {
     if (size <= HC_MEDIUM_MAX)
         return (unsigned)(size / HC_GRANULE);
     unsigned p = 63u - (unsigned)__builtin_clzll((unsigned long long)size); /* 10..31 */
-    return HC_BIG + (p - 10u) * 16u + (unsigned)((size >> (p - 4u)) & 15u);
+    return HC_BIG + (p - 10u) * 64u + (unsigned)((size >> (p - 6u)) & 63u);
+}
+
+/* The smallest block size bin i of the big list can hold. */
+static inline size_t hc_bin_low(unsigned i)
+{
+    unsigned p = (i - HC_BIG) / 64u + 10u;
+    return ((size_t)64u + (i - HC_BIG) % 64u) << (p - 6u);
 }
 
 static inline int hc_in_heap(void *p) { return (char *)p > hc.base && (char *)p < hc.limit; }

@@ -82,7 +82,12 @@ static void hc_check(void)
     HC_REQUIRE(!!(*hc_hdr(hc.top) & HC_PINUSE) == prev_inuse, "wilderness prev-inuse bit wrong", hc.top);
     HC_REQUIRE(!prev_coalesced, "coalesced free block just below the wilderness", hc.top);
 
-    /* 2. The lists: membership, links, sizes, sub-list flags, bitmap. */
+    /* 2. The lists: membership, links, sizes, sub-list flags, bitmap and its summary word. */
+    for (unsigned w = 0; w < HC_MAP_WORDS; w++) {
+        HC_REQUIRE(!!(hc.map[HC_MAP_WORDS] & (1ull << w)) == !!hc.map[w], "bitmap summary wrong", NULL);
+        HC_REQUIRE(!!(hc.unco[HC_MAP_WORDS] & (1ull << w)) == !!hc.unco[w],
+                   "uncoalesced bitmap summary wrong", NULL);
+    }
     for (unsigned i = 1; i < HC_NLISTS; i++) {
         for (int k = 0; k < 2; k++) {
             hc_off head = k ? hc.lists[i].coal : hc.lists[i].unco;

@@ -59,9 +59,9 @@
 #define HC_MIN_BLOCK 16u         /* header + 12 usable bytes */
 #define HC_MEDIUM_MAX 1024u      /* blocks up to here have their own list (§3.4) */
 #define HC_BIG ((HC_MEDIUM_MAX / HC_GRANULE) + 1u) /* first bin of the big list (§3.3) */
-#define HC_BIG_BINS 352u         /* 16 bins per power of two, 1 KiB .. 4 GiB (hc_index) */
+#define HC_BIG_BINS 1408u        /* 64 bins per power of two, 1 KiB .. 4 GiB (hc_index) */
 #define HC_NLISTS (HC_BIG + HC_BIG_BINS) /* medium: index = block size / 16 (0 unused) */
-#define HC_MAP_WORDS ((HC_NLISTS + 63u) / 64u)
+#define HC_MAP_WORDS ((HC_NLISTS + 63u) / 64u) /* at most 63: one summary word covers them */
 /* Knob values as the code uses them.  hctune checks every knob's range; these keep a hand-made
  * -D value from breaking the layout: QL_HIGH rounds down to a block size and stays within the
  * medium sizes, heap requests stay far below what a 32-bit header can hold. */
@@ -98,8 +98,10 @@ struct hc_state {
     char *clean;       /* committed memory from here up has never been written: zero */
     int ready;         /* heap reserved */
     int last_clean;    /* the block just allocated was never written (calloc skips memset) */
-    uint64_t map[HC_MAP_WORDS];  /* bitmap: bit i set when lists[i] is non-empty (§3.5) */
-    uint64_t unco[HC_MAP_WORDS]; /* bit i set when lists[i].unco is non-empty (§3.7) */
+    /* Each bitmap's last word summarizes it: bit w set when word w is non-zero, so finding
+     * the next set bit costs two count-trailing-zeros whatever the number of bins. */
+    uint64_t map[HC_MAP_WORDS + 1];  /* bitmap: bit i set when lists[i] is non-empty (§3.5) */
+    uint64_t unco[HC_MAP_WORDS + 1]; /* bit i set when lists[i].unco is non-empty (§3.7) */
     hc_off ql[HC_BIG];           /* quick lists, singly linked (§3.10) */
     struct hc_list lists[HC_NLISTS];
     size_t free_blocks;             /* blocks on all lists and quick lists (HC_FREE_BLOCKS) */

@@ -9,18 +9,34 @@
  */
 #include "hc_block.h"
 
-static inline void hc_bit_set(uint64_t *m, unsigned i) { m[i >> 6] |= 1ull << (i & 63); }
-static inline void hc_bit_clear(uint64_t *m, unsigned i) { m[i >> 6] &= ~(1ull << (i & 63)); }
+_Static_assert(HC_MAP_WORDS < 64, "one summary word per bitmap");
 
-/* The first index >= i whose bit is set, or -1 (§3.5: a few instructions instead of a scan). */
+static inline void hc_bit_set(uint64_t *m, unsigned i)
+{
+    m[i >> 6] |= 1ull << (i & 63);
+    m[HC_MAP_WORDS] |= 1ull << (i >> 6);
+}
+
+static inline void hc_bit_clear(uint64_t *m, unsigned i)
+{
+    if (!(m[i >> 6] &= ~(1ull << (i & 63))))
+        m[HC_MAP_WORDS] &= ~(1ull << (i >> 6));
+}
+
+/* The first index >= i whose bit is set, or -1 (§3.5: a few instructions instead of a scan):
+ * i's own word, else the first non-zero word after it, found through the summary word. */
 static inline int hc_bit_next(const uint64_t *m, unsigned i)
 {
-    for (unsigned w = i >> 6; w < HC_MAP_WORDS; w++) {
-        uint64_t bits = m[w] & (w == (i >> 6) ? ~0ull << (i & 63) : ~0ull);
-        if (bits)
-            return (int)(w * 64 + (unsigned)__builtin_ctzll(bits));
+    unsigned w = i >> 6;
+    uint64_t bits = m[w] & (~0ull << (i & 63));
+    if (!bits) {
+        uint64_t words = m[HC_MAP_WORDS] & (~0ull << w << 1);
+        if (!words)
+            return -1;
+        w = (unsigned)__builtin_ctzll(words);
+        bits = m[w];
     }
-    return -1;
+    return (int)(w * 64 + (unsigned)__builtin_ctzll(bits));
 }
 
 /* Put free block b of `size` bytes (header and trailer already written) at the head of its
@@ -101,11 +117,13 @@ static inline char *hc_list_pop(unsigned i, int *coalesced)
 /* Best fit in the big list (§3.3): the smallest block of at least size bytes, still listed.
  *  1. Search the bin of `size` itself: it also holds blocks smaller than size.
  *  2. Failing that, every block of the next non-empty bin fits: take its smallest.
- * An exact or one-granule-larger block ends a search: it will not be split anyway (§3.8). */
+ * A block that no other can beat ends a search: an exact or one-granule-larger one (it will not
+ * be split anyway, §3.8), or one of the smallest size the bin can hold. */
 static char *hc_bin_best(unsigned bin, size_t size)
 {
     char *best = NULL;
     size_t best_size = (size_t)-1;
+    size_t good = hc_bin_low(bin) > size + HC_GRANULE ? hc_bin_low(bin) : size + HC_GRANULE;
     hc_off heads[2] = { hc.lists[bin].unco, hc.lists[bin].coal };
     for (int k = 0; k < 2; k++) {
         for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
@@ -114,7 +132,7 @@ static char *hc_bin_best(unsigned bin, size_t size)
             if (s >= size && s < best_size) {
                 best = b;
                 best_size = s;
-                if (s - size <= HC_GRANULE)
+                if (s <= good)
                     return best;
             }
         }
