@@ -20,22 +20,12 @@ from hctune import knobs as _knobs
 from hctune import templating
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.files import write_atomic
 
 SO_CFLAGS = ["-O2", "-fPIC", "-shared"]
 SO_LIBS = ["-lpthread"]
 
 
-def write_atomic(path: Path, text: str):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def compile_so(source: Path, out: Path, cc: str | None = None) -> list[str]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import os
 import re
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 from hctune import __version__, knobs, templating
 from hctune.errors import HctuneError
+from hctune.files import write_atomic
 
 # allocator/hc/ in the order of the translation unit (hc_internal.h explains why one unit).
 SOURCES = (
@@ -88,19 +87,6 @@ def render_malloc(setting: dict, provenance: dict | None = None, debug: bool = F
                            version=__version__, sources=SOURCES)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temporary file in the same directory, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main(argv=None) -> int:

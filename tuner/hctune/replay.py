@@ -173,7 +173,7 @@ def spread(times) -> float:
 
 def register_trace(db, path, command: str | None = None, events: int | None = None) -> int:
     """The trace's id in the database, registering it first if needed (idempotent by hash)."""
-    from hctune.trace.register import sha256
+    from hctune.files import sha256
 
     p = _check_trace(path)
     # by content, not by path: a trace re-recorded to the same file is a new trace

@@ -6,6 +6,7 @@ import click
 
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.files import write_atomic
 from hctune.trace.stats import stats
 
 
@@ -27,7 +28,7 @@ def command(ctx, trace, as_json, html_out, png_out):
     st = stats(trace)
     from hctune.trace import plots, report   # matplotlib is slow to import: only when used
     if html_out:
-        plots.write_atomic(html_out, report.html(st, trace))
+        write_atomic(html_out, report.html(st, trace))
     if png_out:
-        plots.write_atomic(png_out, plots.png_bytes(st))
+        write_atomic(png_out, plots.png_bytes(st))
     click.echo(json.dumps(st, indent=1, sort_keys=True) if as_json else report.text(st, trace))

@@ -26,6 +26,7 @@ from optuna.trial import TrialState
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.files import sha256
 from hctune.search import objective as _obj
 from hctune.search import seeds as _seeds
 from hctune.search import space
@@ -55,12 +56,6 @@ class Options:
 
 # ---- traces ----
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def register_trace(db: Database, path) -> _obj.Trace:
@@ -75,7 +70,7 @@ def register_trace(db: Database, path) -> _obj.Trace:
     if t.count == 0:
         raise HctuneError(f"trace {path} has no allocation events")
     row = db.trace_by_path(p)
-    sha = _sha256(p)
+    sha = sha256(p)
     if row is not None and row["sha256"] == sha:
         return _obj.Trace.from_row(row)
     tid = db.add_trace(p, sha, command=t.header.command, events=t.count,

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from hctune.errors import HctuneError
-from hctune.trace import spec
 from hctune.trace.writer import Writer
 
 FORMATS = ("text", "mtrace")

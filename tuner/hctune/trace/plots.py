@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import base64
 import io
-import os
-from pathlib import Path
 
 import matplotlib
+
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -53,9 +52,3 @@ def png_data_uri(st: dict) -> str:
     return "data:image/png;base64," + base64.b64encode(png_bytes(st)).decode()
 
 
-def write_atomic(path: str | Path, data: bytes | str) -> Path:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
-    return path

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from hctune.db import Database
+from hctune.files import sha256
 from hctune.trace.stats import stats as trace_stats
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def register(db_path, path, tracer: str, st: dict | None = None) -> tuple[int, dict]:
