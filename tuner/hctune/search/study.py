@@ -145,10 +145,13 @@ _ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
 def enqueue_seeds(study: optuna.Study, objective: str, only=None) -> int:
     """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet.
     Failed ones are queued again: a seed interrupted by Ctrl-C still gets measured."""
-    have = {_knobs.key(space.setting_of(t.params if t.params else
-                                        t.system_attrs.get("fixed_params", {}), only))
-            for t in study.get_trials(deepcopy=False, states=_ACTIVE)
-            if t.params or t.system_attrs.get("fixed_params")}
+    have = set()
+    for t in study.get_trials(deepcopy=False, states=_ACTIVE):
+        # A queued seed carries all its values in fixed_params; a trial another worker is
+        # sampling right now may hold only some of its parameters yet: it is not a seed, skip it.
+        params = t.system_attrs.get("fixed_params") or t.params
+        if params and all(p in params for p in space.distributions(only)):
+            have.add(_knobs.key(space.setting_of(params, only)))
     n = 0
     for label, setting in _seeds.seeds(objective):
         if _knobs.key(setting) in have:
