@@ -110,19 +110,6 @@ static size_t capacity(void *p) { return *hdr(p) & ~NOREUSE; }
 
 size_t malloc_usable_size(void *p) { return p ? capacity(p) : 0; }
 
-void *calloc(size_t n, size_t size)
-{
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *p = malloc(total);
-    if (p)
-        memset(p, 0, total); /* rewound memory is not zero */
-    return p;
-}
-
 void *realloc(void *p, size_t n)
 {
     if (!p)
@@ -143,31 +130,9 @@ void *realloc(void *p, size_t n)
     return q;
 }
 
-void *reallocarray(void *p, size_t n, size_t size)
-{
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return realloc(p, total);
-}
+static void *aligned_block(size_t align, size_t n) { return bump(n, align > HDR ? align : HDR); }
 
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (!align || (align & (align - 1)) || align % sizeof(void *))
-        return EINVAL;
-    void *p = bump(n, align);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-
-void *aligned_alloc(size_t align, size_t n) { return bump(n, align > HDR ? align : HDR); }
-void *memalign(size_t align, size_t n) { return bump(n, align > HDR ? align : HDR); }
-void *valloc(size_t n) { return bump(n, 4096); }
-void *pvalloc(size_t n) { return bump((n + 4095) & ~(size_t)4095, 4096); }
+#include "api_derived.h"
 
 __attribute__((destructor)) static void bump_report(void)
 {

@@ -176,19 +176,6 @@ size_t malloc_usable_size(void *p)
     return ((size_t)1 << hdr_of(base)->k) - HDR - (size_t)((char *)p - (char *)base);
 }
 
-void *calloc(size_t n, size_t size)
-{
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *p = malloc(total);
-    if (p)
-        memset(p, 0, total); /* recycled blocks are not zero */
-    return p;
-}
-
 void *realloc(void *p, size_t n)
 {
     if (!p)
@@ -206,16 +193,6 @@ void *realloc(void *p, size_t n)
     memcpy(q, p, have);
     free(p);
     return q;
-}
-
-void *reallocarray(void *p, size_t n, size_t size)
-{
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return realloc(p, total);
 }
 
 /* Alignment above 16: over-allocate and mark the aligned pointer with a header of its own that
@@ -240,48 +217,9 @@ static void *aligned(size_t align, size_t n)
     return user;
 }
 
-static int pow2(size_t a) { return a && !(a & (a - 1)); }
+static void *aligned_block(size_t align, size_t n) { return aligned(align, n); }
 
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (!pow2(align) || align % sizeof(void *))
-        return EINVAL;
-    void *p = aligned(align, n);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    if (!pow2(align)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return aligned(align, n);
-}
-
-void *memalign(size_t align, size_t n)
-{
-    if (!pow2(align)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return aligned(align, n);
-}
-
-void *valloc(size_t n) { return aligned((size_t)sysconf(_SC_PAGESIZE), n); }
-
-void *pvalloc(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), up;
-    if (__builtin_add_overflow(n, page - 1, &up)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return aligned(page, up & ~(page - 1));
-}
+#include "api_derived.h"
 
 /* ---- fork safety: no other thread may hold the lock in the child ---- */
 

@@ -14,10 +14,10 @@ $(BUILD)/hcreplay: $(RPL_SRCS) $(RPL_HDRS) $(BUILD)/libhctrace_read.a | $(BUILD)
 	  -o $@ $(RPL_SRCS) $(BUILD)/libhctrace_read.a -ldl
 
 # -fno-builtin: gcc would turn malloc+memset inside calloc into a call to calloc itself.
-$(BUILD)/libkingsley.so: $(RPL_DIR)/kingsley.c | $(BUILD)
+$(BUILD)/libkingsley.so: $(RPL_DIR)/kingsley.c $(RPL_DIR)/api_derived.h | $(BUILD)
 	$(CC) $(CFLAGS_COMMON) -fno-builtin -shared -o $@ $< -lpthread
 
-$(BUILD)/libhcbump.so: $(RPL_DIR)/bump.c | $(BUILD)
+$(BUILD)/libhcbump.so: $(RPL_DIR)/bump.c $(RPL_DIR)/api_derived.h | $(BUILD)
 	$(CC) $(CFLAGS_COMMON) -fno-builtin -shared -o $@ $<
 
 ALL += $(BUILD)/hcreplay $(BUILD)/libkingsley.so $(BUILD)/libhcbump.so
