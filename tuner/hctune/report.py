@@ -17,7 +17,7 @@ from hctune import __version__
 from hctune import knobs as _knobs
 from hctune import templating
 from hctune.db import Database
-from hctune.emit import write_atomic
+from hctune.files import write_atomic
 from hctune.errors import HctuneError
 from hctune.search import results
 from hctune.search import space
@@ -87,11 +87,15 @@ def collect(db_path, name: str | None = None) -> dict:
         row, st = _study.load(db, name)
         opts = json.loads(row["options_json"] or "{}")
         metric = opts.get("metric", "time")
+        generic = space.for_search(_knobs.preset("generic"))
         trials = []
         for t in _study.finished(st):
+            changed = _knobs.diff_from(_study.trial_setting(t), generic)
             trials.append({"number": t.number, "mem": t.user_attrs["mem"],
                            "perf": t.user_attrs["perf"], "feasible": _study.feasible(t),
-                           "seed": t.user_attrs.get("seed"), "setting": t.user_attrs["setting"]})
+                           "seed": t.user_attrs.get("seed"), "setting": t.user_attrs["setting"],
+                           "changed": ", ".join(f"{k}={v}" for k, v in changed.items())
+                                      or "nothing"})
         front = [t.number for t in _study.pareto_front(st)]
         best = {}
         for o in ("mem", "perf"):
