@@ -1,6 +1,7 @@
 /* hc_api.c -- the malloc API.  Every entry point takes the lock (free while single-threaded,
  * hc_lock.h), does its work through the files above, checks the heap in the debug build, and
- * reports failure as NULL with errno set, never a crash. */
+ * reports failure as NULL with errno set, never a crash.  Once the process has threads, malloc
+ * and free of the sizes a thread cache holds go through it first (hc_tcache.c). */
 #include "hc_block.h"
 #include "hc_lock.h"
 
@@ -11,12 +12,6 @@ static HC_COLD void hc_fail(const char *msg)
     hc_write_all(2, "\n", 1);
     abort();
 }
-
-#if HC_DEBUG
-#define HC_CHECK() hc_check()
-#else
-#define HC_CHECK() ((void)0)
-#endif
 
 /* A quick-list hit (§3.10): pop the head of list i (block size i * 16), count it in use. */
 static inline void *hc_ql_alloc(unsigned i)
@@ -92,6 +87,11 @@ static void hc_free_locked(void *p)
 
 static HC_NOINLINE void *hc_malloc_slow(size_t n)
 {
+    if (HC_TC_ON && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
+        void *p = hc_tc_refill((unsigned)(hc_request_size(n) / HC_GRANULE));
+        if (p)
+            return p;
+    }
     int held = hc_lock();
     void *p = hc_malloc_locked(n);
     HC_CHECK();
@@ -101,9 +101,30 @@ static HC_NOINLINE void *hc_malloc_slow(size_t n)
     return p;
 }
 
+/* A thread's free of a block its cache may hold: checked as free() checks it (the debug build
+ * walks the heap for it, under the lock), then cached, making room first if need be. */
+static int hc_free_cached(void *p)
+{
+    char *b = hc_block_of(p);
+    if (!hc_in_heap(p) || (uintptr_t)(b - hc.first) >= (uintptr_t)(hc_top_now() - hc.first) ||
+        ((uintptr_t)p & (HC_GRANULE - 1)))
+        return 0;
+    uint32_t h = *hc_hdr(b);
+    if ((h & (HC_INUSE | HC_QUICK)) != HC_INUSE || (h & ~HC_FLAGS) > HC_TC_SIZE)
+        return 0;
+#if HC_DEBUG
+    int held = hc_lock();
+    hc_check_free_arg(p);
+    hc_unlock(held);
+#endif
+    return hc_tc_flush_push(p, (unsigned)((h & ~HC_FLAGS) / HC_GRANULE));
+}
+
 static HC_NOINLINE void hc_free_slow(void *p)
 {
     if (!p)
+        return;
+    if (HC_TC_ON && !HC_SINGLE_THREADED() && hc_free_cached(p))
         return;
     int held = hc_lock();
     hc_free_locked(p);
@@ -111,40 +132,54 @@ static HC_NOINLINE void hc_free_slow(void *p)
     hc_unlock(held);
 }
 
-void *malloc(size_t n)
+/* malloc's body, which calloc also calls: a compiler may turn "malloc, then memset to 0" into a
+ * call to calloc, which would call itself here. */
+static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
 {
     /* n below the medium limit: a quick-list or medium size, and the rounding cannot overflow.
-     * A quick-list size tries its quick list (§3.10), a medium size its own list (§3.4): the
-     * first two steps of hc_alloc_block, in its order. */
-    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() && n <= HC_MEDIUM_MAX - HC_HDR)) {
+     * Single-threaded, a quick-list size tries its quick list (§3.10), a medium size its own
+     * list (§3.4): the first two steps of hc_alloc_block, in its order.  With threads, a size
+     * the thread cache holds pops the thread's own stack. */
+    if (hc_likely(!HC_DEBUG && n <= HC_MEDIUM_MAX - HC_HDR)) {
         unsigned i = (unsigned)(hc_request_size(n) / HC_GRANULE);
-        if (i <= HC_QL_MAX) {
-            if (hc_likely(hc.ql[i] != 0))
-                return hc_ql_alloc(i);
-        } else if (hc.lists[i].unco | hc.lists[i].coal) {
-            return hc_medium_alloc(i);
+        if (hc_likely(HC_SINGLE_THREADED())) {
+            if (i <= HC_QL_MAX) {
+                if (hc_likely(hc.ql[i] != 0))
+                    return hc_ql_alloc(i);
+            } else if (hc.lists[i].unco | hc.lists[i].coal) {
+                return hc_medium_alloc(i);
+            }
+        } else if (HC_TC_ON && i <= HC_TC_CLASSES) {
+            void *p = hc_tc_pop(i);
+            if (hc_likely(p != NULL))
+                return p;
         }
     }
     return hc_malloc_slow(n);
 }
+
+void *malloc(size_t n) { return hc_malloc(n); }
 
 void free(void *p)
 {
     char *b = hc_block_of(p);
     /* One unsigned compare keeps the check that b is a block of the heap: NULL, mmapped and
      * foreign pointers all fall outside [first, top) and go to the slow path. */
-    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() &&
-                  (uintptr_t)(b - hc.first) < (uintptr_t)(hc.top - hc.first))) {
+    if (hc_likely(!HC_DEBUG && (uintptr_t)(b - hc.first) < (uintptr_t)(hc_top_now() - hc.first))) {
         uint32_t h = *hc_hdr(b);
         size_t size = h & ~HC_FLAGS;
         /* In use, not already on a quick list (a double free), 16-byte aligned. */
         if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)))) {
-            hc_account_free(size);
-            if (size <= HC_QL_SIZE)
-                hc_free_quick(b, size);
-            else
-                hc_free_listed(b, size);
-            return;
+            if (hc_likely(HC_SINGLE_THREADED())) {
+                hc_account_free(size);
+                if (size <= HC_QL_SIZE)
+                    hc_free_quick(b, size);
+                else
+                    hc_free_listed(b, size);
+                return;
+            }
+            if (HC_TC_ON && size <= HC_TC_SIZE && hc_tc_push(p, (unsigned)(size / HC_GRANULE)))
+                return;
         }
     }
     hc_free_slow(p);
@@ -157,6 +192,12 @@ void *calloc(size_t count, size_t size)
     if (__builtin_mul_overflow(count, size, &n)) {
         errno = ENOMEM;
         return NULL;
+    }
+    if (HC_TC_ON && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
+        void *p = hc_malloc(n);
+        if (p)
+            memset(p, 0, n);
+        return p;
     }
     int held = hc_lock();
     void *p = hc_malloc_locked(n);

@@ -151,3 +151,10 @@ static void hc_check_free_arg(void *p)
 }
 
 #endif /* HC_DEBUG */
+
+/* After each call that held the lock: the whole check in the debug build, nothing otherwise. */
+#if HC_DEBUG
+#define HC_CHECK() hc_check()
+#else
+#define HC_CHECK() ((void)0)
+#endif

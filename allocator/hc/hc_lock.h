@@ -22,7 +22,7 @@
 #define HC_SINGLE_THREADED() 0
 #endif
 
-static pthread_mutex_t hc_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hc_mutex = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
 static inline int hc_lock(void)
 {
@@ -40,7 +40,7 @@ static inline void hc_unlock(int held)
 
 static void hc_fork_prepare(void) { pthread_mutex_lock(&hc_mutex); }
 static void hc_fork_parent(void) { pthread_mutex_unlock(&hc_mutex); }
-static void hc_fork_child(void) { pthread_mutex_init(&hc_mutex, NULL); }
+static void hc_fork_child(void) { hc_mutex = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP; }
 
 __attribute__((constructor)) static void hc_lock_init(void)
 {
