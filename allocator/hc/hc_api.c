@@ -213,6 +213,29 @@ void *calloc(size_t count, size_t size)
     return p;
 }
 
+/* realloc with threads of a block and a size the thread cache holds: keep the block when the
+ * new size fits it and uses at least half of it, else move it through the cache (malloc, copy,
+ * free) -- no lock either way.  NULL: not such a block; realloc goes the locked way (§3.12). */
+static void *hc_tc_realloc(void *p, size_t n)
+{
+    char *b = hc_block_of(p);
+    if ((uintptr_t)(b - hc.first) >= (uintptr_t)(hc_top_now() - hc.first) ||
+        ((uintptr_t)p & (HC_GRANULE - 1)))
+        return NULL;
+    uint32_t h = *hc_hdr(b);
+    size_t have = h & ~HC_FLAGS, want = hc_request_size(n);
+    if ((h & (HC_INUSE | HC_QUICK)) != HC_INUSE || have > HC_TC_SIZE)
+        return NULL;
+    if (want <= have && want * 2 >= have)
+        return p;
+    void *q = hc_malloc(n);
+    if (!q)
+        return NULL;
+    memcpy(q, p, (have - HC_HDR) < n ? have - HC_HDR : n);
+    free(p);
+    return q;
+}
+
 /* realloc (§3.12): in place by merging neighbours, else allocate, copy, free.  As glibc does,
  * realloc(p, 0) frees p and returns NULL; on failure p is left untouched. */
 void *realloc(void *p, size_t n)
@@ -222,6 +245,11 @@ void *realloc(void *p, size_t n)
     if (n == 0) {
         free(p);
         return NULL;
+    }
+    if (HC_TC_ON && !HC_DEBUG && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
+        void *q = hc_tc_realloc(p, n);
+        if (q)
+            return q;
     }
     int held = hc_lock();
     void *q = NULL;
@@ -362,12 +390,8 @@ size_t malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
-    int held = hc_lock();
-    size_t n;
+    /* The caller owns the block, so its size bits do not change under us: no lock. */
     if (hc_in_heap(p))
-        n = hc_size(hc_block_of(p)) - HC_HDR;
-    else
-        n = hc_mmap_len(p) - hc_mmap_off(p);
-    hc_unlock(held);
-    return n;
+        return hc_size(hc_block_of(p)) - HC_HDR;
+    return hc_mmap_len(p) - hc_mmap_off(p);
 }
