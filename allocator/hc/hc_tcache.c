@@ -20,7 +20,7 @@
  * Size classes are block sizes: class i holds blocks of i x 16 bytes (the quick and medium lists'
  * own index), so a cached block keeps its header and is handed out whole.  A class holds at most
  * TCACHE_COUNT blocks and at most HC_TC_CLASS_BYTES of them (at least 4 blocks), so a thread never
- * caches more than ~0.5 MiB however the knobs are set.
+ * caches more than ~250 KiB however the knobs are set.
  *
  * Cross-thread frees go to the freeing thread's cache, as glibc's tcache does, rather than back
  * to the allocating thread as mimalloc does.  HC has one shared heap: a block has no owner to
@@ -44,7 +44,9 @@
 #define HC_TC_SIZE ((size_t)((TCACHE_MAX) < HC_MEDIUM_MAX ? (TCACHE_MAX) : HC_MEDIUM_MAX) / HC_GRANULE * HC_GRANULE)
 #define HC_TC_CLASSES (HC_TC_SIZE / HC_GRANULE)
 #define HC_TC_REQUEST (HC_TC_SIZE >= HC_MIN_BLOCK ? HC_TC_SIZE - HC_HDR : 0)
-#define HC_TC_CLASS_BYTES 8192u
+#ifndef HC_TC_CLASS_BYTES
+#define HC_TC_CLASS_BYTES 4096u
+#endif
 
 enum { HC_TC_NEW = 0, HC_TC_STARTING, HC_TC_LIVE, HC_TC_DEAD };
 
