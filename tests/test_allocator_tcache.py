@@ -199,3 +199,67 @@ def test_single_threaded_program_never_uses_the_cache(c_program, release_librari
     on, off = stats("default"), stats("off")
     assert on == off
     assert "tcache_refills 0\n" in on
+
+
+def _compile(tmp_path, name, source):
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    exe = tmp_path / name
+    subprocess.run(["cc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)
+    return exe
+
+
+ATFORK_AND_DESTRUCTORS = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *kept;
+static void prepare(void) { kept = malloc(100); }           /* before HC takes its lock */
+static void parent(void) { free(kept); }
+static void child(void) { free(kept); free(malloc(200)); }  /* after HC re-made its lock */
+static pthread_key_t early, late;
+static int late_made;
+static void release(void *p) { free(p); free(malloc(48)); void *q = malloc(700); memset(q, 1, 700); free(q); }
+static void *worker(void *arg) {
+    pthread_setspecific(early, malloc(64));
+    for (int i = 0; i < 300; i++) free(malloc(16 + (i * 37) % 900));
+    if (late_made)  /* made after HC's own key: its destructor runs after HC's */
+        pthread_setspecific(late, malloc(32));
+    return arg;
+}
+int main(void) {
+    pthread_key_create(&early, release);
+    pthread_atfork(prepare, parent, child);
+    for (int round = 0; round < 200; round++) {
+        pthread_t t[4];
+        for (int k = 0; k < 4; k++)
+            pthread_create(&t[k], 0, worker, 0);
+        if (round % 20 == 0) {
+            pid_t pid = fork();
+            if (pid == 0) { free(malloc(10)); _exit(0); }
+            int st; waitpid(pid, &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st)) { printf("child failed\n"); return 1; }
+        }
+        for (int k = 0; k < 4; k++) pthread_join(t[k], 0);
+        if (round == 0) { pthread_key_create(&late, release); late_made = 1; }
+    }
+    printf("ok\n");
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["default", "off"])
+def test_atfork_handlers_and_key_destructors_that_allocate(tmp_path, release_libraries,
+                                                           debug_libraries, name):
+    """The program's own pthread_atfork handlers allocate (registered after HC's: its prepare
+    runs before HC locks, its child handler after HC re-made its lock), and its thread-specific
+    data destructors free and allocate at thread exit, before or after the thread cache's own
+    destructor has returned the cache (calls after it go to the heap)."""
+    exe = _compile(tmp_path, "atfork", ATFORK_AND_DESTRUCTORS)
+    for libs in (release_libraries, debug_libraries):
+        res = run([exe], libs[name], timeout=120)
+        assert res.returncode == 0 and res.stdout == "ok\n", res.stdout + res.stderr
