@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Single-threaded programs lose nothing to the thread cache: instructions per replayed operation
-# (callgrind, deterministic) of generic HC at BASE (default d1fb9e5, the last commit without the
-# thread cache) against generic HC now and generic HC with TCACHE_COUNT=0, on a gawk and a
-# python3 trace profiled here.  Prints the command to rerun it.
+# What single-threaded programs pay for the thread cache and the arenas: instructions per
+# replayed operation (callgrind, deterministic) of generic HC at BASE (default d1fb9e5, the last
+# commit without either) against generic HC now, with TCACHE_COUNT=0, and with ARENAS=1, on a
+# gawk and a python3 trace profiled here.  Prints the command to rerun it.
 #   bash bench/tcache_single_thread.sh          (after make; needs git, valgrind, gawk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,8 @@ PYTHONPATH="$W/base/tuner" "$PY" -c 'import sys; sys.argv[0] = "render"
 from hctune import render; sys.exit(render.main(["--preset", "generic", "-o", sys.argv[1]]))' "$W/base.c"
 "$PY" -m hctune.render --preset generic -o "$W/now.c"
 "$PY" -m hctune.render --preset generic --set TCACHE_COUNT=0 -o "$W/off.c"
-for v in base now off; do
+"$PY" -m hctune.render --preset generic --set ARENAS=1 -o "$W/one.c"
+for v in base now off one; do
   cc -O2 -g -fPIC -shared -pthread -o "$W/lib$v.so" "$W/$v.c"
 done
 
@@ -46,13 +47,13 @@ PY
 (cd "$W" && "${HCTUNE[@]}" profile gawk '{for(i=1;i<=NF;i++)c[$i]++} END{for(w in c) n++; print n}' text.txt >/dev/null)
 (cd "$W" && PYTHONMALLOC=malloc "${HCTUNE[@]}" profile /usr/bin/python3 work.py >/dev/null)
 
-printf "| trace | HC at %s | HC now | now / %s | HC now, TCACHE_COUNT=0 | off / %s |\n|---|---|---|---|---|---|\n" "$BASE" "$BASE" "$BASE"
+printf "| trace | HC at %s | HC now | now / %s | TCACHE_COUNT=0 | / %s | ARENAS=1 | / %s |\n|---|---|---|---|---|---|---|---|\n" "$BASE" "$BASE" "$BASE" "$BASE"
 for t in "$W"/hctune-traces/*.hct; do
   declare -A ipo=()
-  for v in base now off; do
+  for v in base now off one; do
     ipo[$v]=$("${HCTUNE[@]}" replay "$t" -a "$W/lib$v.so" --metric instructions -n 1 --json |
               "$PY" -c 'import json, sys; print(json.load(sys.stdin)["instructions_per_op"])')
   done
   awk -v n="$(basename "$t" | cut -d- -f1)" -v b="${ipo[base]}" -v w="${ipo[now]}" -v o="${ipo[off]}" \
-    'BEGIN { printf "| %s | %.2f | %.2f | %.4f | %.2f | %.4f |\n", n, b, w, w / b, o, o / b }'
+    -v a="${ipo[one]}" 'BEGIN { printf "| %s | %.2f | %.2f | %.4f | %.2f | %.4f | %.2f | %.4f |\n", n, b, w, w / b, o, o / b, a, a / b }'
 done

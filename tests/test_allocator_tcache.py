@@ -1,4 +1,5 @@
-"""HC's thread cache (allocator/hc/hc_tcache.c) under threads, with glibc as the reference.
+"""HC's thread cache and arenas (allocator/hc/hc_tcache.c, hc_arena.c) under threads, with glibc
+as the reference.
 
 - The randomized stress (tests/c/hc_stress.c) with more threads than cores, blocks traded between
   threads through an exchange table: debug builds (every locked call checks the whole heap) for
@@ -8,8 +9,8 @@
 - fork while threads allocate, with the cache on and off (tests/c/hc_threads.c).
 - Real threaded programs: xz with worker threads, Python threads (PYTHONMALLOC=malloc) and a
   C++ program of ours (tests/c/mt_wordfreq.cpp) give glibc's output.
-- The cache is invisible to single-threaded programs: TCACHE_COUNT=0 and the default build run a
-  single-threaded stress to the same statistics.
+- The cache and the arenas are invisible to single-threaded programs: TCACHE_COUNT=0, ARENAS=1
+  and the default build run a single-threaded stress to the same statistics.
 """
 
 import functools
@@ -37,6 +38,10 @@ SETTINGS = [
     ("ql1016-infree", {"QL_HIGH": 1016, "COALESCE_IN_FREE": 1, "IN_FREE_BLOCKS": 1000,
                        "IN_FREE_HEAP": 0}),
     ("nocoalesce", {"COALESCE": 0, "COALESCE_QL": 0, "QL_PREALLOC": 0, "TCACHE_MAX": 512}),
+    # Arenas (hc_arena.c): one shared heap, and many arenas with no cache, so that nearly every
+    # free and realloc of a traded block works on another thread's arena under its lock.
+    ("one-arena", {"ARENAS": 1}),
+    ("arenas-nocache", {"ARENAS": 16, "TCACHE_COUNT": 0, "MMAP_THRESHOLD": 16384}),
 ]
 IDS = [name for name, _ in SETTINGS]
 
@@ -88,7 +93,7 @@ def test_threaded_stress_table7_rows(c_program, hc_library, preset):
     stress(c_program("hc_stress"), hc_library(knobs.preset(preset)), 400_000, 5, 2400, 8)
 
 
-@pytest.mark.parametrize("name", ["default", "largest", "off"])
+@pytest.mark.parametrize("name", ["default", "largest", "off", "one-arena"])
 def test_short_lived_threads_leave_no_cache_behind(c_program, release_libraries, name):
     """10,000 threads each exit with blocks in their cache: the heap after them all is no bigger
     than after the first thousand (plus slack for fragmentation), so nothing leaks per thread."""
@@ -100,7 +105,7 @@ def test_short_lived_threads_leave_no_cache_behind(c_program, release_libraries,
     assert 0 < early and end <= early * 1.5 + (1 << 20), (early, end)
 
 
-@pytest.mark.parametrize("name", ["default", "off", "one-block"])
+@pytest.mark.parametrize("name", ["default", "off", "one-block", "arenas-nocache"])
 def test_fork_while_threads_allocate(c_program, release_libraries, debug_libraries, name):
     for libs, forks in ((release_libraries, 30), (debug_libraries, 5)):
         res = run([c_program("hc_threads"), "fork", forks], libs[name])
@@ -189,15 +194,15 @@ def test_python_threads(hcmalloc_so):
 
 
 def test_single_threaded_program_never_uses_the_cache(c_program, release_libraries):
-    """TCACHE_COUNT=0 reproduces single-threaded HC exactly: the same stress ends with the same
-    statistics with the cache on and off."""
+    """TCACHE_COUNT=0 and ARENAS=1 reproduce single-threaded HC exactly: the same stress ends
+    with the same statistics with the cache and the arenas on and off."""
     def stats(name):
         res = run([c_program("hc_stress"), 200_000, 3, 2000], release_libraries[name],
                   HCMALLOC_STATS="1")
         assert res.returncode == 0, res.stdout + res.stderr
         return res.stderr.split("hcmalloc statistics\n", 1)[1]
-    on, off = stats("default"), stats("off")
-    assert on == off
+    on, off, one = stats("default"), stats("off"), stats("one-arena")
+    assert on == off == one
     assert "tcache_refills 0\n" in on
 
 
@@ -252,7 +257,7 @@ int main(void) {
 """
 
 
-@pytest.mark.parametrize("name", ["default", "off"])
+@pytest.mark.parametrize("name", ["default", "off", "arenas-nocache"])
 def test_atfork_handlers_and_key_destructors_that_allocate(tmp_path, release_libraries,
                                                            debug_libraries, name):
     """The program's own pthread_atfork handlers allocate (registered after HC's: its prepare

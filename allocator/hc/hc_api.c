@@ -39,6 +39,7 @@ static inline void *hc_medium_alloc(unsigned i)
  * mmapped one above MMAP_THRESHOLD (§3.2) or when the heap cannot grow any more. */
 static void *hc_malloc_locked(size_t n)
 {
+    HC_ARENA_HERE;
     if (n <= HC_QL_REQUEST && hc.ql[hc_request_size(n) / HC_GRANULE]) {
         hc.last_clean = 0;
         return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
@@ -50,6 +51,8 @@ static void *hc_malloc_locked(size_t n)
             return hc_payload(b);
         }
     }
+    if (HC_NARENAS > 1 && hc_cur != hc_arenas)
+        return NULL; /* mapped blocks belong to arena 0 (hc_arena.c): the caller goes there */
     void *p = hc_mmap_block(n, HC_GRANULE);
     if (p)
         hc_account_alloc(hc_mmap_len(p));
@@ -60,6 +63,7 @@ static void *hc_malloc_locked(size_t n)
  * can (always); the debug build also walks the heap to prove p is a live block. */
 static void hc_free_locked(void *p)
 {
+    HC_ARENA_HERE;
     if (!hc_in_heap(p)) {
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("free(): invalid pointer (not from this malloc, or freed twice)");
@@ -85,39 +89,86 @@ static void hc_free_locked(void *p)
  * build (which checks the heap after every call); everything else goes to the slow paths below,
  * out of line, so malloc and free need no stack frame and reach them by a tail call. */
 
-static HC_NOINLINE void *hc_malloc_slow(size_t n)
+/* Allocate n bytes under the lock of arena a (hc_cur is left at a).  *clean: the memory is
+ * known to be zero (calloc). */
+static void *hc_malloc_in(struct hc_state *a, size_t n, int *clean)
 {
-    if (HC_TC_ON && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
-        void *p = hc_tc_refill((unsigned)(hc_request_size(n) / HC_GRANULE));
-        if (p)
-            return p;
-    }
+    hc_use(a);
     int held = hc_lock();
     void *p = hc_malloc_locked(n);
+    *clean = hc.last_clean;
     HC_CHECK();
     hc_unlock(held);
+    return p;
+}
+
+/* malloc's slow path: the thread cache's refill, else the home arena (arena 0 while the process
+ * is single-threaded, and for mapped blocks, and when the home arena cannot serve). */
+static void *hc_malloc_arenas(size_t n, int *clean)
+{
+    if (HC_NARENAS == 1)
+        return hc_malloc_in(hc_arenas, n, clean);
+    struct hc_state *home = HC_SINGLE_THREADED() ? hc_cur : hc_home();
+    void *p = NULL;
+    if (home == hc_arenas || n <= HC_MMAP_ABOVE)
+        p = hc_malloc_in(home, n, clean);
+    if (!p && home != hc_arenas)
+        p = hc_malloc_in(hc_arenas, n, clean);
+    hc_use(home);
+    return p;
+}
+
+static HC_NOINLINE void *hc_malloc_slow(size_t n)
+{
+    void *p;
+    if (hc_likely(HC_SINGLE_THREADED()) || (!HC_TC_ON && HC_NARENAS == 1)) {
+        /* The paper's path: one heap, no lock (single-threaded) or its one lock. */
+        int held = hc_lock();
+        p = hc_malloc_locked(n);
+        HC_CHECK();
+        hc_unlock(held);
+        if (HC_NARENAS > 1 && hc_unlikely(!p) && hc_cur != hc_arenas) {
+            int clean; /* a forked child working on another arena: mapped blocks are arena 0's */
+            p = hc_malloc_arenas(n, &clean);
+        }
+    } else {
+        if (HC_TC_ON && n <= HC_TC_REQUEST && (p = hc_tc_refill((unsigned)(hc_request_size(n) / HC_GRANULE))))
+            return p;
+        int clean;
+        p = hc_malloc_arenas(n, &clean);
+    }
     if (hc_unlikely(!p))
         errno = ENOMEM;
     return p;
+}
+
+/* The arena p belongs to: its heap's, else arena 0 (mapped blocks, and pointers that are not
+ * ours, which arena 0's checks then reject). */
+static inline struct hc_state *hc_owner(void *p)
+{
+    if (HC_NARENAS == 1 || hc_in_heap(p))
+        return hc_cur;
+    struct hc_state *a = hc_arena_of(p);
+    return a ? a : hc_arenas;
 }
 
 /* A thread's free of a block its cache may hold: checked as free() checks it (the debug build
  * walks the heap for it, under the lock), then cached, making room first if need be. */
 static int hc_free_cached(void *p)
 {
-    char *b = hc_block_of(p);
-    if (!hc_in_heap(p) || (uintptr_t)(b - hc.first) >= (uintptr_t)(hc_top_now() - hc.first) ||
-        ((uintptr_t)p & (HC_GRANULE - 1)))
-        return 0;
-    uint32_t h = *hc_hdr(b);
-    if ((h & (HC_INUSE | HC_QUICK)) != HC_INUSE || (h & ~HC_FLAGS) > HC_TC_SIZE)
+    struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+    size_t size;
+    if (!a || !hc_arena_block(a, p, &size) || size > HC_TC_SIZE)
         return 0;
 #if HC_DEBUG
+    struct hc_state *was = hc_cur;
+    hc_use(a);
     int held = hc_lock();
     hc_check_free_arg(p);
     hc_unlock(held);
+    hc_use(was);
 #endif
-    return hc_tc_flush_push(p, (unsigned)((h & ~HC_FLAGS) / HC_GRANULE));
+    return hc_tc_flush_push(p, (unsigned)(size / HC_GRANULE));
 }
 
 static HC_NOINLINE void hc_free_slow(void *p)
@@ -126,10 +177,15 @@ static HC_NOINLINE void hc_free_slow(void *p)
         return;
     if (HC_TC_ON && !HC_SINGLE_THREADED() && hc_free_cached(p))
         return;
+    struct hc_state *was = hc_cur, *owner = hc_owner(p);
+    if (owner != was)
+        hc_use(owner);
     int held = hc_lock();
     hc_free_locked(p);
     HC_CHECK();
     hc_unlock(held);
+    if (owner != was)
+        hc_use(was);
 }
 
 /* malloc's body, which calloc also calls: a compiler may turn "malloc, then memset to 0" into a
@@ -199,11 +255,8 @@ void *calloc(size_t count, size_t size)
             memset(p, 0, n);
         return p;
     }
-    int held = hc_lock();
-    void *p = hc_malloc_locked(n);
-    int clean = hc.last_clean;
-    HC_CHECK();
-    hc_unlock(held);
+    int clean;
+    void *p = hc_malloc_arenas(n, &clean);
     if (!p) {
         errno = ENOMEM;
         return NULL;
@@ -218,13 +271,9 @@ void *calloc(size_t count, size_t size)
  * free) -- no lock either way.  NULL: not such a block; realloc goes the locked way (§3.12). */
 static void *hc_tc_realloc(void *p, size_t n)
 {
-    char *b = hc_block_of(p);
-    if ((uintptr_t)(b - hc.first) >= (uintptr_t)(hc_top_now() - hc.first) ||
-        ((uintptr_t)p & (HC_GRANULE - 1)))
-        return NULL;
-    uint32_t h = *hc_hdr(b);
-    size_t have = h & ~HC_FLAGS, want = hc_request_size(n);
-    if ((h & (HC_INUSE | HC_QUICK)) != HC_INUSE || have > HC_TC_SIZE)
+    struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+    size_t have, want = hc_request_size(n);
+    if (!a || !hc_arena_block(a, p, &have) || have > HC_TC_SIZE)
         return NULL;
     if (want <= have && want * 2 >= have)
         return p;
@@ -251,6 +300,8 @@ void *realloc(void *p, size_t n)
         if (q)
             return q;
     }
+    struct hc_state *was = hc_cur;
+    hc_use(hc_owner(p));
     int held = hc_lock();
     void *q = NULL;
     size_t old;
@@ -282,17 +333,43 @@ void *realloc(void *p, size_t n)
             goto done;
         }
     }
-    q = hc_malloc_locked(n);
-    if (q) {
-        memcpy(q, p, old < n ? old : n);
-        hc_free_locked(p);
-        HC_COUNT(realloc_moved, 1);
-        HC_COUNT(allocs_total, -1); /* a move is one realloc, not a new allocation */
-        HC_COUNT(frees, -1);
+    if (hc_cur == was || HC_SINGLE_THREADED()) {
+        q = hc_malloc_locked(n);
+        if (q) {
+            memcpy(q, p, old < n ? old : n);
+            hc_free_locked(p);
+            HC_COUNT(realloc_moved, 1);
+            HC_COUNT(allocs_total, -1); /* a move is one realloc, not a new allocation */
+            HC_COUNT(frees, -1);
+        }
+    } else {
+        /* p lives in another thread's arena: move it to this thread's by the public paths. */
+        HC_CHECK();
+        hc_unlock(held);
+        hc_use(was);
+        q = malloc(n);
+        if (q) {
+            memcpy(q, p, old < n ? old : n);
+            free(p);
+        }
+        return q;
+    }
+    if (!q && hc_cur != hc_arenas) {
+        /* The arena cannot serve n here (mapped blocks are arena 0's): move by the public paths. */
+        HC_CHECK();
+        hc_unlock(held);
+        hc_use(was);
+        q = malloc(n);
+        if (q) {
+            memcpy(q, p, old < n ? old : n);
+            free(p);
+        }
+        return q;
     }
 done:
     HC_CHECK();
     hc_unlock(held);
+    hc_use(was);
     if (!q)
         errno = ENOMEM;
     return q;
@@ -317,6 +394,11 @@ static void *hc_memalign(size_t align, size_t n)
         errno = ENOMEM;
         return NULL;
     }
+    struct hc_state *was = hc_cur;
+    if (HC_NARENAS > 1 && !HC_SINGLE_THREADED()) {
+        was = hc_home();
+        hc_use(was);
+    }
     int held = hc_lock();
     void *p = NULL;
     size_t size = hc_request_size(n);
@@ -327,10 +409,17 @@ static void *hc_memalign(size_t align, size_t n)
             p = hc_payload(b);
         }
     }
+    if (!p && hc_cur != hc_arenas) { /* mapped blocks are arena 0's (hc_arena.c) */
+        HC_CHECK();
+        hc_unlock(held);
+        hc_use(hc_arenas);
+        held = hc_lock();
+    }
     if (!p && (p = hc_mmap_block(n, align)) != NULL)
         hc_account_alloc(hc_mmap_len(p));
     HC_CHECK();
     hc_unlock(held);
+    hc_use(was);
     if (!p)
         errno = ENOMEM;
     return p;
@@ -391,7 +480,7 @@ size_t malloc_usable_size(void *p)
     if (!p)
         return 0;
     /* The caller owns the block, so its size bits do not change under us: no lock. */
-    if (hc_in_heap(p))
+    if (HC_NARENAS == 1 ? hc_in_heap(p) : hc_arena_of(p) != NULL)
         return hc_size(hc_block_of(p)) - HC_HDR;
     return hc_mmap_len(p) - hc_mmap_off(p);
 }

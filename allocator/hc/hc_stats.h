@@ -48,7 +48,7 @@
     X(realloc_in_place, "reallocs served in place by merging neighbours (§3.12)")               \
     X(realloc_moved, "reallocs that allocated, copied and freed (§3.12)")                      \
     X(tcache_refills, "thread caches refilled from the heap, half a cache each (hc_tcache.c)")    \
-    X(tcache_flushes, "thread caches that gave half a class back to the heap (hc_tcache.c)")
+    X(tcache_flushes, "thread caches that gave blocks back: half a full class, or all at exit")
 
 struct hc_stats {
 #define HC_STATS_MEMBER(name, doc) uint64_t name;

@@ -151,18 +151,38 @@ static HC_NOINLINE int hc_tc_start(struct hc_tcache *tc)
     return 1;
 }
 
-/* Give the heap every cached block of the list from payload p on; how many.  Lock held. */
+/* Give the heaps every cached block of the list from payload p on; how many.  Each block goes
+ * back to its own arena, under that arena's lock, taken once for each run of blocks of one
+ * arena. */
 static unsigned hc_tc_release(void *p)
 {
     unsigned n = 0;
+    struct hc_state *locked = NULL;
+    int held = 0;
     for (; p; n++) {
         void *next = *(void **)p;
         char *b = hc_block_of(p);
+        struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+        if (a != locked) {
+            if (locked) {
+                HC_CHECK();
+                hc_unlock(held);
+            }
+            hc_use(a);
+            held = hc_lock();
+            HC_COUNT(tcache_flushes, locked == NULL);
+            locked = a;
+        }
         *hc_tc_keyp(p) = 0;
         hc_account_free(hc_size(b));
         hc_free_block(b);
         p = next;
     }
+    if (locked) {
+        HC_CHECK();
+        hc_unlock(held);
+    }
+    hc_use(hc_home());
     return n;
 }
 
@@ -180,6 +200,7 @@ static HC_NOINLINE void *hc_tc_refill(unsigned i)
     size_t size = (size_t)i * HC_GRANULE;
     unsigned n = tc->fill[i] < hc_tc_batch(i) ? tc->fill[i] : hc_tc_batch(i);
     tc->fill[i] = (uint16_t)(2 * n);
+    hc_use(hc_home());
     int held = hc_lock();
     HC_COUNT(tcache_refills, 1);
     for (unsigned k = 0; k < n; k++) {
@@ -244,11 +265,7 @@ static HC_NOINLINE int hc_tc_flush_push(void *p, unsigned i)
             older = tc->head[i];
             tc->head[i] = NULL;
         }
-        int held = hc_lock();
-        HC_COUNT(tcache_flushes, 1);
         tc->room[i] = (uint16_t)(tc->room[i] + hc_tc_release(older));
-        HC_CHECK();
-        hc_unlock(held);
     }
     tc->room[i]--;
     *(void **)p = tc->head[i];
@@ -262,13 +279,10 @@ static HC_NOINLINE int hc_tc_flush_push(void *p, unsigned i)
 static void hc_tc_exit(void *arg)
 {
     struct hc_tcache *tc = arg;
-    int held = hc_lock();
     for (unsigned i = 1; i <= HC_TC_CLASSES; i++) {
         hc_tc_release(tc->head[i]);
         tc->head[i] = NULL;
         tc->room[i] = 0;
     }
-    HC_CHECK();
-    hc_unlock(held);
     tc->state = HC_TC_DEAD;
 }
