@@ -84,10 +84,12 @@ static void hc_free_locked(void *p)
     hc_free_block(b);
 }
 
-/* ---- the fast paths: malloc's quick-list hit and free's quick-list push (§3.10) ----
- * They run only while the process is single-threaded (no lock to take) and never in the debug
- * build (which checks the heap after every call); everything else goes to the slow paths below,
- * out of line, so malloc and free need no stack frame and reach them by a tail call. */
+/* ---- the fast paths ----
+ * Single-threaded: malloc's quick-list (§3.10) or medium-list (§3.4) hit and free's push, with
+ * no lock to take.  With threads: the thread cache's pop and push (hc_tcache.c).  Never in the
+ * debug build (which checks the heap after every locked call).  Everything else goes to the
+ * slow paths below, out of line, so malloc and free need no stack frame and reach them by a
+ * tail call. */
 
 /* Allocate n bytes under the lock of arena a (hc_cur is left at a).  *clean: the memory is
  * known to be zero (calloc). */
@@ -102,8 +104,8 @@ static void *hc_malloc_in(struct hc_state *a, size_t n, int *clean)
     return p;
 }
 
-/* malloc's slow path: the thread cache's refill, else the home arena (arena 0 while the process
- * is single-threaded, and for mapped blocks, and when the home arena cannot serve). */
+/* Allocate from the thread's home arena (the current one while the process is single-threaded),
+ * else from arena 0: for mapped blocks, and when the home arena cannot serve (hc_arena.c). */
 static void *hc_malloc_arenas(size_t n, int *clean)
 {
     if (HC_NARENAS == 1)
