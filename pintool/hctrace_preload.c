@@ -867,7 +867,8 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 EXPORT void _exit(int status)
 {
-    flush_here();
+    if (atomic_load(&g_state) == ST_READY && g_fd >= 0)
+        write_all_buffers();    /* the other threads end with us: write theirs too */
     if (!real__exit)
         *(void **)&real__exit = dlsym(RTLD_NEXT, "_exit");
     real__exit(status);
