@@ -112,12 +112,18 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     setting, prov = choose_setting(db_path, study, objective, preset, sets)
     from hctune import render  # the renderer of the HC allocator (another part of hctune)
     text = render.render_malloc(setting, prov)
+    existed = out.exists()
     write_atomic(out, text)
     written = {"malloc_c": str(out), "setting": setting, "provenance": prov}
     so_path = Path(so) if so else None
     if so_path is not None:
-        so_path.parent.mkdir(parents=True, exist_ok=True)
-        written["so_command"] = compile_so(out, so_path)
+        try:
+            so_path.parent.mkdir(parents=True, exist_ok=True)
+            written["so_command"] = compile_so(out, so_path)
+        except BaseException:
+            if not existed:        # no compiler, no room: leave nothing of a half-done emit
+                out.unlink(missing_ok=True)
+            raise
         written["so"] = str(so_path)
     snippet_vars = {"source": out.name, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
                     "so_name": so_path.name if so_path else "libhcmalloc.so"}

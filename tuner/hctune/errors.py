@@ -9,3 +9,27 @@ class HctuneError(Exception):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def os_error_line(e: OSError) -> str:
+    """An OSError as one line naming what failed and where: `/out/malloc.c: No space left on
+    device`, `/nonexistent/cc: No such file or directory`."""
+    what = e.strerror or str(e) or type(e).__name__
+    names = [str(n) for n in (e.filename, e.filename2) if n is not None]
+    return f"{' -> '.join(names)}: {what}" if names else what
+
+
+def database_error_line(e: Exception, db_path: str | None) -> str:
+    """A database error (sqlite3 or SQLAlchemy) as one line naming the database."""
+    orig = getattr(e, "orig", None) or e       # SQLAlchemy wraps the driver's error
+    text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    return f"database {db_path}: {text}" if db_path else f"database: {text}"
+
+
+def is_database_error(e: BaseException) -> bool:
+    import sqlite3
+    if isinstance(e, sqlite3.Error):
+        return True
+    mod = type(e).__module__ or ""
+    return mod.startswith("sqlalchemy") and type(e).__name__ in (
+        "OperationalError", "DatabaseError", "InterfaceError", "ProgrammingError")

@@ -89,7 +89,8 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
         opts.trials = 50
     prog, update = _bar(opts, console)
     with prog:
-        result = _study.run(ctx.obj["db_path"], traces, opts, progress=update)
+        result = _study.run(ctx.obj["db_path"], traces, opts, progress=update,
+                            notice=lambda line: click.echo(f"hctune: {line}", err=True))
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))
         return

@@ -30,7 +30,7 @@ from hctune.files import sha256
 from hctune.search import objective as _obj
 from hctune.search import seeds as _seeds
 from hctune.search import space
-from hctune.search.storage import default_url, open_storage, redact
+from hctune.search.storage import default_url, fail_orphans, open_storage, redact, this_worker
 
 # Stop after this many trials fail in a row: the harness or the build is broken, not the setting.
 MAX_FAILS_IN_A_ROW = 3
@@ -244,7 +244,7 @@ def count_finished(study: optuna.Study) -> int:
 
 def open_study(db: Database, name: str, storage_url: str, opts: Options | None = None,
                create: bool = False) -> optuna.Study:
-    storage = open_storage(storage_url)
+    storage = open_storage(storage_url, owner=this_worker() if create else None)
     sampler = make_sampler(opts, constrained=bool(
         opts.max_memory_overhead is not None or opts.max_slowdown is not None)) if opts else None
     if create:
@@ -257,11 +257,12 @@ def open_study(db: Database, name: str, storage_url: str, opts: Options | None =
 
 
 def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
-        measure_fn=None) -> dict:
+        measure_fn=None, notice=None) -> dict:
     """`hctune search`: create or resume the study and run it until it holds `opts.trials`
     finished trials or `opts.timeout` seconds pass. `progress(study, done, target, started,
     failed)` is called after every trial (`failed`: None or (trial number, one-line error)) (the CLI draws its bar with it); `measure_fn` replaces
-    hctune.replay.measure (unit tests). Returns `summary(...)`."""
+    hctune.replay.measure (unit tests); `notice(line)` hears about trials of killed runs that were
+    marked failed. Returns `summary(...)`."""
     opts = opts or Options()
     _obj.check_choice(opts.objective, opts.metric)
     if opts.trials is not None and opts.trials < 1:
@@ -294,6 +295,11 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             study.set_user_attr("objective", opts.objective)
             study.set_user_attr("metric", opts.metric)
             study.set_user_attr("traces", [t.sha256 for t in traces])
+        # A run killed outright (SIGKILL, OOM killer) left its trial RUNNING: fail it, say so.
+        orphans = fail_orphans(study._storage, study._study_id)
+        if orphans and notice:
+            notice(f"marked {len(orphans)} trial(s) of a killed run as failed: "
+                   + ", ".join(f"#{n}" for n in orphans))
         db.add_study(name, opts.objective, [t.id for t in traces], redact(url),
                      {"metric": opts.metric, "max_memory_overhead": opts.max_memory_overhead,
                       "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
