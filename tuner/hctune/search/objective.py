@@ -25,6 +25,9 @@ MEM_FIELD = "footprint_bytes"
 RSS_FIELD = "peak_rss_bytes"
 PERF_FIELDS = {"time": "time_ns_per_op", "instructions": "instructions_per_op"}
 OBJECTIVES = ("mem", "perf", "pareto")
+# `perf` keeps peak RSS within this many percent of glibc's unless the user lifts the limit
+# (--max-memory-overhead none): a speed-up bought with much memory is the wrong default answer.
+DEFAULT_PERF_MEMORY_OVERHEAD = 10.0
 METRICS = tuple(PERF_FIELDS)
 
 

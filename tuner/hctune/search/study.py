@@ -52,6 +52,30 @@ class Options:
     sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
     seeds: bool = True
     only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
+    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD; False lifts that
+    memory_limit_default: bool = True
+
+
+def parse_memory_limit(text) -> tuple[float | None, bool]:
+    """--max-memory-overhead's value: (limit, memory_limit_default). None: the default rule;
+    "none"/"off": no limit at all; a number: that many percent over glibc."""
+    if text is None:
+        return None, True
+    if isinstance(text, str) and text.strip().lower() in ("none", "off", "no"):
+        return None, False
+    try:
+        return float(text), True
+    except (TypeError, ValueError):
+        raise HctuneError(f"--max-memory-overhead takes a percentage or 'none', not {text!r}") \
+            from None
+
+
+def apply_defaults(opts: "Options") -> "Options":
+    """The documented default: perf keeps peak RSS within +10 % of glibc's (docs/search.md)."""
+    if opts.objective == "perf" and opts.max_memory_overhead is None \
+            and opts.memory_limit_default:
+        opts.max_memory_overhead = _obj.DEFAULT_PERF_MEMORY_OVERHEAD
+    return opts
 
 
 # ---- traces ----
@@ -274,6 +298,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
+    apply_defaults(opts)
     # Failed trials are reported through `progress` in one line, not as Optuna's tracebacks.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     with Database(db_path) as db:
@@ -297,7 +322,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         db.add_study(name, opts.objective, [t.id for t in traces], redact(url),
                      {"metric": opts.metric, "max_memory_overhead": opts.max_memory_overhead,
                       "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
-                      "sampler": opts.sampler})
+                      "sampler": opts.sampler,
+                      "memory_limit_default": opts.memory_limit_default})
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
                         measure_fn=measure_fn)
     try:
