@@ -179,3 +179,15 @@ def test_summarize_picks_within_the_memory_limit():
     s = _validate.summarize(cands, runs, "mem")
     assert s["winner"]["candidate"] == "hc generic"
     assert "no tuned setting is smaller than generic HC" in s["verdict"]
+
+
+def test_report_shows_real_runs_beside_the_replay(searched):
+    d, db, _ = searched
+    v = _validate.latest(db)
+    hctune(db, "report", "-o", d / "report.html")
+    html = (d / "report.html").read_text()
+    assert "<h2>Real runs</h2>" in html and f"Validation #{v['validation_id']}" in html
+    assert "replay prediction" in html          # the plot's legend: prediction beside result
+    assert html.count("<svg") >= 5
+    data = html.split('id="hctune-data">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(data)["validation"]["winner"] == v["winner"]
