@@ -360,9 +360,9 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                  "replay": c.replay, "runs": len(vals[c.label]["wall_s"]),
                  "disqualified": problems[0] if problems else None,
                  "median": {}, "ci": {}, "vs_generic": {}, "vs_glibc": {}}
-        if c.setting is not None:
-            entry["changed_from_generic"] = _knobs.diff_from(
-                c.setting, next(x.setting for x in cands if x.kind == "generic"))
+        generic = next((x.setting for x in cands if x.kind == "generic"), None)
+        if c.setting is not None and generic is not None:
+            entry["changed_from_generic"] = _knobs.diff_from(c.setting, generic)
         for m in MEASURES:
             xs = list(vals[c.label][m].values())
             entry["median"][m] = _median(xs)
@@ -409,6 +409,8 @@ def _verdict(winner, rows, measure) -> tuple[str, bool]:
     word = "smaller" if measure == "peak_rss_bytes" else "faster"
     bigger = "larger" if measure == "peak_rss_bytes" else "slower"
     if winner is None:
+        if not any(e["kind"] in ("tuned", "generic") for e in rows):
+            return "no HC setting among the candidates", False
         return "every HC setting was disqualified: none can be recommended for this program", False
     tuned = [e for e in rows if e["kind"] == "tuned"]
     parts, significant = [], False
@@ -497,45 +499,61 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
     return summary
 
 
-def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
-                memory_limit, notes) -> dict:
-    glibc = next(c for c in cands if c.label == "glibc")
-    # Warm-up on glibc (page cache, dynamic loader): its output is the reference.
+def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path | None = None,
+               timeout: float | None = None, seed: int = 0, on_run=None,
+               expected_sha256: str | None = None) -> tuple[list[dict], dict, list[str]]:
+    """The measuring loop, without the database: one warm-up run on glibc (whose output and
+    exit status become the reference, or `expected_sha256` for the output), then `runs` rounds,
+    each running every candidate once in a shuffled order; a candidate is dropped after its
+    first bad run. `on_run(row, done, total)` after every run. Returns (runs, reference, notes)."""
+    launcher = launcher or hcrun()
+    glibc = next((c for c in cands if c.label == "glibc"), Candidate("glibc", "reference", "glibc"))
+    notes = []
     t0 = time.monotonic()
     first = run_once(launcher, prog, glibc, timeout)
     if first.get("problem"):
         raise HctuneError(f"the program could not be run: {first['problem']}")
-    second = run_once(launcher, prog, glibc, timeout)
-    reference = {"exit_status": first["exit_status"], "stdout_sha256": first["stdout_sha256"]}
-    if second.get("stdout_sha256") != first["stdout_sha256"]:
-        reference["stdout_sha256"] = None
-        notes.append("the program's output differs between two glibc runs: only exit statuses "
-                     "are compared")
+    warm = time.monotonic() - t0
+    reference = {"exit_status": first["exit_status"],
+                 "stdout_sha256": expected_sha256 or first["stdout_sha256"]}
+    if expected_sha256 is None:
+        second = run_once(launcher, prog, glibc, timeout)
+        if second.get("stdout_sha256") != first["stdout_sha256"]:
+            reference["stdout_sha256"] = None
+            notes.append("the program's output differs between two glibc runs: only exit "
+                         "statuses are compared")
     if timeout is None:
-        timeout = max(60.0, 20 * (time.monotonic() - t0))
+        timeout = max(60.0, 20 * warm)
     rng = random.Random(seed)
-    all_runs, out = [], set()
-    total = runs * len(cands)
-    done = 0
+    out_rows, dropped = [], set()
+    total, done = runs * len(cands), 0
     for rnd in range(runs):
         order = list(cands)
         rng.shuffle(order)
         for c in order:
-            if c.label in out:
-                done += 1
+            done += 1
+            if c.label in dropped:
                 continue
             r = run_once(launcher, prog, c, timeout, reference)
             r["round"] = rnd
-            db.add_real_run(vid, r)
-            all_runs.append(r)
+            out_rows.append(r)
             if r["problem"]:
-                out.add(c.label)
-            done += 1
-            if progress:
-                progress({"event": "run", "done": done, "total": total, "candidate": c.label,
-                          "run": r})
+                dropped.add(c.label)
+            if on_run:
+                on_run(r, done, total)
+    return out_rows, reference, notes
+
+
+def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
+                memory_limit, notes) -> dict:
+    def on_run(r, done, total):
+        db.add_real_run(vid, r)     # stored as it finishes: an interrupted validation keeps it
+        if progress:
+            progress({"event": "run", "done": done, "total": total, "candidate": r["candidate"],
+                      "run": r})
+    all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run)
     summary = summarize(cands, all_runs, row["objective"], _limit(row, memory_limit), seed)
-    summary["notes"] = notes + summary["notes"]
+    summary["notes"] = notes + more + summary["notes"]
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"
                                  if reference["stdout_sha256"] else "exit status only"),
