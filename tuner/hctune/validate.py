@@ -336,12 +336,17 @@ def _values(runs: list[dict], measure: str) -> dict:
     return out
 
 
+def _span(a: float, b: float) -> str:
+    a, b = round(a) + 0, round(b) + 0     # + 0: no "-0"
+    return f"{a}–{b} %" if a >= 0 else f"{a} to {b} %"
+
+
 def _pct(ratio_entry, faster_word="faster", slower_word="slower") -> str:
+    """"7 % faster (CI 4–10 %)" from a ratio with its interval (percent of the other side)."""
     r, (lo, hi) = ratio_entry["ratio"], ratio_entry["ci"]
     if r <= 1:
-        return (f"{(1 - r) * 100:.0f} % {faster_word} (CI {(1 - hi) * 100:.0f}–"
-                f"{(1 - lo) * 100:.0f} %)")
-    return f"{(r - 1) * 100:.0f} % {slower_word} (CI {(lo - 1) * 100:.0f}–{(hi - 1) * 100:.0f} %)"
+        return f"{(1 - r) * 100:.0f} % {faster_word} (CI {_span((1 - hi) * 100, (1 - lo) * 100)})"
+    return f"{(r - 1) * 100:.0f} % {slower_word} (CI {_span((lo - 1) * 100, (hi - 1) * 100)})"
 
 
 def summarize(cands: list[Candidate], runs: list[dict], objective: str,
