@@ -43,6 +43,16 @@ def test_profile_records_the_command(searched, app):
     assert inv == {"argv": [str(app), "60000"], "cwd": str(d), "stdin": None}
 
 
+def test_profile_records_stdin_when_it_is_a_file(app, tmp_path):
+    db = tmp_path / "hctune.db"
+    feed = tmp_path / "input.txt"
+    feed.write_text("unused by the program\n")
+    with open(feed) as f:
+        hctune(db, "profile", "-o", tmp_path / "t.hct", app, "1000", cwd=tmp_path, stdin=f)
+    with Database(db) as con:
+        assert con.invocation(con.latest_trace())["stdin"] == str(feed)
+
+
 def test_search_validate_runs_every_candidate_and_stores_the_runs(searched):
     d, db, out = searched
     v = out["validation"]
