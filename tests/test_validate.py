@@ -201,3 +201,20 @@ def test_report_shows_real_runs_beside_the_replay(searched):
     assert html.count("<svg") >= 5
     data = html.split('id="hctune-data">', 1)[1].split("</script>", 1)[0]
     assert json.loads(data)["validation"]["winner"] == v["winner"]
+
+
+def test_pareto_candidates_spread_along_the_front():
+    front = list(range(10))                 # sorted by memory, as pareto_front returns it
+    assert _validate._spread(front, 3) == [0, 4, 9]
+    assert _validate._spread(front, 1) == [5]
+    assert _validate._spread(front[:2], 3) == [0, 1]
+
+
+def test_a_hung_run_is_killed_and_disqualifies(tmp_path):
+    import time
+    prog = _validate.Program(["sh", "-c", "sleep 30 & sleep 30"], str(tmp_path))
+    t0 = time.monotonic()
+    row = _validate.run_once(_validate.hcrun(), prog,
+                             _validate.Candidate("glibc", "reference", "glibc"), 0.5)
+    assert row["problem"] == "timed out after 0.5 s"
+    assert time.monotonic() - t0 < 10

@@ -27,11 +27,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import random
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -237,6 +237,14 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
 
 # ---- one run ----
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | None,
              reference: dict | None = None) -> dict:
     """Run the program once under `cand`; the run's row for hc_real_runs (problem set when it
@@ -248,18 +256,26 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
         report, out, err = Path(tmp, "report"), Path(tmp, "stdout"), Path(tmp, "stderr")
         with open(out, "wb") as fo, open(err, "wb") as fe, \
                 (open(prog.stdin, "rb") if prog.stdin else open(os.devnull, "rb")) as fi:
+            # its own session, so a hung program and its children can all be killed at once
+            proc = subprocess.Popen([str(launcher), str(report), *prog.argv], cwd=prog.cwd,
+                                    env=env, stdin=fi, stdout=fo, stderr=fe,
+                                    start_new_session=True)
+            timed_out = False
             try:
-                res = subprocess.run([str(launcher), str(report), *prog.argv], cwd=prog.cwd,
-                                     env=env, stdin=fi, stdout=fo, stderr=fe, timeout=timeout,
-                                     check=False)
-                timed_out = False
+                proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
+            except BaseException:           # Ctrl-C: the program must not outlive us
+                _kill_group(proc)
+                raise
+            if timed_out:
+                _kill_group(proc)
+            res = proc
         row = {"candidate": cand.label, "allocator": cand.allocator,
                "setting": _knobs.key(cand.setting) if cand.setting else None,
                "trial": cand.trial, "problem": None}
         if timed_out:
-            row["problem"] = f"timed out after {timeout:.0f} s"
+            row["problem"] = f"timed out after {timeout:g} s"
             return row
         fields = report.read_text().split() if report.exists() else []
         if res.returncode != 0 or len(fields) != 5:
