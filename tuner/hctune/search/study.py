@@ -52,8 +52,10 @@ class Options:
     sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
     seeds: bool = True
     only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
-    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD; False lifts that
+    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD over the larger of
+    # glibc's and generic HC's peak RSS; False lifts that
     memory_limit_default: bool = True
+    memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
 
 
 def parse_memory_limit(text) -> tuple[float | None, bool]:
@@ -75,6 +77,7 @@ def apply_defaults(opts: "Options") -> "Options":
     if opts.objective == "perf" and opts.max_memory_overhead is None \
             and opts.memory_limit_default:
         opts.max_memory_overhead = _obj.DEFAULT_PERF_MEMORY_OVERHEAD
+        opts.memory_vs_generic = True
     return opts
 
 
@@ -124,7 +127,7 @@ def default_name(traces, opts: Options) -> str:
     digest = hashlib.sha256(",".join(sorted(t.sha256 for t in traces)).encode()).hexdigest()[:12]
     name = f"{opts.objective}-{opts.metric}-{digest}"
     if opts.max_memory_overhead is not None:
-        name += f"-mem{opts.max_memory_overhead:g}"
+        name += f"-mem{opts.max_memory_overhead:g}" + ("-gen" if opts.memory_vs_generic else "")
     if opts.max_slowdown is not None:
         name += f"-slow{opts.max_slowdown:g}"
     if opts.sampler != "tpe":
@@ -257,7 +260,8 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         trial.set_user_attr("per_trace", e.per_trace)
         trial.set_user_attr("cached", e.cached)
         trial.set_user_attr("constraints", _obj.constraints(e, opts.max_memory_overhead,
-                                                             opts.max_slowdown))
+                                                             opts.max_slowdown,
+                                                             opts.memory_vs_generic))
         return e.value(opts.objective)
     return objective
 
@@ -323,9 +327,12 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                      {"metric": opts.metric, "max_memory_overhead": opts.max_memory_overhead,
                       "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
                       "sampler": opts.sampler,
-                      "memory_limit_default": opts.memory_limit_default})
+                      "memory_limit_default": opts.memory_limit_default,
+                      "memory_vs_generic": opts.memory_vs_generic})
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
-                        measure_fn=measure_fn)
+                        measure_fn=measure_fn,
+                        reference_setting=space.for_search(_knobs.preset("generic"))
+                        if opts.memory_vs_generic else None)
     try:
         for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
             ev.baseline(t)
