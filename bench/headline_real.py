@@ -114,7 +114,8 @@ def table(results: dict, objective: str) -> str:
     what = "peak RSS" if objective == "mem" else "wall time"
     refs = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
     head = (f"| program | winner | {what} / generic | " + " | ".join(f"{what} / {r}" for r in refs)
-            + " | replay predicted / glibc | verdict |")
+            + (" | replay footprint / glibc" if objective == "mem" else " | replay time / glibc")
+            + " | verdict |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, v in results.items():
         s = v.get(objective)
@@ -132,7 +133,7 @@ def table(results: dict, objective: str) -> str:
                 cells.append("-")
             else:
                 cells.append(f"{w['median'][m] / ref['median'][m]:.2f}")
-        pred = (w or {}).get("replay") or {}
+        pred = (w or {}).get("replay") or {}   # mem: the replay's footprint ratio
         p = pred.get("mem_ratio" if objective == "mem" else "perf_ratio")
         lines.append(f"| {name} | {w['candidate'] if w else '-'} | {cell(w, 'vs_generic', m)} | "
                      + " | ".join(cells) + f" | {'-' if p is None else f'{p:.2f}'} | "
