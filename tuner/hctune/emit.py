@@ -76,8 +76,10 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=date, hctune=__version__)
         return setting, prov
+    from hctune import validate as _validate
     from hctune.search import results  # only a study-based emit needs Optuna
     from hctune.search import study as _study
+    asked = objective
     with Database(db_path) as db:
         try:
             row, st, objective, trial = results.chosen(db, study, objective)
@@ -87,20 +89,36 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                                   "a paper setting with --preset generic") from None
             raise
         traces = results.study_traces(db, row)
+        real = _validate.validated(db, row, asked)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
     setting = _study.trial_setting(trial)
+    if real is not None:
+        # the real runs' winner replaces the replay's best
+        setting = _validate.winner_setting(real)
+        n = real["winner"]["trial"]
+        trial = next((t for t in _study.finished(st) if t.number == n), None) if n is not None \
+            else None
     setting.update(overrides)
     setting = _knobs.complete(setting)
-    measured = _measured(trial, metric)
+    measured = _measured(trial, metric) if trial is not None else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
     prov.update(trace=", ".join(f"#{t.id} {t.path}" + (f" ({t.command})" if t.command else "")
                                 for t in traces),
-                objective=f"{objective} (perf metric: {metric}); study {row['name']}, trial "
-                          f"{trial.number}",
-                source=(f"seeded from {trial.user_attrs['seed']}" if trial.user_attrs.get("seed")
-                        else "found by the Optuna search"),
-                measured=measured, date=date, hctune=__version__)
+                objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
+                          + (f"trial {trial.number}" if trial is not None else "generic setting"),
+                source=(f"seeded from {trial.user_attrs['seed']}"
+                        if trial is not None and trial.user_attrs.get("seed")
+                        else "found by the Optuna search" if trial is not None
+                        else "Hasan & Chang 2006, Table 6"),
+                measured=measured)
+    if real is not None:
+        prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
+                             f"#{real['validation_id']} on {real['measure']}")
+        prov.update(_validate.provenance(real))
+    else:
+        prov["validated"] = "not validated in real runs (hctune validate)"
+    prov.update(date=date, hctune=__version__)
     return setting, prov
 
 

@@ -158,6 +158,20 @@ def _main_trace(readable: list[tuple[Path, dict]], base: str) -> tuple[Path, dic
     return chain[-1]    # readable is in tracer order: base, base.<pid>, base.<pid>.<n>...
 
 
+def invocation(argv: list[str]) -> dict:
+    """What `hctune validate` needs to run this program again: argv, the working directory,
+    and stdin's path when stdin is a regular file (a pipe or terminal cannot be replayed)."""
+    stdin = None
+    try:
+        if stat.S_ISREG(os.fstat(0).st_mode):
+            stdin = os.readlink("/proc/self/fd/0")
+            if not os.path.isfile(stdin):
+                stdin = None
+    except OSError:
+        stdin = None
+    return {"argv": list(argv), "cwd": os.getcwd(), "stdin": stdin}
+
+
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db", timestamps: bool = False) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces."""
@@ -208,6 +222,6 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
             register(db_path, dest, tracer, st)
             others.append((dest, st))
     main_dest, main_st = next((d, s) for d, s, m in placed if m)
-    main_id, _ = register(db_path, main_dest, tracer, main_st)
+    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv))
     return Profile(code, main_dest, main_id, main_st, others, skipped, died_of)
 

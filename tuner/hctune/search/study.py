@@ -52,6 +52,33 @@ class Options:
     sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
     seeds: bool = True
     only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
+    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD over the larger of
+    # glibc's and generic HC's peak RSS; False lifts that
+    memory_limit_default: bool = True
+    memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
+
+
+def parse_memory_limit(text) -> tuple[float | None, bool]:
+    """--max-memory-overhead's value: (limit, memory_limit_default). None: the default rule;
+    "none"/"off": no limit at all; a number: that many percent over glibc."""
+    if text is None:
+        return None, True
+    if isinstance(text, str) and text.strip().lower() in ("none", "off", "no"):
+        return None, False
+    try:
+        return float(text), True
+    except (TypeError, ValueError):
+        raise HctuneError(f"--max-memory-overhead takes a percentage or 'none', not {text!r}") \
+            from None
+
+
+def apply_defaults(opts: "Options") -> "Options":
+    """The documented default: perf keeps peak RSS within +10 % of glibc's (docs/search.md)."""
+    if opts.objective == "perf" and opts.max_memory_overhead is None \
+            and opts.memory_limit_default:
+        opts.max_memory_overhead = _obj.DEFAULT_PERF_MEMORY_OVERHEAD
+        opts.memory_vs_generic = True
+    return opts
 
 
 # ---- traces ----
@@ -100,7 +127,7 @@ def default_name(traces, opts: Options) -> str:
     digest = hashlib.sha256(",".join(sorted(t.sha256 for t in traces)).encode()).hexdigest()[:12]
     name = f"{opts.objective}-{opts.metric}-{digest}"
     if opts.max_memory_overhead is not None:
-        name += f"-mem{opts.max_memory_overhead:g}"
+        name += f"-mem{opts.max_memory_overhead:g}" + ("-gen" if opts.memory_vs_generic else "")
     if opts.max_slowdown is not None:
         name += f"-slow{opts.max_slowdown:g}"
     if opts.sampler != "tpe":
@@ -233,7 +260,8 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         trial.set_user_attr("per_trace", e.per_trace)
         trial.set_user_attr("cached", e.cached)
         trial.set_user_attr("constraints", _obj.constraints(e, opts.max_memory_overhead,
-                                                             opts.max_slowdown))
+                                                             opts.max_slowdown,
+                                                             opts.memory_vs_generic))
         return e.value(opts.objective)
     return objective
 
@@ -275,6 +303,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
+    apply_defaults(opts)
     # Failed trials are reported through `progress` in one line, not as Optuna's tracebacks.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     with Database(db_path) as db:
@@ -303,9 +332,13 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         db.add_study(name, opts.objective, [t.id for t in traces], redact(url),
                      {"metric": opts.metric, "max_memory_overhead": opts.max_memory_overhead,
                       "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
-                      "sampler": opts.sampler})
+                      "sampler": opts.sampler,
+                      "memory_limit_default": opts.memory_limit_default,
+                      "memory_vs_generic": opts.memory_vs_generic})
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
-                        measure_fn=measure_fn)
+                        measure_fn=measure_fn,
+                        reference_setting=space.for_search(_knobs.preset("generic"))
+                        if opts.memory_vs_generic else None)
     try:
         for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
             ev.baseline(t)
