@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <ucontext.h>
 #include <sys/syscall.h>
 #include <linux/membarrier.h>
 #include <time.h>
@@ -494,11 +495,12 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
             p->sa_handler = SIG_DFL;
             p->sa_flags = 0;
         }
+        /* the mask the kernel would have set: the interrupted code's, the handler's, sig */
         sigset_t mask, old;
-        mask = h.sa_mask;
+        sigorset(&mask, &((ucontext_t *)uc)->uc_sigmask, &h.sa_mask);
         if (!(h.sa_flags & SA_NODEFER))
             sigaddset(&mask, sig);
-        pthread_sigmask(SIG_BLOCK, &mask, &old);
+        pthread_sigmask(SIG_SETMASK, &mask, &old);
         errno = saved;
         if (h.sa_flags & SA_SIGINFO)
             h.sa_sigaction(sig, si, uc);
