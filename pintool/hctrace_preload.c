@@ -121,6 +121,7 @@ static tbuf *_Atomic g_bufs[MAX_BUFS];
 static volatile int g_stop;          /* set once by the thread ending the process */
 static _Atomic int g_ending;         /* the first thread to end the process wins */
 static int g_membarrier;             /* 1: private expedited registered, 2: global, 0: none */
+static pid_t g_pid;                  /* ours; another in a vfork child sharing our memory */
 
 #define COMPILER_BARRIER() atomic_signal_fence(memory_order_seq_cst)
 
@@ -399,6 +400,7 @@ static void at_fork_child(void)
         register_buf(&t_buf);
     g_stop = 0;
     atomic_store(&g_ending, 0);
+    g_pid = getpid();
     if (g_fd >= 0)
         close(g_fd);
     g_fd = open_output();
@@ -418,9 +420,17 @@ static void pause_a_little(void)
 
 /* Stop every other thread recording and write every buffer.  Called by the thread that ends
  * the process (exit, or the handler of a fatal signal); async-signal-safe. */
+static void flush_here(void);
+
 static void write_all_buffers(void)
 {
     tbuf *self = &t_buf;
+    if (getpid() != g_pid) {
+        /* a vfork child: the memory (and the other threads' buffers) is its parent's, which
+         * goes on running; write only the buffer it shares, as before exec */
+        flush_here();
+        return;
+    }
     self->in_hook++;
     if (!atomic_exchange(&g_ending, 1)) {
         int others = 0;
@@ -611,6 +621,7 @@ static void init(void)
     const char *tm = getenv("HCTRACE_TIME");
     g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
     g_mono0 = mono_ns();
+    g_pid = getpid();
     g_fd = open_output();
     int ok = g_fd >= 0 && pthread_key_create(&g_key, thread_done) == 0;
     if (ok) {
