@@ -27,7 +27,7 @@
  * (g_bufs).  At exit, and when the process dies of a fatal signal (SIGSEGV, SIGBUS, SIGABRT,
  * SIGFPE, SIGILL), the thread that ends it stops every other thread from recording (g_stop,
  * made visible to them by membarrier(2): their hooks pay no atomic instruction for it), waits
- * for those inside a hook to leave it, and writes all buffers.  The signal handlers are ours
+ * for those in the middle of recording an event to finish it, and writes all buffers.  The signal handlers are ours
  * from start-up, on an alternate stack (a stack overflow still gets its trace written); a
  * program that installs its own handler for one of these signals (sigaction/signal, wrapped
  * below) keeps it: our handler calls it, and writes the trace only when the program's action is
@@ -120,6 +120,7 @@ static TLS tbuf t_buf;
 static tbuf *_Atomic g_bufs[MAX_BUFS];
 static volatile int g_stop;          /* set once by the thread ending the process */
 static _Atomic int g_ending;         /* the first thread to end the process wins */
+static _Atomic int g_scanning;       /* the ending thread is reading other threads' buffers */
 static int g_membarrier;             /* 1: private expedited registered, 2: global, 0: none */
 static pid_t g_pid;                  /* ours; another in a vfork child sharing our memory */
 
@@ -262,6 +263,10 @@ static void thread_done(void *arg)
     unregister(&t_buf);
     t_buf.dead = 1;
     atomic_store(&t_buf.claimed, 0);
+    /* a thread ending the process may still hold a pointer to this buffer, which goes away
+     * with the thread: let it finish reading first */
+    while (atomic_load(&g_scanning))
+        ;
     t_buf.in_hook--;
 }
 
@@ -400,6 +405,7 @@ static void at_fork_child(void)
         register_buf(&t_buf);
     g_stop = 0;
     atomic_store(&g_ending, 0);
+    atomic_store(&g_scanning, 0);
     g_pid = getpid();
     if (g_fd >= 0)
         close(g_fd);
@@ -439,6 +445,7 @@ static void write_all_buffers(void)
             others = t && t != self;
         }
         if (others) {
+            atomic_store(&g_scanning, 1);
             g_stop = 1;
             atomic_thread_fence(memory_order_seq_cst);
             if (g_membarrier == 1)
@@ -462,6 +469,7 @@ static void write_all_buffers(void)
                     flush(t);
                 atomic_store(&t->claimed, 0);
             }
+            atomic_store(&g_scanning, 0);
         }
     }
     flush(self);
