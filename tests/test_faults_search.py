@@ -93,6 +93,14 @@ def check_consistent(db, name, kept):
         except sqlite3.OperationalError:
             return now
     assert all(json.loads(v) in settings for v in attrs.values())
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
+        # whatever the kill interrupted, a RUNNING trial names its (dead) process: the next
+        # run can tell it is an orphan
+        unowned = con.execute(
+            "SELECT t.number FROM trials t WHERE t.state = 'RUNNING' AND NOT EXISTS (SELECT 1"
+            " FROM trial_system_attributes a WHERE a.trial_id = t.trial_id"
+            " AND a.key = 'hctune:owner')").fetchall()
+    assert not unowned, f"RUNNING trials without an owner: {unowned}"
     return now
 
 
