@@ -37,6 +37,8 @@ def finish(p, timeout=120):
 
 def trials(db, name):
     """{number: (state, value)} of the study, read with plain SQLite."""
+    if not Path(db).exists():              # killed before it made the file
+        return {}
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
         try:
             rows = con.execute(
@@ -82,6 +84,8 @@ def check_consistent(db, name, kept):
     now = trials(db, name)
     for n, value in kept.items():
         assert now.get(n) == ("COMPLETE", value), f"finished trial {n} lost or changed"
+    if not Path(db).exists():
+        return now
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         try:
@@ -96,6 +100,9 @@ def check_consistent(db, name, kept):
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
         # whatever the kill interrupted, a RUNNING trial names its (dead) process: the next
         # run can tell it is an orphan
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'trial_system_attributes'"
+                           ).fetchone():
+            return now
         unowned = con.execute(
             "SELECT t.number FROM trials t WHERE t.state = 'RUNNING' AND NOT EXISTS (SELECT 1"
             " FROM trial_system_attributes a WHERE a.trial_id = t.trial_id"
