@@ -27,7 +27,7 @@
  * (g_bufs).  At exit, and when the process dies of a fatal signal (SIGSEGV, SIGBUS, SIGABRT,
  * SIGFPE, SIGILL), the thread that ends it stops every other thread from recording (g_stop,
  * made visible to them by membarrier(2): their hooks pay no atomic instruction for it), waits
- * for those inside a hook to leave it, and writes all buffers.  The signal handlers are ours
+ * for those in the middle of recording an event to finish it, and writes all buffers.  The signal handlers are ours
  * from start-up, on an alternate stack (a stack overflow still gets its trace written); a
  * program that installs its own handler for one of these signals (sigaction/signal, wrapped
  * below) keeps it: our handler calls it, and writes the trace only when the program's action is
@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <ucontext.h>
 #include <sys/syscall.h>
 #include <linux/membarrier.h>
 #include <time.h>
@@ -119,7 +120,9 @@ static TLS tbuf t_buf;
 static tbuf *_Atomic g_bufs[MAX_BUFS];
 static volatile int g_stop;          /* set once by the thread ending the process */
 static _Atomic int g_ending;         /* the first thread to end the process wins */
+static _Atomic int g_scanning;       /* the ending thread is reading other threads' buffers */
 static int g_membarrier;             /* 1: private expedited registered, 2: global, 0: none */
+static pid_t g_pid;                  /* ours; another in a vfork child sharing our memory */
 
 #define COMPILER_BARRIER() atomic_signal_fence(memory_order_seq_cst)
 
@@ -260,6 +263,10 @@ static void thread_done(void *arg)
     unregister(&t_buf);
     t_buf.dead = 1;
     atomic_store(&t_buf.claimed, 0);
+    /* a thread ending the process may still hold a pointer to this buffer, which goes away
+     * with the thread: let it finish reading first */
+    while (atomic_load(&g_scanning))
+        ;
     t_buf.in_hook--;
 }
 
@@ -398,6 +405,8 @@ static void at_fork_child(void)
         register_buf(&t_buf);
     g_stop = 0;
     atomic_store(&g_ending, 0);
+    atomic_store(&g_scanning, 0);
+    g_pid = getpid();
     if (g_fd >= 0)
         close(g_fd);
     g_fd = open_output();
@@ -417,9 +426,17 @@ static void pause_a_little(void)
 
 /* Stop every other thread recording and write every buffer.  Called by the thread that ends
  * the process (exit, or the handler of a fatal signal); async-signal-safe. */
+static void flush_here(void);
+
 static void write_all_buffers(void)
 {
     tbuf *self = &t_buf;
+    if (getpid() != g_pid) {
+        /* a vfork child: the memory (and the other threads' buffers) is its parent's, which
+         * goes on running; write only the buffer it shares, as before exec */
+        flush_here();
+        return;
+    }
     self->in_hook++;
     if (!atomic_exchange(&g_ending, 1)) {
         int others = 0;
@@ -428,6 +445,7 @@ static void write_all_buffers(void)
             others = t && t != self;
         }
         if (others) {
+            atomic_store(&g_scanning, 1);
             g_stop = 1;
             atomic_thread_fence(memory_order_seq_cst);
             if (g_membarrier == 1)
@@ -451,6 +469,7 @@ static void write_all_buffers(void)
                     flush(t);
                 atomic_store(&t->claimed, 0);
             }
+            atomic_store(&g_scanning, 0);
         }
     }
     flush(self);
@@ -494,11 +513,12 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
             p->sa_handler = SIG_DFL;
             p->sa_flags = 0;
         }
+        /* the mask the kernel would have set: the interrupted code's, the handler's, sig */
         sigset_t mask, old;
-        mask = h.sa_mask;
+        sigorset(&mask, &((ucontext_t *)uc)->uc_sigmask, &h.sa_mask);
         if (!(h.sa_flags & SA_NODEFER))
             sigaddset(&mask, sig);
-        pthread_sigmask(SIG_BLOCK, &mask, &old);
+        pthread_sigmask(SIG_SETMASK, &mask, &old);
         errno = saved;
         if (h.sa_flags & SA_SIGINFO)
             h.sa_sigaction(sig, si, uc);
@@ -609,6 +629,7 @@ static void init(void)
     const char *tm = getenv("HCTRACE_TIME");
     g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
     g_mono0 = mono_ns();
+    g_pid = getpid();
     g_fd = open_output();
     int ok = g_fd >= 0 && pthread_key_create(&g_key, thread_done) == 0;
     if (ok) {

@@ -60,3 +60,26 @@ def test_read_only_database(tmp_path, capsys, monkeypatch):
     assert rc == 2 and "Traceback" not in err, err
     assert err.strip().splitlines() == [f"hctune: error: database {tmp_path / 'ro.db'}: "
                                         "attempt to write a readonly database"]
+
+
+def test_storage_error_is_one_line(tmp_path, capsys, monkeypatch):
+    """An error of the study's storage mid-search (Optuna wraps SQLAlchemy's, which wraps the
+    driver's) is one line with the driver's words."""
+    import optuna
+    import sqlalchemy.exc
+
+    from hctune.search import study
+
+    def broken(*a, **k):
+        try:
+            raise sqlalchemy.exc.OperationalError("UPDATE trials", {}, sqlite3.OperationalError(
+                "attempt to write a readonly database"))
+        except sqlalchemy.exc.OperationalError as e:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the "
+                                                         "commit.") from e
+    monkeypatch.setattr(study, "run", broken)
+    rc = main(["--db", str(tmp_path / "h.db"), "search"])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("hctune")]   # (and the bar)
+    assert rc == 2 and "Traceback" not in err, err
+    assert errors == ["hctune: error: study storage: attempt to write a readonly database"], err

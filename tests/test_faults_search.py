@@ -37,7 +37,7 @@ def finish(p, timeout=120):
 
 def trials(db, name):
     """{number: (state, value)} of the study, read with plain SQLite."""
-    if not db.exists():                        # killed before the database file was made
+    if not Path(db).exists():              # killed before it made the file
         return {}
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
         try:
@@ -84,7 +84,7 @@ def check_consistent(db, name, kept):
     now = trials(db, name)
     for n, value in kept.items():
         assert now.get(n) == ("COMPLETE", value), f"finished trial {n} lost or changed"
-    if not db.exists():
+    if not Path(db).exists():
         return now
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -97,6 +97,17 @@ def check_consistent(db, name, kept):
         except sqlite3.OperationalError:
             return now
     assert all(json.loads(v) in settings for v in attrs.values())
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
+        # whatever the kill interrupted, a RUNNING trial names its (dead) process: the next
+        # run can tell it is an orphan
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'trial_system_attributes'"
+                           ).fetchone():
+            return now
+        unowned = con.execute(
+            "SELECT t.number FROM trials t WHERE t.state = 'RUNNING' AND NOT EXISTS (SELECT 1"
+            " FROM trial_system_attributes a WHERE a.trial_id = t.trial_id"
+            " AND a.key = 'hctune:owner')").fetchall()
+    assert not unowned, f"RUNNING trials without an owner: {unowned}"
     return now
 
 
@@ -118,3 +129,32 @@ def test_fault_injection_kills_lose_nothing(tmp_path):
     states = [s for s, _ in now.values()]
     assert "RUNNING" not in states, err
     assert states.count("COMPLETE") == out["finished"] == target
+
+
+def test_the_cli_says_which_trials_it_marked_failed(tmp_path, capsys, monkeypatch):
+    """`hctune search` itself prints the notice (a trial left RUNNING by a process that no
+    longer exists on this machine, made here directly in the storage)."""
+    import socket
+
+    from faults_search_worker import model
+    from hctune import replay
+    from hctune.cli import main
+    from hctune.db import Database
+    from hctune.search.storage import default_url, open_storage
+
+    db = tmp_path / "hctune.db"
+    trace = tmp_path / "app.trace"
+    trace.write_bytes(b"stand-in")
+    with Database(db) as d:
+        d.add_trace(trace, "ab" * 32, command="app", events=1)
+    monkeypatch.setattr(replay, "measure", model(None, 0))
+    args = ["--db", str(db), "search", "--objective", "perf", "--study", "cli", "--repeat", "1"]
+    assert main([*args, "--trials", "2"]) == 0
+    gone = open_storage(default_url(db), owner=f"{socket.gethostname()}:999999999:0")
+    tid = gone.create_new_trial(gone.get_study_id_from_name("cli"))   # its process is gone
+    number = gone.get_trial_number_from_id(tid)
+    capsys.readouterr()
+    assert main([*args, "--trials", "3"]) == 0
+    err = capsys.readouterr().err
+    assert f"hctune: marked 1 trial(s) of a killed run as failed: #{number}" in err, err
+    assert "RUNNING" not in [s for s, _ in trials(db, "cli").values()]

@@ -20,16 +20,24 @@ def os_error_line(e: OSError) -> str:
 
 
 def database_error_line(e: Exception, db_path: str | None) -> str:
-    """A database error (sqlite3 or SQLAlchemy) as one line naming the database."""
-    orig = getattr(e, "orig", None) or e       # SQLAlchemy wraps the driver's error
+    """A database error as one line: sqlite3's name the results file; SQLAlchemy's and
+    Optuna's come from the study's storage (the same file by default, or a server)."""
+    import sqlite3
+    cause = e
+    while cause.__cause__ is not None and not isinstance(cause, sqlite3.Error):
+        cause = cause.__cause__              # Optuna wraps SQLAlchemy, which wraps the driver
+    orig = getattr(cause, "orig", None) or cause
     text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-    return f"database {db_path}: {text}" if db_path else f"database: {text}"
+    if isinstance(e, sqlite3.Error) and db_path:
+        return f"database {db_path}: {text}"
+    return f"study storage: {text}"
 
 
 def is_database_error(e: BaseException) -> bool:
     import sqlite3
     if isinstance(e, sqlite3.Error):
         return True
-    mod = type(e).__module__ or ""
-    return mod.startswith("sqlalchemy") and type(e).__name__ in (
-        "OperationalError", "DatabaseError", "InterfaceError", "ProgrammingError")
+    mod, name = type(e).__module__ or "", type(e).__name__
+    return (mod.startswith("sqlalchemy") and name in (
+        "OperationalError", "DatabaseError", "InterfaceError", "ProgrammingError")) or (
+        mod.startswith("optuna") and name == "StorageInternalError")
