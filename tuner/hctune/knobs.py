@@ -30,6 +30,7 @@ class Knob:
     search_step: int | None = None
     search_min: float | int | None = None
     search_max: float | int | None = None
+    threads: bool = False  # searched only when a trace of the study is multi-threaded
 
     def parse(self, text: str):
         """A value from the command line, checked; raises HctuneError with one clear line."""
