@@ -52,7 +52,7 @@ struct hcr_trace {
     uint64_t repaired;       /* an address handed out again while still live: implicit free */
     uint64_t threads;        /* distinct thread ids seen */
     uint32_t max_tid;        /* largest recorded thread id */
-    uint8_t *op_thread;      /* threaded loads: the replay thread of each op (see HCR_MAX_THREADS) */
+    uint8_t *op_thread;      /* threaded loads: each op's replay thread (HCR_MAX_THREADS) */
     size_t op_thread_cap;
     char command[512];
 };

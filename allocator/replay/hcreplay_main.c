@@ -207,8 +207,9 @@ int main(int argc, char **argv)
                                : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
     memcpy(sorted, cpu_times, sizeof *cpu_times * (size_t)repeat);
     qsort(sorted, (size_t)repeat, sizeof *sorted, cmp_u64);
-    double cpu_median = repeat % 2 ? (double)sorted[repeat / 2]
-                                   : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
+    double cpu_median = repeat % 2
+                            ? (double)sorted[repeat / 2]
+                            : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
     unsigned replay_threads = mt ? hcr_mt_threads(mt) : 1;
     uint64_t peak = hwm_ok && hwm_first > base_rss ? hwm_first - base_rss : 0;
     uint64_t peak_all = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;

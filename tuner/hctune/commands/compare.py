@@ -1,5 +1,6 @@
 """hctune compare [TRACE] [--allocators glibc,jemalloc,...] [--presets generic,...] [--repeat N]
-[--threads auto|off] [--json]: Hasan & Chang 2006 Tables 8 and 9 for one trace, stored in the database."""
+[--threads auto|off] [--json]: Hasan & Chang 2006 Tables 8 and 9 for one trace, stored in the
+database."""
 
 import json
 

@@ -1,5 +1,6 @@
 """hctune replay [TRACE] [--allocator A] [--preset P | --set KNOB=VALUE ...] [--repeat N]
-[--metric time|instructions] [--threads auto|off] [--json]: one allocator on one trace, stored in the database."""
+[--metric time|instructions] [--threads auto|off] [--json]:
+one allocator on one trace, stored in the database."""
 
 import json
 
