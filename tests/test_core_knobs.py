@@ -61,3 +61,16 @@ def test_every_knob_has_documentation_and_search_rule():
         assert k.search in {"fixed", "choice", "int", "float", "log", "pow2", "log_or_zero"}
         if k.type != "bool":
             assert k.min is not None and k.max is not None and k.min <= k.default <= k.max
+
+
+def test_thread_knobs_are_declared_for_the_threaded_search():
+    """The thread cache's knobs carry `threads = true` and a search rule (docs/replay.md:
+    searched only on multi-threaded traces, measured by the threaded replay); 0 turns it off."""
+    table = knobs.knobs()
+    for name in ("TCACHE_COUNT", "TCACHE_MAX"):
+        k = table[name]
+        assert k.threads and k.search != "fixed" and k.section == "engine: thread cache"
+    assert table["TCACHE_COUNT"].search == "log_or_zero" and table["TCACHE_COUNT"].min == 0
+    assert table["TCACHE_COUNT"].search_max == 256
+    assert table["TCACHE_MAX"].search == "int" and table["TCACHE_MAX"].search_step == 16
+    assert not any(k.threads for n, k in table.items() if not n.startswith("TCACHE_"))

@@ -4,23 +4,58 @@ import optuna
 import pytest
 
 from hctune import knobs
+from hctune.errors import HctuneError
 from hctune.search import seeds, space
 
 
-def test_every_searchable_knob_is_one_parameter():
+@pytest.mark.parametrize("threads", [False, True])
+def test_every_searchable_knob_is_one_parameter(threads):
     table = knobs.knobs()
-    dists = space.distributions()
-    searchable = [n for n, k in table.items() if k.search != "fixed"]
+    dists = space.distributions(threads=threads)
+    searchable = [n for n, k in table.items() if k.search != "fixed" and (threads or not k.threads)]
     assert len(dists) == len(searchable)
     for name in searchable:
         assert space.param_name(table[name]) in dists
-    assert set(space.fixed_values()) == {n for n, k in table.items() if k.search == "fixed"}
+    assert set(space.fixed_values(threads=threads)) == set(table) - set(searchable)
+
+
+def test_thread_knobs_are_searched_only_for_multithreaded_studies():
+    """TCACHE_COUNT/TCACHE_MAX (knobs.toml `threads = true`) join the space only when a trace of
+    the study is multi-threaded; the single-threaded space is the one studies had before."""
+    gated = {n for n, k in knobs.knobs().items() if k.threads}
+    assert {"TCACHE_COUNT", "TCACHE_MAX"} <= gated
+    assert not gated & set(space.searched())
+    assert gated <= set(space.searched(threads=True))
+    assert space.fixed_values()["TCACHE_COUNT"] == knobs.knobs()["TCACHE_COUNT"].default
+    assert space.param_name(knobs.knobs()["TCACHE_COUNT"]) == "TCACHE_COUNT+1"
+    with pytest.raises(HctuneError, match="multi-threaded"):
+        space.searched(["TCACHE_COUNT"])
+    assert set(space.searched(["TCACHE_MAX"], threads=True)) == {"TCACHE_MAX"}
+    # a stored trial's parameters say which space it came from
+    g = space.for_search(knobs.preset("generic"))
+    assert space.params_threaded(space.params_of(g, threads=True))
+    assert not space.params_threaded(space.params_of(g))
+    assert space.setting_of(space.params_of(g, threads=True), threads=True) == g
+
+
+def test_thread_knobs_sample_their_ranges():
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    counts, maxes = set(), set()
+    for _ in range(300):
+        t = study.ask()
+        s = space.suggest(t, threads=True)
+        study.tell(t, 0.0)
+        counts.add(s["TCACHE_COUNT"])
+        maxes.add(s["TCACHE_MAX"])
+    assert 0 in counts and max(counts) <= 256 and max(counts) > 64   # log_or_zero, 0 = off
+    assert min(maxes) == 16 and max(maxes) > 900 and all(v % 16 == 0 for v in maxes)
 
 
 @pytest.mark.parametrize("name", knobs.preset_names())
-def test_presets_round_trip_through_parameters(name):
+@pytest.mark.parametrize("threads", [False, True])
+def test_presets_round_trip_through_parameters(name, threads):
     s = space.for_search(knobs.preset(name))
-    assert space.setting_of(space.params_of(s)) == s
+    assert space.setting_of(space.params_of(s, threads=threads), threads=threads) == s
 
 
 def test_sampled_settings_are_legal_and_cover_the_ranges():

@@ -206,3 +206,44 @@ def test_objective_without_study_takes_the_latest_study_of_that_objective(db):
         assert results.chosen(d, None, "perf")[0]["name"] == perf["study"]
         assert results.chosen(d, None, "mem")[0]["name"] == mem["study"]
         assert results.chosen(d, None, None)[0]["name"] == mem["study"]   # the latest of any
+
+class ThreadedModel(Model):
+    """The same model on a trace the harness replayed on 4 threads."""
+
+    def __call__(self, path, allocator="hc", setting=None, repeat=3, metric="time"):
+        r = dict(super().__call__(path, allocator, setting, repeat, metric))
+        r.update(threads=4, replay_threads=4)
+        return r
+
+
+def test_thread_knobs_are_searched_only_on_multithreaded_traces(db, tmp_path):
+    """knobs.toml's `threads = true` knobs join a study whose trace the harness replayed on
+    threads, and only such a study."""
+    r = study.run(db, (), study.Options(trials=18, seed=3), measure_fn=ThreadedModel())
+    ts = trials_of(db, r["study"])
+    assert all("TCACHE_COUNT+1" in t.params and "TCACHE_MAX" in t.params for t in ts)
+    assert len({t.params["TCACHE_COUNT+1"] for t in ts}) > 1      # sampled, not only the seeds
+    assert study.trial_setting(ts[-1])["TCACHE_MAX"] == ts[-1].params["TCACHE_MAX"]
+    # the same trace measured on one thread: a new study over it leaves them out
+    one = tmp_path / "one.db"
+    with Database(one) as d:
+        d.add_trace(tmp_path / "app.trace", "cd" * 32, command="app", events=1)
+    single = study.run(one, (), study.Options(trials=17, seed=3), measure_fn=Model())
+    for t in trials_of(one, single["study"]):
+        assert not any(p.startswith("TCACHE_") for p in t.params)
+    with pytest.raises(HctuneError, match="multi-threaded"):
+        study.run(one, (), study.Options(trials=2, study="only", only=("TCACHE_COUNT",)),
+                  measure_fn=Model())
+
+
+def test_the_thread_decision_is_kept_with_the_study():
+    """Decided once, when the study is new; a resumed study keeps its parameters, and a study
+    made before the decision existed keeps its single-threaded ones."""
+    import optuna
+
+    s = optuna.create_study()
+    assert study.study_threads(s, [{"threads": 3, "replay_threads": 3}]) is True
+    assert study.study_threads(s, [{"threads": 1}]) is True
+    old = optuna.create_study()
+    old.enqueue_trial({"SPLIT": 1})
+    assert study.study_threads(old, [{"threads": 3, "replay_threads": 3}]) is False

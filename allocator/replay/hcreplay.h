@@ -20,6 +20,16 @@ enum hcr_op {
     HCR_MEMALIGN, /* posix_memalign(&slot, 1 << align_log2, size) */
 };
 
+/* Threaded replay only (hcreplay_threads.c): set in op when the previous op on the same slot
+ * was another thread's, so this one must wait for its turn on the slot. */
+#define HCR_WAIT 0x80
+#define HCR_OP_MASK 0x7f
+
+/* Most OS threads a threaded replay uses: recorded thread 0 (the first that allocated, the
+ * main thread) is replayed on the main thread, others on their own thread; beyond this many,
+ * recorded threads share replay threads (each keeping its order: see hcreplay_threads.c). */
+#define HCR_MAX_THREADS 64
+
 /* One replayed call: 16 bytes, so a million ops fit in 16 MiB and stream through the cache;
  * plain fields (no bit-fields) so the loop spends no instructions unpacking them. */
 struct hcr_rop {
@@ -27,7 +37,8 @@ struct hcr_rop {
     uint32_t slot;          /* dense object id */
     uint8_t op;             /* enum hcr_op */
     uint8_t align_log2;
-    uint16_t pad;
+    uint16_t hand; /* threaded replay: 1 + the thread whose op on this slot comes next, when
+                      that is another thread (it waits for it); else 0 */
 };
 
 struct hcr_trace {
@@ -39,18 +50,48 @@ struct hcr_trace {
     uint64_t events;         /* events read from the trace */
     uint64_t skipped;        /* frees/reallocs of pointers the trace never allocated */
     uint64_t repaired;       /* an address handed out again while still live: implicit free */
-    uint64_t threads;        /* distinct thread ids seen (replayed on one thread, in order) */
+    uint64_t threads;        /* distinct thread ids seen */
+    uint32_t max_tid;        /* largest recorded thread id */
+    uint8_t *op_thread;      /* threaded loads: each op's replay thread (HCR_MAX_THREADS) */
+    size_t op_thread_cap;
     char command[512];
 };
 
+/* The replay thread of recorded thread tid: itself below HCR_MAX_THREADS, else shared by
+ * round robin among threads 1.. (0 stays the main thread's alone). */
+static inline unsigned hcr_replay_thread(uint64_t tid)
+{
+    return tid < HCR_MAX_THREADS ? (unsigned)tid
+                                 : 1 + (unsigned)((tid - 1) % (HCR_MAX_THREADS - 1));
+}
+
 /* Load TRACE through the C reader (build/libhctrace_read.a).  0 on success, else -1 with a
- * one-line message in err. */
-int hcr_load(const char *path, struct hcr_trace *t, char *err, size_t errlen);
+ * one-line message in err.  threaded: also record each op's replay thread (op_thread), and
+ * recycle a freed slot only on the thread that freed it, so a slot's reuse never makes one
+ * thread wait for another that the program did not (single-thread traces load the same either
+ * way). */
+int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen);
 
 /* Replay every op once against slots[] (n_slots long, all NULL on entry), then free what is
  * still live so that slots[] is all NULL again.  touch: write one byte in every 4 KiB page of
  * every new block, as the program would.  Returns the number of failed allocations. */
 uint64_t hcr_replay_once(const struct hcr_trace *t, void **slots, int touch);
+
+/* Threaded replay (hcreplay_threads.c): each recorded thread's ops on its own thread, in
+ * recorded order; an op on a slot whose previous op was another thread's waits for it. */
+struct hcr_mt;
+/* Split a threaded load into per-thread streams with their hand-offs; NULL if out of memory. */
+struct hcr_mt *hcr_mt_prepare(const struct hcr_trace *t);
+unsigned hcr_mt_threads(const struct hcr_mt *mt);     /* OS threads the replay uses */
+uint64_t hcr_mt_handoffs(const struct hcr_mt *mt);    /* ops that wait for another thread */
+/* Create and end the worker threads once, so that later repeats reuse their stacks (and the
+ * first repeat's peak RSS is the allocator's, not new thread stacks'). */
+int hcr_mt_prime(const struct hcr_mt *mt);
+/* One repeat on threads, then free what is still live (as hcr_replay_once); wall and CPU time
+ * (all threads) of it in *wall_ns, *cpu_ns.  Returns failed allocations, or UINT64_MAX when a
+ * thread could not be created. */
+uint64_t hcr_mt_replay_once(struct hcr_mt *mt, void **slots, int touch, uint64_t *wall_ns,
+                            uint64_t *cpu_ns);
 
 /* Anonymous memory for the harness itself, never from malloc; zero-filled and pre-faulted. */
 void *hcr_map(size_t bytes);

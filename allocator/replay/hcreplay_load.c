@@ -133,15 +133,18 @@ static void ptab_del(struct ptab *t, size_t i)
 
 struct loader {
     struct hcr_trace *t;
+    int threaded;
+    unsigned cur;       /* the current event's replay thread (always 0 unless threaded) */
     size_t ops_cap;
     struct ptab live;
-    uint32_t *free_ids; /* recycled slots */
-    size_t n_free, free_cap;
+    /* recycled slots, one stack per replay thread (only [0] unless threaded) */
+    uint32_t *free_ids[HCR_MAX_THREADS];
+    size_t n_free[HCR_MAX_THREADS], free_cap[HCR_MAX_THREADS];
     uint64_t *slot_size; /* requested bytes of each live slot, for max live bytes */
     size_t size_cap;
     uint64_t live_bytes, live_objects;
-    uint64_t tids[64];
-    size_t n_tids;
+    uint8_t *tid_seen; /* by recorded thread id (dense per process) */
+    size_t tid_cap;
 };
 
 static int emit(struct loader *L, unsigned op, uint32_t slot, uint64_t size, unsigned align_log2)
@@ -154,15 +157,21 @@ static int emit(struct loader *L, unsigned op, uint32_t slot, uint64_t size, uns
     r->slot = slot;
     r->size = size;
     r->align_log2 = align_log2;
-    r->pad = 0;
+    r->hand = 0;
+    if (L->threaded) {
+        if (t->n_ops > L->t->op_thread_cap &&
+            grow((void **)&t->op_thread, &t->op_thread_cap, sizeof *t->op_thread))
+            return -1;
+        t->op_thread[t->n_ops - 1] = (uint8_t)L->cur;
+    }
     return 0;
 }
 
 static int new_slot(struct loader *L, uint32_t *slot)
 {
     struct hcr_trace *t = L->t;
-    if (L->n_free) {
-        *slot = L->free_ids[--L->n_free];
+    if (L->n_free[L->cur]) {
+        *slot = L->free_ids[L->cur][--L->n_free[L->cur]];
     } else {
         if (t->n_slots >= UINT32_MAX)
             return -1;
@@ -175,9 +184,11 @@ static int new_slot(struct loader *L, uint32_t *slot)
 
 static int release_slot(struct loader *L, uint32_t slot)
 {
-    if (L->n_free == L->free_cap && grow((void **)&L->free_ids, &L->free_cap, sizeof(uint32_t)))
+    unsigned c = L->cur;
+    if (L->n_free[c] == L->free_cap[c] &&
+        grow((void **)&L->free_ids[c], &L->free_cap[c], sizeof(uint32_t)))
         return -1;
-    L->free_ids[L->n_free++] = slot;
+    L->free_ids[c][L->n_free[c]++] = slot;
     L->live_bytes -= L->slot_size[slot];
     L->live_objects--;
     return 0;
@@ -193,14 +204,21 @@ static void note_live(struct loader *L, uint32_t slot, uint64_t size)
         L->t->max_live_objects = L->live_objects;
 }
 
-static void note_thread(struct loader *L, uint64_t tid)
+static int note_thread(struct loader *L, uint64_t tid)
 {
-    for (size_t i = 0; i < L->n_tids; i++)
-        if (L->tids[i] == tid)
-            return;
-    if (L->n_tids < sizeof L->tids / sizeof *L->tids)
-        L->tids[L->n_tids++] = tid;
-    L->t->threads++;
+    if (tid > UINT32_MAX)
+        return -1;
+    while (tid >= L->tid_cap)
+        if (grow((void **)&L->tid_seen, &L->tid_cap, 1))
+            return -1;
+    if (!L->tid_seen[tid]) {
+        L->tid_seen[tid] = 1;
+        L->t->threads++;
+        if (tid > L->t->max_tid)
+            L->t->max_tid = (uint32_t)tid;
+    }
+    L->cur = L->threaded ? hcr_replay_thread(tid) : 0;
+    return 0;
 }
 
 static unsigned log2_ceil(uint64_t a)
@@ -235,7 +253,8 @@ static int add_event(struct loader *L, const hct_event *ev)
     uint64_t ptr = (uint64_t)ev->ptr, size = (uint64_t)ev->size;
     uint32_t slot;
     size_t i;
-    note_thread(L, (uint64_t)ev->thread);
+    if (note_thread(L, (uint64_t)ev->thread))
+        return -1;
     switch (ev->op) {
     case HCT_MALLOC:
     case HCT_CALLOC:
@@ -303,7 +322,7 @@ static int add_event(struct loader *L, const hct_event *ev)
     }
 }
 
-int hcr_load(const char *path, struct hcr_trace *t, char *err, size_t errlen)
+int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     hct_reader *r = hct_open(path, err, errlen);
@@ -312,7 +331,7 @@ int hcr_load(const char *path, struct hcr_trace *t, char *err, size_t errlen)
     const char *cmd = hct_command(r);
     snprintf(t->command, sizeof t->command, "%s", cmd ? cmd : "");
 
-    struct loader L = {.t = t};
+    struct loader L = {.t = t, .threaded = threaded};
     int rc = 0;
     if (ptab_init(&L.live, 1 << 16)) {
         snprintf(err, errlen, "out of memory loading %s", path);
@@ -343,7 +362,9 @@ int hcr_load(const char *path, struct hcr_trace *t, char *err, size_t errlen)
     }
     hct_close(r);
     ptab_free(&L.live);
-    hcr_unmap(L.free_ids, L.free_cap * sizeof(uint32_t));
+    for (unsigned c = 0; c < HCR_MAX_THREADS; c++)
+        hcr_unmap(L.free_ids[c], L.free_cap[c] * sizeof(uint32_t));
+    hcr_unmap(L.tid_seen, L.tid_cap);
     hcr_unmap(L.slot_size, L.size_cap * sizeof(uint64_t));
     if (rc == 0 && t->n_ops == 0) {
         snprintf(err, errlen, "%s: the trace has no allocations to replay", path);

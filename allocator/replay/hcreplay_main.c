@@ -1,4 +1,4 @@
-/* build/hcreplay TRACE [--repeat N] [--json] [--no-touch]
+/* build/hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off]
  *
  * Replays a heap trace against the malloc of this process: glibc's, or whatever LD_PRELOAD
  * brings in (HC, jemalloc, mimalloc, tcmalloc, Kingsley, ...), always this same binary.
@@ -14,7 +14,11 @@
  *   less well than fresh memory, so their high-water says less about the program.
  *   - under `valgrind --tool=callgrind --instr-atstart=no`, only the loops are instrumented, so
  *     callgrind's total is the instructions of the replay alone (deterministic).
- * Multi-threaded traces are replayed in their recorded global order on one thread.
+ * Multi-threaded traces (--threads auto, the default) are replayed on threads: each recorded
+ * thread on its own, in its recorded order, an op on a block another thread allocated waiting
+ * for it (hcreplay_threads.c).  Then the time is the repeat's wall time (all threads) and its
+ * CPU time (all threads) is reported beside it.  --threads off replays them on one thread in
+ * their recorded global order, as single-thread traces always are (their CPU time).
  * Errors: one line on stderr, exit 2. */
 #define _GNU_SOURCE
 #include "hcreplay.h"
@@ -53,7 +57,7 @@ static void die(const char *fmt, ...)
 
 static void usage(void)
 {
-    dprintf(2, "usage: hcreplay TRACE [--repeat N] [--json] [--no-touch]\n"
+    dprintf(2, "usage: hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off]\n"
                "  Replays TRACE against this process's malloc (inject others with LD_PRELOAD).\n");
     exit(2);
 }
@@ -118,7 +122,7 @@ int main(int argc, char **argv)
 {
     const char *path = NULL;
     long repeat = 5;
-    int json = 0, touch = 1;
+    int json = 0, touch = 1, threads_mode = 1; /* 1 auto, 0 off */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             char *end;
@@ -127,6 +131,14 @@ int main(int argc, char **argv)
                 die("--repeat wants a whole number from 1 to %d, not '%s'", MAX_REPEAT, argv[i]);
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "auto"))
+                threads_mode = 1;
+            else if (!strcmp(argv[i], "off"))
+                threads_mode = 0;
+            else
+                die("--threads wants auto or off, not '%s'", argv[i]);
         } else if (!strcmp(argv[i], "--no-touch")) {
             touch = 0;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -142,13 +154,20 @@ int main(int argc, char **argv)
 
     struct hcr_trace t;
     char err[512];
-    if (hcr_load(path, &t, err, sizeof err))
+    if (hcr_load(path, &t, threads_mode, err, sizeof err))
         die("%s", err);
+    struct hcr_mt *mt = NULL;
+    if (threads_mode && t.threads > 1) {
+        if (!(mt = hcr_mt_prepare(&t)))
+            die("out of memory splitting %s into threads", path);
+        if (hcr_mt_prime(mt))
+            die("cannot create %u threads", hcr_mt_threads(mt));
+    }
     void **slots = hcr_map(t.n_slots * sizeof *slots);
     if (!slots)
         die("out of memory for %zu slots", t.n_slots);
 
-    uint64_t times[MAX_REPEAT], failed = 0;
+    uint64_t times[MAX_REPEAT], cpu_times[MAX_REPEAT], failed = 0;
     int hwm_ok = hcr_reset_hwm() == 0;
     uint64_t base_rss = hcr_vm_rss();
     struct hcr_hc hc_before;
@@ -156,11 +175,20 @@ int main(int argc, char **argv)
     uint64_t hwm_first = 0;
     struct hcr_hc hc_first, hc_after;
     for (long r = 0; r < repeat; r++) {
-        uint64_t t0 = now_ns();
-        CALLGRIND_START_INSTRUMENTATION;
-        failed += hcr_replay_once(&t, slots, touch);
-        CALLGRIND_STOP_INSTRUMENTATION;
-        times[r] = now_ns() - t0;
+        if (mt) {
+            CALLGRIND_START_INSTRUMENTATION;
+            uint64_t f = hcr_mt_replay_once(mt, slots, touch, &times[r], &cpu_times[r]);
+            CALLGRIND_STOP_INSTRUMENTATION;
+            if (f == UINT64_MAX)
+                die("cannot create %u threads", hcr_mt_threads(mt));
+            failed += f;
+        } else {
+            uint64_t t0 = now_ns();
+            CALLGRIND_START_INSTRUMENTATION;
+            failed += hcr_replay_once(&t, slots, touch);
+            CALLGRIND_STOP_INSTRUMENTATION;
+            times[r] = cpu_times[r] = now_ns() - t0;
+        }
         if (r == 0) { /* outside the timed part */
             hwm_first = hcr_vm_hwm();
             if (hc)
@@ -177,6 +205,12 @@ int main(int argc, char **argv)
     /* median: the middle repeat, or the mean of the two middle ones */
     double median = repeat % 2 ? (double)sorted[repeat / 2]
                                : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
+    memcpy(sorted, cpu_times, sizeof *cpu_times * (size_t)repeat);
+    qsort(sorted, (size_t)repeat, sizeof *sorted, cmp_u64);
+    double cpu_median = repeat % 2
+                            ? (double)sorted[repeat / 2]
+                            : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
+    unsigned replay_threads = mt ? hcr_mt_threads(mt) : 1;
     uint64_t peak = hwm_ok && hwm_first > base_rss ? hwm_first - base_rss : 0;
     uint64_t peak_all = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;
 
@@ -185,6 +219,9 @@ int main(int argc, char **argv)
             "max live %llu KiB",
             path, t.n_ops, repeat, median / (double)t.n_ops, (unsigned long long)peak / 1024,
             (unsigned long long)t.max_live_bytes / 1024);
+        if (mt)
+            put(", %u threads (wall time; CPU %.1f ns/op)", replay_threads,
+                cpu_median / (double)t.n_ops);
         if (hc)
             put(", HC footprint %llu KiB", (unsigned long long)hc_first.footprint_max / 1024);
         put("\n");
@@ -200,7 +237,11 @@ int main(int argc, char **argv)
     put(", \"times_ns\": [");
     for (long r = 0; r < repeat; r++)
         put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
-    put("], \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t.n_ops);
+    put("], \"cpu_times_ns\": [");
+    for (long r = 0; r < repeat; r++)
+        put("%s%llu", r ? ", " : "", (unsigned long long)cpu_times[r]);
+    put("], \"clock\": \"%s\", \"cpu_median_ns\": %.1f", mt ? "wall" : "thread_cpu", cpu_median);
+    put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t.n_ops);
     put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base_rss);
     if (hwm_ok)
         put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
@@ -209,6 +250,8 @@ int main(int argc, char **argv)
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
+    put(", \"replay_threads\": %u, \"handoffs\": %llu", replay_threads,
+        (unsigned long long)(mt ? hcr_mt_handoffs(mt) : 0));
     put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
         (unsigned long long)t.threads, (unsigned long long)t.skipped,
         (unsigned long long)t.repaired, (unsigned long long)failed);

@@ -3,7 +3,7 @@
 # overhead (build/libhcbump.so).  Every allocator runs in the same hcreplay, via LD_PRELOAD.
 RPL_DIR  := allocator/replay
 RPL_SRCS := $(RPL_DIR)/hcreplay_main.c $(RPL_DIR)/hcreplay_load.c $(RPL_DIR)/hcreplay_loop.c \
-            $(RPL_DIR)/hcreplay_mem.c $(RPL_DIR)/hcreplay_hc.c
+            $(RPL_DIR)/hcreplay_mem.c $(RPL_DIR)/hcreplay_hc.c $(RPL_DIR)/hcreplay_threads.c
 RPL_HDRS := $(RPL_DIR)/hcreplay.h $(RPL_DIR)/hcreplay_hc.h $(wildcard allocator/hc/hc_stats.h) \
             pintool/hctrace.h
 
@@ -11,7 +11,7 @@ RPL_HDRS := $(RPL_DIR)/hcreplay.h $(RPL_DIR)/hcreplay_hc.h $(wildcard allocator/
 # malloc/free pair folded away by the compiler.
 $(BUILD)/hcreplay: $(RPL_SRCS) $(RPL_HDRS) $(BUILD)/libhctrace_read.a | $(BUILD)
 	$(CC) $(CFLAGS_COMMON) -fno-builtin -I$(RPL_DIR) -Ipintool -Iallocator/hc \
-	  -o $@ $(RPL_SRCS) $(BUILD)/libhctrace_read.a -ldl
+	  -o $@ $(RPL_SRCS) $(BUILD)/libhctrace_read.a -ldl -lpthread
 
 # -fno-builtin: gcc would turn malloc+memset inside calloc into a call to calloc itself.
 $(BUILD)/libkingsley.so: $(RPL_DIR)/kingsley.c $(RPL_DIR)/api_derived.h | $(BUILD)

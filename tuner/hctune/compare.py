@@ -37,7 +37,7 @@ def entries(allocator_names, preset_names) -> list[dict]:
 
 def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRESETS,
             rounds: int = 5, repeat: int = 3, timeout: float | None = replay.DEFAULT_TIMEOUT,
-            progress=None, on_result=None) -> dict:
+            progress=None, on_result=None, threads: str = "auto") -> dict:
     """Measure every entry `rounds` times, interleaved; `progress(done, total, label)` is called
     after each run, `on_result(entry, result)` for every single measurement."""
     if not isinstance(rounds, int) or rounds < 1:
@@ -48,7 +48,7 @@ def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRES
     for _ in range(rounds):
         for e in todo:
             r = replay.measure(trace, e["allocator"], e["setting"], repeat=repeat,
-                               timeout=timeout)
+                               timeout=timeout, threads=threads)
             runs[e["label"]].append(r)
             if on_result:
                 on_result(e, r)
@@ -65,6 +65,7 @@ def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRES
     first = runs[todo[0]["label"]][0]
     return {"trace": str(trace), "command": first.get("command"), "ops": first["ops"],
             "max_live_bytes": first["max_live_bytes"], "rounds": rounds, "repeat": repeat,
+            "threads": first.get("threads", 1), "replay_threads": first.get("replay_threads", 1),
             "baseline": base["label"], "rows": rows}
 
 
@@ -100,7 +101,7 @@ def table(result: dict):
     base = result["baseline"]
     t = Table(title=f"{result['trace']} — {result['ops']:,} ops, max live "
                     f"{result['max_live_bytes'] / 1024:,.0f} KiB, {result['rounds']} rounds "
-                    f"interleaved, medians",
+                    f"interleaved, medians{_threads_note(result)}",
               title_justify="left")
     t.add_column("allocator", no_wrap=True)
     t.add_column("ns/op", justify="right")
@@ -122,6 +123,15 @@ def table(result: dict):
             f"{r['fragmentation']:.2f}" if r["fragmentation"] is not None else "—",
         )
     return t
+
+
+def _threads_note(result: dict) -> str:
+    n, on = result.get("threads", 1), result.get("replay_threads", 1)
+    if on > 1:
+        return f"; {n} threads replayed on {on} (ns/op of wall time)"
+    if n > 1:
+        return f"; {n} threads replayed on one"
+    return ""
 
 
 def _fmt(x):

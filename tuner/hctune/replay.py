@@ -4,7 +4,14 @@
 another's heap) with the allocator injected by LD_PRELOAD, and returns the harness's numbers:
 
   ops                  replayed calls per repeat
-  time_ns_per_op       median over repeats of the loop's CPU time, per op
+  time_ns_per_op       median over repeats of the loop's CPU time, per op; for a trace replayed
+                       on threads (replay_threads > 1) the repeat's wall time, all threads
+  cpu_ns_per_op        median over repeats of the CPU time, per op (all threads; equal to
+                       time_ns_per_op when replayed on one thread)
+  threads              distinct threads in the trace
+  replay_threads       threads the replay ran on: `threads` (at most 64) with threads="auto",
+                       1 with threads="off" (recorded global order on one thread)
+  handoffs             ops that waited for another thread (a block it allocated or last used)
   times_ns             every repeat's loop time (the spread is max/min - 1)
   first_time_ns_per_op the first repeat alone: a fresh heap, as the program had
   instructions_per_op  metric="instructions": callgrind's count of the loop, per op (else None)
@@ -34,6 +41,7 @@ from hctune import allocators, paths
 from hctune.errors import HctuneError
 
 METRICS = ("time", "instructions")
+THREAD_MODES = ("auto", "off")  # auto: a multi-threaded trace is replayed on threads
 
 
 class ReplayError(HctuneError):
@@ -88,7 +96,7 @@ def _callgrind_total(path: Path) -> int:
 
 
 def count_instructions(trace, alloc: allocators.Allocator, timeout: float | None = 1800.0,
-                       touch: bool = True) -> dict:
+                       touch: bool = True, threads: str = "auto") -> dict:
     """One repeat under callgrind with only the replay loop instrumented (the harness turns
     instrumentation on and off around it): a deterministic cost, the same on every run."""
     valgrind = shutil.which("valgrind")
@@ -99,7 +107,7 @@ def count_instructions(trace, alloc: allocators.Allocator, timeout: float | None
         out = Path(d) / "callgrind.out"
         cmd = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
                f"--callgrind-out-file={out}", str(harness()), str(trace), "--repeat", "1",
-               "--json"] + ([] if touch else ["--no-touch"])
+               "--json", "--threads", threads] + ([] if touch else ["--no-touch"])
         text = _run(cmd, alloc.env(), f"callgrind replay of {trace} on {alloc.name}", timeout)
         result = json.loads(text)
         if not result.get("callgrind"):
@@ -114,17 +122,21 @@ DEFAULT_TIMEOUT = 1800.0  # seconds per harness run: a hung allocator fails, not
 
 def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: int = 5,
             metric: str = "time", touch: bool = True, timeout: float | None = DEFAULT_TIMEOUT,
-            debug: bool = False, db=None) -> dict:
+            debug: bool = False, db=None, threads: str = "auto") -> dict:
     """Replay `trace` on `allocator` (for hc: `setting`, default the generic preset) and return
     the numbers listed in this module's docstring.  metric="instructions" adds a callgrind run
-    of one repeat (time and memory still come from the native run)."""
+    of one repeat (time and memory still come from the native run).  threads="auto" replays a
+    multi-threaded trace on threads, "off" on one thread in recorded order (docs/replay.md)."""
     if metric not in METRICS:
         raise HctuneError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    if threads not in THREAD_MODES:
+        raise HctuneError(f"unknown threads mode {threads!r}; use one of "
+                          f"{', '.join(THREAD_MODES)}")
     if not isinstance(repeat, int) or not 1 <= repeat <= 1000:
         raise HctuneError(f"repeat must be a whole number from 1 to 1000, not {repeat!r}")
     path = _check_trace(trace)
     alloc = allocators.resolve(allocator, setting, debug=debug, db=db)
-    cmd = [str(harness()), str(path), "--repeat", str(repeat), "--json"]
+    cmd = [str(harness()), str(path), "--repeat", str(repeat), "--json", "--threads", threads]
     if not touch:
         cmd.append("--no-touch")
     what = f"replay of {trace} on {alloc.name}"
@@ -134,7 +146,7 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
         raise ReplayError(f"{what}: unreadable harness output ({e})") from None
     result["instructions"] = None
     if metric == "instructions":
-        counted = count_instructions(path, alloc, timeout, touch)
+        counted = count_instructions(path, alloc, timeout, touch, threads)
         result["instructions"] = counted["instructions"]
     return finish(result, alloc, metric)
 
@@ -148,6 +160,8 @@ def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
     result["setting"] = alloc.setting
     result["metric"] = metric
     result["time_ns_per_op"] = result["median_ns"] / ops  # full precision (C prints 4 places)
+    result["cpu_ns_per_op"] = result.get("cpu_median_ns", result["median_ns"]) / ops
+    result.setdefault("replay_threads", 1)
     result["instructions_per_op"] = (result["instructions"] / ops
                                      if result.get("instructions") is not None else None)
     result["spread"] = max(times) / min(times) - 1 if min(times) > 0 else None
@@ -204,6 +218,10 @@ def summary(r: dict) -> str:
     lines.append(f"  max live      {kib(r['max_live_bytes'])}; fragmentation "
                  f"{r['fragmentation']:.3f}" if r.get("fragmentation") is not None else
                  f"  max live      {kib(r['max_live_bytes'])}")
-    if r.get("threads", 1) > 1:
+    if r.get("replay_threads", 1) > 1:
+        lines.append(f"  {r['threads']} threads, replayed on {r['replay_threads']} threads "
+                     f"({r.get('handoffs', 0):,} hand-offs between them); time is wall time, "
+                     f"CPU {r['cpu_ns_per_op']:.2f} ns/op")
+    elif r.get("threads", 1) > 1:
         lines.append(f"  {r['threads']} threads, replayed in recorded order on one thread")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """hctune compare [TRACE] [--allocators glibc,jemalloc,...] [--presets generic,...] [--repeat N]
-[--json]: Hasan & Chang 2006 Tables 8 and 9 for one trace, stored in the database."""
+[--threads auto|off] [--json]: Hasan & Chang 2006 Tables 8 and 9 for one trace, stored in the
+database."""
 
 import json
 
@@ -19,9 +20,12 @@ from hctune.db import Database
               type=click.IntRange(1, 100), help="Interleaved rounds (A B C A B C ...).")
 @click.option("--inner", default=3, show_default=True, type=click.IntRange(1, 100),
               help="Replays inside each run; the run reports their median.")
+@click.option("--threads", type=click.Choice(replay.THREAD_MODES), default="auto",
+              show_default=True, help="auto: replay a multi-threaded trace on threads (wall "
+              "time); off: on one thread in recorded order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def command(ctx, trace, names, presets, rounds, inner, as_json):
+def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
     """Memory and time of each allocator on TRACE (default: the latest profiled trace),
     absolute and normalised to glibc, measured interleaved so drift hits all alike."""
     from rich.console import Console
@@ -48,7 +52,8 @@ def command(ctx, trace, names, presets, rounds, inner, as_json):
 
             result = compare.compare(trace, allocators.parse_list(names),
                                      allocators.parse_list(presets), rounds=rounds,
-                                     repeat=inner, progress=progress, on_result=store)
+                                     repeat=inner, progress=progress, on_result=store,
+                                     threads=threads)
     if as_json:
         click.echo(json.dumps(result, indent=1, sort_keys=True))
     else:

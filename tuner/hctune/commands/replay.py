@@ -1,5 +1,6 @@
 """hctune replay [TRACE] [--allocator A] [--preset P | --set KNOB=VALUE ...] [--repeat N]
-[--metric time|instructions] [--json]: one allocator on one trace, stored in the database."""
+[--metric time|instructions] [--threads auto|off] [--json]:
+one allocator on one trace, stored in the database."""
 
 import json
 
@@ -21,9 +22,12 @@ from hctune.errors import HctuneError
 @click.option("--metric", type=click.Choice(replay.METRICS), default="time", show_default=True,
               help="instructions: also count the loop's instructions under callgrind.")
 @click.option("--no-touch", is_flag=True, help="Do not write one byte per page of new blocks.")
+@click.option("--threads", type=click.Choice(replay.THREAD_MODES), default="auto",
+              show_default=True, help="auto: replay a multi-threaded trace on threads (wall "
+              "time); off: on one thread in recorded order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.pass_context
-def command(ctx, trace, allocator, preset, sets, repeat, metric, no_touch, as_json):
+def command(ctx, trace, allocator, preset, sets, repeat, metric, no_touch, threads, as_json):
     """Replay TRACE (default: the latest profiled trace) against one allocator in the replay
     harness (Hasan & Chang 2006, §4.4): time per operation, peak memory, HC's footprint."""
     setting = None
@@ -35,7 +39,7 @@ def command(ctx, trace, allocator, preset, sets, repeat, metric, no_touch, as_js
         if trace is None:
             trace = replay.latest_trace(db)
         result = replay.measure(trace, allocator, setting, repeat=repeat, metric=metric,
-                                touch=not no_touch, db=db)
+                                touch=not no_touch, db=db, threads=threads)
         tid = replay.register_trace(db, trace, result.get("command"), result.get("events"))
         db.add_measurement(tid, result["allocator"],
                            knobs.key(setting) if setting is not None else None,

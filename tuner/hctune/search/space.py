@@ -4,6 +4,14 @@ There is no second list of knobs here: a knob joins the search by its `search` f
 Each searchable knob becomes one Optuna parameter; `params_of` and `setting_of` translate
 between Optuna parameters and a full HC setting, so enqueued seeds and stored trials read back
 the same way.
+
+Knobs with `threads = true` (the thread cache's) are searched only when `threads` is true: a
+study over a multi-threaded trace, which the replay measures on threads (docs/replay.md).  A
+single-threaded replay never reaches the thread cache, so searching them there would only add
+noise.  A study decides this once, from its traces, and keeps it (search/study.py), so its
+parameter set stays the same when it is resumed.  Such a knob may name a `single_thread_value`
+that a single-threaded study holds instead of its default: ARENAS = 1, since arenas cost a
+single-threaded program a few instructions per call and give it nothing.
 """
 
 from __future__ import annotations
@@ -61,12 +69,19 @@ def distribution(k: _knobs.Knob):
     raise HctuneError(f"knobs.toml: {k.name}: unknown search kind {kind!r}")
 
 
-def searched(only=None) -> dict[str, _knobs.Knob]:
+def searched(only=None, threads: bool = False) -> dict[str, _knobs.Knob]:
     """The knobs the search varies, in knobs.toml order; `only` (names) narrows them, the rest
-    keep their default as if they were fixed."""
-    table = {n: k for n, k in _knobs.knobs().items() if k.search != "fixed"}
+    keep their default as if they were fixed.  threads: the study has a multi-threaded trace,
+    so the `threads = true` knobs are searched too."""
+    table = {n: k for n, k in _knobs.knobs().items()
+             if k.search != "fixed" and (threads or not k.threads)}
     if only is None:
         return table
+    gated = [n for n in only if n not in table and n in _knobs.knobs() and
+             _knobs.knobs()[n].threads and _knobs.knobs()[n].search != "fixed"]
+    if gated:
+        raise HctuneError(f"{', '.join(gated)}: searched only when a trace of the study is "
+                          f"multi-threaded (the thread cache is never used on one thread)")
     unknown = [n for n in only if n not in table]
     if unknown:
         raise HctuneError(f"not searchable knobs: {', '.join(unknown)}; searchable: "
@@ -74,19 +89,28 @@ def searched(only=None) -> dict[str, _knobs.Knob]:
     return {n: k for n, k in table.items() if n in only}
 
 
-def distributions(only=None) -> dict[str, optuna.distributions.BaseDistribution]:
+def distributions(only=None,
+                  threads: bool = False) -> dict[str, optuna.distributions.BaseDistribution]:
     """{Optuna parameter name: distribution} for every searched knob."""
-    return {param_name(k): distribution(k) for k in searched(only).values()}
+    return {param_name(k): distribution(k) for k in searched(only, threads).values()}
 
 
-def fixed_values(only=None) -> dict:
+def fixed_values(only=None, threads: bool = False) -> dict:
     """The values the knobs that are not searched keep during a search."""
     out = {}
-    varied = searched(only)
+    varied = searched(only, threads)
     for name, k in _knobs.knobs().items():
         if name not in varied:
-            out[name] = k.check(FIXED_IN_SEARCH.get(name, k.default))
+            value = FIXED_IN_SEARCH.get(name, k.default)
+            if not threads and k.single_thread_value is not None:
+                value = k.single_thread_value
+            out[name] = k.check(value)
     return out
+
+
+def params_threaded(params: dict) -> bool:
+    """Whether stored Optuna parameters come from a study that searched the thread knobs."""
+    return any(param_name(k) in params for k in _knobs.knobs().values() if k.threads)
 
 
 def _to_param(k: _knobs.Knob, value):
@@ -110,16 +134,16 @@ def _from_param(k: _knobs.Knob, value):
     return value
 
 
-def params_of(setting: dict, only=None) -> dict:
+def params_of(setting: dict, only=None, threads: bool = False) -> dict:
     """The Optuna parameters of a full setting (for study.enqueue_trial)."""
     setting = _knobs.complete(setting)
-    return {param_name(k): _to_param(k, setting[n]) for n, k in searched(only).items()}
+    return {param_name(k): _to_param(k, setting[n]) for n, k in searched(only, threads).items()}
 
 
-def setting_of(params: dict, only=None) -> dict:
+def setting_of(params: dict, only=None, threads: bool = False) -> dict:
     """The full, checked setting of a trial's parameters (fixed knobs take their search value)."""
-    values = dict(fixed_values(only))
-    for name, k in searched(only).items():
+    values = dict(fixed_values(only, threads))
+    for name, k in searched(only, threads).items():
         p = param_name(k)
         if p not in params:
             raise HctuneError(f"trial has no parameter {p!r}: the study was made with other knobs")
@@ -134,10 +158,10 @@ def for_search(setting: dict) -> dict:
     return out
 
 
-def suggest(trial: optuna.trial.BaseTrial, only=None) -> dict:
+def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> dict:
     """Sample one setting in `trial`; returns the full setting."""
     params = {}
-    for p, dist in distributions(only).items():
+    for p, dist in distributions(only, threads).items():
         if isinstance(dist, CategoricalDistribution):
             params[p] = trial.suggest_categorical(p, dist.choices)
         elif isinstance(dist, FloatDistribution):
@@ -146,4 +170,4 @@ def suggest(trial: optuna.trial.BaseTrial, only=None) -> dict:
             params[p] = trial.suggest_int(p, dist.low, dist.high, log=True)
         else:
             params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
-    return setting_of(params, only)
+    return setting_of(params, only, threads)

@@ -80,6 +80,10 @@ def apply_defaults(opts: "Options") -> "Options":
         opts.memory_vs_generic = True
     return opts
 
+    # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
+    # the thread-cache knobs are searched too, see search/space.py)
+    threads: bool = False
+
 
 # ---- traces ----
 
@@ -169,7 +173,7 @@ def directions(objective: str):
 _ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
 
 
-def enqueue_seeds(study: optuna.Study, objective: str, only=None) -> int:
+def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool = False) -> int:
     """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet.
     Failed ones are queued again: a seed interrupted by Ctrl-C still gets measured."""
     have = set()
@@ -177,13 +181,13 @@ def enqueue_seeds(study: optuna.Study, objective: str, only=None) -> int:
         # A queued seed carries all its values in fixed_params; a trial another worker is
         # sampling right now may hold only some of its parameters yet: it is not a seed, skip it.
         params = t.system_attrs.get("fixed_params") or t.params
-        if params and all(p in params for p in space.distributions(only)):
-            have.add(_knobs.key(space.setting_of(params, only)))
+        if params and all(p in params for p in space.distributions(only, threads)):
+            have.add(_knobs.key(space.setting_of(params, only, threads)))
     n = 0
     for label, setting in _seeds.seeds(objective):
         if _knobs.key(setting) in have:
             continue
-        study.enqueue_trial(space.params_of(setting, only), user_attrs={"seed": label})
+        study.enqueue_trial(space.params_of(setting, only, threads), user_attrs={"seed": label})
         n += 1
     return n
 
@@ -244,7 +248,7 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
             warnings.filterwarnings("ignore", message="Fixed parameter")
-            setting = space.suggest(trial, opts.only)
+            setting = space.suggest(trial, opts.only, opts.threads)
         trial.set_user_attr("setting", _knobs.key(setting))
         trial.set_user_attr("worker", _worker())
         try:
@@ -342,12 +346,28 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     try:
         for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
             ev.baseline(t)
+        opts.threads = study_threads(study, [ev.baseline(t) for t in traces])
+        if opts.only is not None:
+            space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
         if opts.seeds and opts.sampler == "tpe":
-            enqueue_seeds(study, opts.objective, opts.only)
+            enqueue_seeds(study, opts.objective, opts.only, opts.threads)
         _optimize(study, ev, opts, progress)
     finally:
         ev.close()
     return summary(study, opts.objective)
+
+
+def study_threads(study: optuna.Study, baselines: list[dict]) -> bool:
+    """Whether the study searches the thread-cache knobs: decided once, when it is new, from
+    its traces (some trace has several threads, so the replay runs it on threads), and kept in
+    the study so a resumed study has the same parameters.  A study made before this existed
+    keeps its single-threaded parameters."""
+    stored = study.user_attrs.get("threads")
+    if stored is None:
+        stored = bool(not study.trials and
+                      any(b.get("replay_threads", 1) > 1 for b in baselines))
+        study.set_user_attr("threads", stored)
+    return bool(stored)
 
 
 def _optimize(study, ev, opts: Options, progress):
@@ -399,7 +419,7 @@ def trial_setting(frozen) -> dict:
     key = frozen.user_attrs.get("setting")
     if key:
         return _knobs.complete(_knobs.parse_sets(key.split(",")))
-    return space.setting_of(frozen.params)
+    return space.setting_of(frozen.params, threads=space.params_threaded(frozen.params))
 
 
 def feasible(frozen) -> bool:

@@ -1,0 +1,257 @@
+/* Threaded replay: every recorded thread's calls on a thread of its own, in recorded order,
+ * with the program's cross-thread hand-offs kept (a block allocated by one thread and
+ * reallocated or freed by another).
+ *
+ * Hand-offs are turns on a slot.  At load time each op on a slot learns which thread acts on
+ * that slot next (`hand`, when it is another thread), and an op whose slot was last touched by
+ * another thread carries HCR_WAIT.  During the replay turn[slot] names the thread whose turn it
+ * is: an op with HCR_WAIT waits until turn[slot] is its thread (acquire), and an op with a hand
+ * passes the turn on after writing slots[slot] (release).  Ops on slots only one thread touches
+ * pay nothing but a test of a bit.
+ *
+ * No deadlock: every stream runs in increasing global order and waits only for ops earlier in
+ * that order, so the earliest op not yet done can always run.  That also holds when recorded
+ * threads share a replay thread (beyond HCR_MAX_THREADS): their ops are merged in global order.
+ *
+ * The machine may have fewer cores than the trace has threads, so a waiting thread spins only
+ * briefly and then yields the processor to the thread it waits for. */
+#define _GNU_SOURCE
+#include "hcreplay.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PAGE 4096u
+#define SPINS 64 /* polls before yielding: a hand-off on another core takes ~100 ns */
+
+struct stream {
+    struct hcr_rop *ops;
+    size_t n;
+};
+
+struct hcr_mt {
+    struct stream s[HCR_MAX_THREADS];
+    unsigned n_threads;          /* replay threads: streams 0..n_threads-1 (some may be empty) */
+    size_t n_slots;
+    _Atomic uint32_t *turn;      /* by slot: the replay thread whose op on it is next */
+    uint32_t *first_turn;        /* by slot: turn at the start of a repeat */
+    uint64_t handoffs;
+};
+
+struct worker {
+    struct hcr_mt *mt;
+    void **slots;
+    unsigned me;
+    int touch;
+    pthread_barrier_t *start;
+    uint64_t failed;
+};
+
+static inline void touch(char *p, uint64_t size)
+{
+    uint64_t in_page = (uintptr_t)p & (PAGE - 1);
+    if (__builtin_expect(size == 0, 0))
+        return;
+    p[0] = 1;
+    if (__builtin_expect(in_page + size > PAGE, 0))
+        for (uint64_t off = PAGE - in_page; off < size; off += PAGE)
+            p[off] = 1;
+}
+
+static void wait_turn(_Atomic uint32_t *turn, uint32_t me)
+{
+    for (unsigned i = 0; atomic_load_explicit(turn, memory_order_acquire) != me; i++) {
+        if (i < SPINS)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
+    }
+}
+
+/* The replay loop of one thread: hcr_replay_once's, plus the turns. */
+__attribute__((noinline)) static uint64_t run_stream(struct hcr_mt *mt, unsigned me,
+                                                     void **slots, int touch_pages)
+{
+    const struct hcr_rop *op = mt->s[me].ops, *end = op + mt->s[me].n;
+    _Atomic uint32_t *turn = mt->turn;
+    uint64_t failed = 0;
+    for (; op < end; op++) {
+        uint32_t slot = op->slot;
+        if (op->op & HCR_WAIT)
+            wait_turn(&turn[slot], me);
+        void *p;
+        switch (op->op & HCR_OP_MASK) {
+        case HCR_MALLOC:
+            p = malloc(op->size);
+            break;
+        case HCR_CALLOC:
+            p = calloc(1, op->size);
+            break;
+        case HCR_MEMALIGN:
+            if (posix_memalign(&p, (size_t)1 << op->align_log2 < sizeof(void *)
+                                       ? sizeof(void *)
+                                       : (size_t)1 << op->align_log2,
+                               op->size))
+                p = NULL;
+            break;
+        case HCR_REALLOC:
+            p = realloc(slots[slot], op->size);
+            if (!p) {
+                if (op->size == 0)
+                    slots[slot] = NULL;
+                else
+                    failed++;
+                goto pass;
+            }
+            slots[slot] = p;
+            if (touch_pages)
+                touch(p, op->size);
+            goto pass;
+        case HCR_FREE:
+            free(slots[slot]);
+            slots[slot] = NULL;
+            goto pass;
+        default:
+            __builtin_unreachable();
+        }
+        slots[slot] = p;
+        if (!p)
+            failed++;
+        else if (touch_pages)
+            touch(p, op->size);
+    pass:
+        if (op->hand)
+            atomic_store_explicit(&turn[slot], (uint32_t)op->hand - 1, memory_order_release);
+    }
+    return failed;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    pthread_barrier_wait(w->start);
+    w->failed = run_stream(w->mt, w->me, w->slots, w->touch);
+    return NULL;
+}
+
+static void *idle_main(void *arg)
+{
+    (void)arg;
+    return NULL;
+}
+
+struct hcr_mt *hcr_mt_prepare(const struct hcr_trace *t)
+{
+    struct hcr_mt *mt = hcr_map(sizeof *mt);
+    if (!mt || !t->op_thread)
+        return NULL;
+    size_t count[HCR_MAX_THREADS] = {0};
+    for (size_t i = 0; i < t->n_ops; i++)
+        count[t->op_thread[i]]++;
+    for (unsigned c = 0; c < HCR_MAX_THREADS; c++) {
+        if (count[c]) {
+            mt->n_threads = c + 1;
+            if (!(mt->s[c].ops = hcr_map(count[c] * sizeof(struct hcr_rop))))
+                return NULL;
+        }
+    }
+    mt->n_slots = t->n_slots;
+    mt->turn = hcr_map(t->n_slots * sizeof *mt->turn);
+    mt->first_turn = hcr_map(t->n_slots * sizeof *mt->first_turn);
+    /* by slot: the last op on it so far (its stream and index), to give it a hand */
+    uint32_t *last_thread = hcr_map(t->n_slots * sizeof *last_thread);
+    size_t *last_index = hcr_map(t->n_slots * sizeof *last_index);
+    if (!mt->turn || !mt->first_turn || !last_thread || !last_index)
+        return NULL;
+    const uint32_t none = UINT32_MAX;
+    for (size_t s = 0; s < t->n_slots; s++)
+        last_thread[s] = none;
+    for (size_t i = 0; i < t->n_ops; i++) {
+        unsigned c = t->op_thread[i];
+        struct hcr_rop r = t->ops[i];
+        uint32_t s = r.slot;
+        r.hand = 0;
+        if (last_thread[s] == none) {
+            mt->first_turn[s] = c;
+        } else if (last_thread[s] != c) {
+            mt->s[last_thread[s]].ops[last_index[s]].hand = (uint16_t)(c + 1);
+            r.op |= HCR_WAIT;
+            mt->handoffs++;
+        }
+        last_thread[s] = c;
+        last_index[s] = mt->s[c].n;
+        mt->s[c].ops[mt->s[c].n++] = r;
+    }
+    hcr_unmap(last_thread, t->n_slots * sizeof *last_thread);
+    hcr_unmap(last_index, t->n_slots * sizeof *last_index);
+    return mt;
+}
+
+unsigned hcr_mt_threads(const struct hcr_mt *mt) { return mt->n_threads; }
+
+uint64_t hcr_mt_handoffs(const struct hcr_mt *mt) { return mt->handoffs; }
+
+int hcr_mt_prime(const struct hcr_mt *mt)
+{
+    pthread_t th[HCR_MAX_THREADS];
+    unsigned n = 0;
+    for (unsigned c = 1; c < mt->n_threads; c++)
+        if (mt->s[c].n && pthread_create(&th[n++], NULL, idle_main, NULL))
+            return -1;
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    return 0;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hcr_mt_replay_once(struct hcr_mt *mt, void **slots, int touch_pages, uint64_t *wall_ns,
+                            uint64_t *cpu_ns)
+{
+    static struct worker w[HCR_MAX_THREADS]; /* static: never from the allocator under test */
+    pthread_t th[HCR_MAX_THREADS];
+    unsigned started[HCR_MAX_THREADS], n = 0;
+    memcpy((void *)mt->turn, mt->first_turn, mt->n_slots * sizeof *mt->first_turn);
+
+    unsigned want = 0;
+    for (unsigned c = 1; c < mt->n_threads; c++)
+        want += mt->s[c].n != 0;
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, want + 1);
+    for (unsigned c = 1; c < mt->n_threads; c++) {
+        if (!mt->s[c].n)
+            continue;
+        w[c] = (struct worker){.mt = mt, .slots = slots, .me = c, .touch = touch_pages,
+                               .start = &start};
+        if (pthread_create(&th[n], NULL, worker_main, &w[c]))
+            return UINT64_MAX; /* the process exits on this: the waiting threads go with it */
+        started[n++] = c;
+    }
+    /* the workers wait at the barrier: threads are made outside the timed part */
+    uint64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), wall0 = clock_ns(CLOCK_MONOTONIC);
+    pthread_barrier_wait(&start);
+    uint64_t failed = run_stream(mt, 0, slots, touch_pages);
+    for (unsigned i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        failed += w[started[i]].failed;
+    }
+    /* every thread is done: free what is still live, as hcr_replay_once does */
+    for (size_t i = 0; i < mt->n_slots; i++)
+        if (slots[i]) {
+            free(slots[i]);
+            slots[i] = NULL;
+        }
+    *wall_ns = clock_ns(CLOCK_MONOTONIC) - wall0;
+    *cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    pthread_barrier_destroy(&start);
+    return failed;
+}
