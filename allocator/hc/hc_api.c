@@ -177,8 +177,17 @@ static HC_NOINLINE void hc_free_slow(void *p)
 {
     if (!p)
         return;
-    if (HC_TC_ON && !HC_SINGLE_THREADED() && hc_free_cached(p))
-        return;
+    if (HC_TC_ON && !HC_SINGLE_THREADED()) {
+        /* A block of another thread's arena (free's fast path checks only its own): cached
+         * at once when its class has room, else through the flush. */
+        struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+        size_t size;
+        if (!HC_DEBUG && a && hc_arena_block(a, p, &size) && size <= HC_TC_SIZE &&
+            hc_tc_push(p, (unsigned)(size / HC_GRANULE)))
+            return;
+        if (hc_free_cached(p))
+            return;
+    }
     struct hc_state *was = hc_cur, *owner = hc_owner(p);
     if (owner != was)
         hc_use(owner);

@@ -250,7 +250,7 @@ static HC_NOINLINE int hc_tc_flush_push(void *p, unsigned i)
     struct hc_tcache *tc = &hc_tc;
     if (*hc_tc_keyp(p) == hc_tc_magic && hc_tc_holds(p))
         hc_fail("free(): double free (block already in this thread's cache)");
-    if (!hc_tc_start(tc))
+    if (hc_unlikely(tc->state != HC_TC_LIVE) && !hc_tc_start(tc))
         return 0;
     if (!tc->room[i]) {
         unsigned keep = hc_tc_limit(i) - hc_tc_batch(i);
