@@ -54,7 +54,7 @@ SHAPES = {
     "mixed": ("malloc/realloc/free of 16 B-4 KiB, a fixed total of operations split over the "
               "threads; seconds", 4_000_000, 1_000_000, False),
     "false-share": ("threads take turns allocating 24 B blocks, then each writes its own; "
-                    "ns per write round (64 blocks per thread)", 2_000_000, 400_000, False),
+                    "ns per write round of 64 blocks per thread", 2_000_000, 400_000, False),
     "false-share-handoff": ("the main thread allocates the blocks alternately for the threads, "
                             "each frees them and allocates again, then writes; ns per round",
                             2_000_000, 400_000, False),
@@ -217,8 +217,11 @@ def summarize(runs: list[dict]) -> dict | None:
     if len(good) < len(runs) or not good:
         return None
     rates = [r["rate"] for r in good]
-    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates),
-            "rss_kib": statistics.median(r["rss_kib"] for r in good), "unit": good[0]["unit"]}
+    out = {"median": statistics.median(rates), "min": min(rates), "max": max(rates),
+           "rss_kib": statistics.median(r["rss_kib"] for r in good), "unit": good[0]["unit"]}
+    if "shared" in good[0]:
+        out["shared"] = statistics.median(r["shared"] for r in good)
+    return out
 
 
 def source_version() -> str:
@@ -276,6 +279,17 @@ def report(results, pair_results, allocs, args, meta) -> str:
                 cells.append(cell)
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+        if shape.startswith("false-share"):
+            lines += ["Fraction of the blocks that share a 64-byte cache line with another "
+                      "thread's block (the allocator's part in false sharing; exact, no timing):",
+                      "",
+                      "| allocator | " + " | ".join(f"{t} threads" for t in threads) + " |",
+                      "|---|" + "---:|" * len(threads)]
+            for label in allocs:
+                sums = [summarize(results[(label, shape, t)]) for t in threads]
+                lines.append(f"| {label} | " + " | ".join(
+                    f"{x['shared']:.2f}" if x and "shared" in x else "" for x in sums) + " |")
+            lines.append("")
     top = max(threads)
     lines += [f"#### Peak RSS at {top} threads, MiB (median; ratio to glibc)", "",
               "| allocator | " + " | ".join(args.shapes) + " |",
