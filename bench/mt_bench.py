@@ -283,7 +283,8 @@ def report(results, pair_results, allocs, args, meta) -> str:
             lines += ["Fraction of the blocks that share a 64-byte cache line with another "
                       "thread's block (the allocator's part in false sharing; exact, no timing):",
                       "",
-                      "| allocator | " + " | ".join(f"{t} threads" for t in threads) + " |",
+                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
+                                                    for t in threads) + " |",
                       "|---|" + "---:|" * len(threads)]
             for label in allocs:
                 sums = [summarize(results[(label, shape, t)]) for t in threads]
