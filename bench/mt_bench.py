@@ -14,9 +14,9 @@ cell: the median over the runs with the min-max spread, the speed relative to gl
 faster than glibc) and the peak RSS (GNU time's %M: wait4's ru_maxrss would include this Python
 process's resident set, which a forked child inherits as its high-water mark).
 
-HC builds: `--hc NAME=PATH` (repeatable); by default build/libhcmalloc.so from `make`
-("hc-generic") and the generic preset with the thread cache off, TCACHE_COUNT=0
-("hc-tcache-off"), compiled by the project's build cache.
+HC builds: `--hc NAME=PATH.so` (repeatable), or `--hc NAME=set:KNOB=V,...` for the generic
+preset with those knobs, compiled by the project's build cache; by default build/libhcmalloc.so
+from `make` ("hc-generic") and set:TCACHE_COUNT=0 ("hc-tcache-off").
 """
 
 from __future__ import annotations
@@ -54,12 +54,13 @@ SHAPES = {
     "mixed": ("malloc/realloc/free of 16 B-4 KiB, a fixed total of operations split over the "
               "threads; seconds", 4_000_000, 1_000_000, False),
     "false-share": ("threads take turns allocating 24 B blocks, then each writes its own; "
-                    "ns per write round (64 blocks per thread)", 2_000_000, 400_000, False),
+                    "ns per write round of 64 blocks per thread", 2_000_000, 400_000, False),
     "false-share-handoff": ("the main thread allocates the blocks alternately for the threads, "
                             "each frees them and allocates again, then writes; ns per round",
                             2_000_000, 400_000, False),
 }
 PAIR_MODES = ("none", "sleeping", "joined")
+BUILT: dict[str, str] = {}  # label: the knobs of an HC build made here ("generic, TCACHE_COUNT=0")
 
 
 class BenchError(Exception):
@@ -87,12 +88,11 @@ def build_programs(out_dir: Path | None = None) -> dict[str, Path]:
     return programs
 
 
-def hc_tcache_off() -> Path:
-    """The generic preset with TCACHE_COUNT=0, from the project's build cache."""
-    sys.path.insert(0, str(ROOT / "tuner"))
+def hc_build(sets: list[str]) -> Path:
+    """The generic preset with these KNOB=VALUE overrides, from the project's build cache."""
     from hctune import knobs
     from hctune.build import build_hc
-    return build_hc(knobs.resolve("generic", ["TCACHE_COUNT=0"]))
+    return build_hc(knobs.resolve("generic", sets))
 
 
 def allocators(args) -> dict[str, Path | None]:
@@ -112,6 +112,14 @@ def allocators(args) -> dict[str, Path | None]:
                 raise BenchError(f"--hc wants NAME=PATH.so, got {spec!r}")
             if name in out:
                 raise BenchError(f"--hc {name}: that name is already taken")
+            if path.startswith("set:"):
+                try:
+                    sets = [x for x in path[4:].split(",") if x]
+                    out[name] = hc_build(sets)
+                    BUILT[name] = ", ".join(["generic", *sets])
+                except Exception as e:  # HctuneError for a bad knob, BuildError, ...
+                    raise BenchError(f"--hc {name}: {e}") from None
+                continue
             if not Path(path).is_file():
                 raise BenchError(f"--hc {name}: no such library {path}")
             out[name] = Path(path).resolve()
@@ -121,7 +129,8 @@ def allocators(args) -> dict[str, Path | None]:
             raise BenchError("build/libhcmalloc.so is not built: run `make` first, or give --hc")
         out["hc-generic"] = lib
         try:
-            out["hc-tcache-off"] = hc_tcache_off()
+            out["hc-tcache-off"] = hc_build(["TCACHE_COUNT=0"])
+            BUILT["hc-tcache-off"] = "generic, TCACHE_COUNT=0"
         except Exception as e:  # a missing knob or a build error: say so, go on without it
             print(f"mt_bench: no hc-tcache-off build ({e}); left out", file=sys.stderr)
     if args.allocators:
@@ -217,8 +226,11 @@ def summarize(runs: list[dict]) -> dict | None:
     if len(good) < len(runs) or not good:
         return None
     rates = [r["rate"] for r in good]
-    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates),
-            "rss_kib": statistics.median(r["rss_kib"] for r in good), "unit": good[0]["unit"]}
+    out = {"median": statistics.median(rates), "min": min(rates), "max": max(rates),
+           "rss_kib": statistics.median(r["rss_kib"] for r in good), "unit": good[0]["unit"]}
+    if "shared" in good[0]:
+        out["shared"] = statistics.median(r["shared"] for r in good)
+    return out
 
 
 def source_version() -> str:
@@ -249,7 +261,8 @@ def report(results, pair_results, allocs, args, meta) -> str:
         f"spread; {meta['minutes']:.1f} min in all.",
         "",
         "Each cell: median [min-max] (speed vs glibc: above 1 is faster than glibc). "
-        "HC libraries: " + ", ".join(f"{k} = {shown(v)}" for k, v in allocs.items()
+        "HC libraries: " + ", ".join(f"{k} = {BUILT.get(k) or shown(v)}"
+                                     for k, v in allocs.items()
                                      if k not in SYSTEM_LIBS and k != "glibc") + ".",
         "",
     ]
@@ -276,6 +289,18 @@ def report(results, pair_results, allocs, args, meta) -> str:
                 cells.append(cell)
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+        if shape.startswith("false-share"):
+            lines += ["Fraction of the blocks that share a 64-byte cache line with another "
+                      "thread's block (the allocator's part in false sharing; exact, no timing):",
+                      "",
+                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
+                                                    for t in threads) + " |",
+                      "|---|" + "---:|" * len(threads)]
+            for label in allocs:
+                sums = [summarize(results[(label, shape, t)]) for t in threads]
+                lines.append(f"| {label} | " + " | ".join(
+                    f"{x['shared']:.2f}" if x and "shared" in x else "" for x in sums) + " |")
+            lines.append("")
     top = max(threads)
     lines += [f"#### Peak RSS at {top} threads, MiB (median; ratio to glibc)", "",
               "| allocator | " + " | ".join(args.shapes) + " |",
@@ -316,8 +341,10 @@ def parse_args(argv):
                     type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--shapes", default=",".join(SHAPES), type=lambda s: s.split(","))
     ap.add_argument("--hc", action="append", metavar="NAME=PATH.so",
-                    help="an HC build to measure (repeatable); default: build/libhcmalloc.so "
-                         "as hc-generic and the thread cache off as hc-tcache-off")
+                    help="an HC build to measure (repeatable): a library, or set:KNOB=V,... "
+                         "for the generic preset with those knobs, built here; default: "
+                         "build/libhcmalloc.so as hc-generic and set:TCACHE_COUNT=0 as "
+                         "hc-tcache-off")
     ap.add_argument("--allocators", type=lambda s: s.split(","),
                     help="only these labels (glibc, jemalloc, mimalloc, tcmalloc, HC names)")
     ap.add_argument("--no-callgrind", action="store_true", help="skip the instructions per pair")

@@ -21,7 +21,11 @@
  *                    free on sizes 16 B - 4 KiB, up to 512 live blocks per thread; rate: seconds.
  *   false-share      threads take turns to allocate 64 blocks of 24 B each, one block per turn
  *                    (so a single heap hands out neighbours to different threads), then write
- *                    their own blocks AMOUNT rounds; rate: ns per round.
+ *                    their own blocks AMOUNT rounds; rate: ns per round.  Also prints
+ *                    shared=F, the fraction of the blocks that share a 64-byte cache line with
+ *                    another thread's block: the allocator's part in false sharing, exact and
+ *                    free of timing noise (the times show it only when the threads really run
+ *                    at once, on idle cores).
  *   false-share-handoff the main thread allocates the blocks alternately for the threads; each
  *                    thread frees the ones it got and allocates as many again (an allocator
  *                    that reuses them at once keeps the neighbours), then writes as above.
@@ -172,14 +176,6 @@ static void *queue_take_all(struct queue *q)
     return all;
 }
 
-static int queue_length(struct queue *q)
-{
-    pthread_mutex_lock(&q->lock);
-    int n = q->length;
-    pthread_mutex_unlock(&q->lock);
-    return n;
-}
-
 /* A batch of BATCH blocks of small sizes; each block's bytes from 16 on carry the tag. */
 static void *make_batch(uint64_t *rng, unsigned char tag)
 {
@@ -259,10 +255,28 @@ static void *ring_body(void *arg)
     long freed = 0;
     while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
         freed += free_batches(queue_take_all(mine), (unsigned char)(from + 1));
-        if (queue_length(next) < 16)
-            queue_push(next, make_batch(&rng, (unsigned char)(w->id + 1)));
-        else
-            sched_yield();  /* the next thread is behind: bound the blocks in flight */
+        void *batch = make_batch(&rng, (unsigned char)(w->id + 1));
+        /* Bound the blocks in flight: while the next thread is 32 batches behind, wait for it
+         * (it broadcasts when it takes them), freeing what arrives here meanwhile. */
+        pthread_mutex_lock(&next->lock);
+        while (next->length >= 32 && !atomic_load(&stop_flag)) {
+            if (nthreads > 1 && mine->head) {
+                pthread_mutex_unlock(&next->lock);
+                freed += free_batches(queue_take_all(mine), (unsigned char)(from + 1));
+                pthread_mutex_lock(&next->lock);
+                continue;
+            }
+            struct timespec soon;
+            clock_gettime(CLOCK_REALTIME, &soon);
+            soon.tv_nsec += 1000000;  /* 1 ms: also wakes to see the stop flag */
+            if (soon.tv_nsec >= 1000000000) {
+                soon.tv_sec++;
+                soon.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&next->changed, &next->lock, &soon);
+        }
+        pthread_mutex_unlock(&next->lock);
+        queue_push(next, batch);
     }
     w->ops = freed;
     return NULL;
@@ -380,21 +394,43 @@ static atomic_long turn;
 static pthread_barrier_t barrier;
 static void *handed[MAX_THREADS][FS_BLOCKS];
 static int handoff;
+static void *owned[MAX_THREADS][FS_BLOCKS];
+
+/* The fraction of all blocks that share a 64-byte cache line with another thread's block. */
+static double shared_fraction(void)
+{
+    long shared = 0;
+    for (int t = 0; t < nthreads; t++)
+        for (int i = 0; i < FS_BLOCKS; i++) {
+            uintptr_t first = (uintptr_t)owned[t][i] / 64;
+            uintptr_t last = ((uintptr_t)owned[t][i] + FS_SIZE - 1) / 64;
+            int found = 0;
+            for (int u = 0; u < nthreads && !found; u++)
+                for (int j = 0; u != t && j < FS_BLOCKS && !found; j++) {
+                    uintptr_t f = (uintptr_t)owned[u][j] / 64;
+                    uintptr_t l = ((uintptr_t)owned[u][j] + FS_SIZE - 1) / 64;
+                    found = f <= last && first <= l;
+                }
+            shared += found;
+        }
+    return (double)shared / (nthreads * FS_BLOCKS);
+}
 
 static void write_rounds(struct worker *w, void **blocks)
 {
     long rounds = (long)amount;
+    for (int i = 0; i < FS_BLOCKS; i++)
+        owned[w->id][i] = blocks[i];
     pthread_barrier_wait(&barrier);
     double t0 = now();
     for (long r = 0; r < rounds; r++)
         for (int i = 0; i < FS_BLOCKS; i++)
             ++*(volatile long *)blocks[i];
     w->seconds = now() - t0;
-    for (int i = 0; i < FS_BLOCKS; i++) {
+    pthread_barrier_wait(&barrier);  /* every thread has stopped writing; the blocks stay */
+    for (int i = 0; i < FS_BLOCKS; i++)
         if (*(long *)blocks[i] != rounds)
             atomic_store(&check_failed, 1);
-        free(blocks[i]);
-    }
     w->ops = rounds;
 }
 
@@ -456,6 +492,7 @@ int main(int argc, char **argv)
     const char *unit;
     double rate;
     long ops = 0;
+    double line_share = -1;  /* the false-sharing shapes' fraction of blocks in shared lines */
 
     if (!strcmp(shape, "per-thread") || !strcmp(shape, "cross-thread")
         || !strcmp(shape, "producer-consumer")) {
@@ -498,6 +535,10 @@ int main(int argc, char **argv)
         ops = workers[0].ops;
         unit = "ns/round";
         rate = seconds * 1e9 / amount;
+        line_share = shared_fraction();  /* before the frees: the addresses are still live */
+        for (int t = 0; t < nthreads; t++)
+            for (int i = 0; i < FS_BLOCKS; i++)
+                free(owned[t][i]);
     } else {
         return usage();
     }
@@ -505,7 +546,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "mt_shapes: %s: a block's contents changed under its owner\n", shape);
         return 1;
     }
-    printf("shape=%s threads=%d seconds=%.4f ops=%ld rate=%.6g unit=%s\n", shape, nthreads,
-           seconds, ops, rate, unit);
+    printf("shape=%s threads=%d seconds=%.4f ops=%ld", shape, nthreads, seconds, ops);
+    if (line_share >= 0)
+        printf(" shared=%.3f", line_share);
+    printf(" rate=%.6g unit=%s\n", rate, unit);
     return 0;
 }
