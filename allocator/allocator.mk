@@ -3,7 +3,7 @@
 # that rendered file so the Makefile, the tests and `hctune emit` compile the same source.
 #   build/malloc-generic.c       the generic preset (Table 6), rendered
 #   build/libhcmalloc.so         it, for LD_PRELOAD
-#   build/libhcmalloc-debug.so   it with HC_DEBUG=1: every heap invariant checked after each call
+#   build/libhcmalloc-debug.so   it with HC_DEBUG=1: what each call touches checked, the whole heap every N calls
 HC_DIR    := allocator/hc
 HC_INPUTS := $(wildcard $(HC_DIR)/*.c $(HC_DIR)/*.h) templates/malloc.c.j2 \
              $(wildcard templates/_*.j2) configs/knobs.toml configs/presets.toml \

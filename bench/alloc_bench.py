@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/alloc_bench.py [--reps 5] [--presets generic,p2c-mem,...]
                                           [--others] [--workloads python,cc1,...] [--out FILE]
+                                          [--lib NAME=PATH ...]
 
 Every (allocator, workload) pair runs --reps times, interleaved (round r of every pair before
 round r+1 of any), so drift on a shared machine hits all allocators alike. Reported per pair:
@@ -64,6 +65,11 @@ def allocators(args) -> dict[str, dict]:
     out = {"glibc": {"lib": None, "hc": False}}
     for label, setting in hc_presets(args.presets).items():
         out[f"hc:{label}"] = {"lib": build_hc(setting), "hc": True}
+    for item in args.lib:
+        label, _, path = item.partition("=")
+        if not label or not Path(path).is_file():
+            raise HctuneError(f"--lib {item!r}: expected NAME=PATH of an existing HC .so")
+        out[f"hc:{label}"] = {"lib": Path(path).resolve(), "hc": True}
     if args.others:
         for name, soname in SYSTEM_LIBS.items():
             for d in LIB_DIRS:
@@ -178,6 +184,8 @@ def main(argv=None) -> int:
                     help="HC presets (configs/presets.toml); default: all, deduplicated")
     ap.add_argument("--workloads", type=lambda s: s.split(","), default=None)
     ap.add_argument("--others", action="store_true", help="also jemalloc, mimalloc, tcmalloc")
+    ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH",
+                    help="also an HC build made elsewhere (e.g. from an older commit); repeatable")
     ap.add_argument("--out", type=Path, help="write the Markdown report here (atomically)")
     args = ap.parse_args(argv)
     if args.reps < 1:

@@ -77,6 +77,9 @@ say "8. the trace replayed on every allocator (same harness for all)"
 "$PY" bench/search_compare.py --db "$HCTUNE_DB" "$OUT/gawk.hct" --repeat 5 \
     | tee "$OUT/compare.txt"
 
+say "8b. hctune validate: the perf study's best settings in real runs of gawk (interleaved)"
+hctune validate --study "$PERF" --runs 5 --top 2
+
 say "9. hctune report"
 hctune report --study "$MEM" -o "$OUT/report-mem.html"
 hctune report --study "$PERF" -o "$OUT/report-perf.html"

@@ -5,65 +5,26 @@
         -- PROGRAM ARGS...
 
 glibc, jemalloc, mimalloc and tcmalloc (the Debian packages) plus every --lib (e.g. the .so
-that `hctune emit --so` wrote). Each is run --runs times; the median wall time and the largest
-peak RSS (the kernel's ru_maxrss of the program) are kept. With --expect, every run's output must
-equal that file, so a faster allocator that breaks the program cannot win.
+that `hctune emit --so` wrote), in interleaved rounds, measured by the same code as
+`hctune validate` (hctune.validate.run_rounds: the program's own wall time, CPU time and peak
+RSS through the small hcrun launcher). Medians; ratios to glibc with 95 % intervals (paired
+bootstrap over rounds). With --expect, every run's output must equal that file (else glibc's
+output is the reference), so a faster allocator that breaks the program cannot win.
+`hctune validate` does the same for a study's settings and stores the runs; this script is for
+libraries that are not in a study.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shlex
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
 from hctune import allocators
+from hctune import validate as v
 from hctune.errors import HctuneError
-
-
-# A process's ru_maxrss includes the memory of the process it was forked from (Linux records the
-# old image's high-water mark at exec), so a Python parent would put its own ~15 MB under every
-# program. This tiny launcher forks the program from a process of a few hundred KiB instead and
-# prints the program's own peak RSS (KiB) on stderr's last line.
-LAUNCHER = r"""
-#include <stdio.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    (void)argc;
-    pid_t pid = fork();
-    if (pid == 0) { execvp(argv[1], argv + 1); _exit(127); }
-    int status; struct rusage ru;
-    if (pid < 0 || wait4(pid, &status, 0, &ru) < 0) return 126;
-    fprintf(stderr, "\nmaxrss_kib %ld\n", ru.ru_maxrss);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 125;
-}
-"""
-
-
-def launcher() -> str:
-    d = tempfile.mkdtemp(prefix="hctune-real-")
-    src = os.path.join(d, "launch.c")
-    with open(src, "w") as f:
-        f.write(LAUNCHER)
-    exe = os.path.join(d, "launch")
-    subprocess.run(["cc", "-O2", "-static", src, "-o", exe], check=True)
-    return exe
-
-
-def run_once(launch, argv, env) -> tuple[float, int, bytes]:
-    start = time.perf_counter()
-    proc = subprocess.run([launch, *argv], env=env, capture_output=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{shlex.join(argv)} exited with {proc.returncode}")
-    rss = int(proc.stderr.decode(errors="replace").strip().splitlines()[-1].split()[1])
-    return wall, rss * 1024, proc.stdout
 
 
 def main(argv=None) -> int:
@@ -77,42 +38,49 @@ def main(argv=None) -> int:
     prog = a.program[1:] if a.program[:1] == ["--"] else a.program
     if not prog:
         ap.error("name the program to run after --")
-    libs = []
-    for name in ("glibc", "jemalloc", "mimalloc", "tcmalloc"):
+    cands = [v.Candidate("glibc", "reference", "glibc")]
+    for name in v.REFERENCES:
         try:
-            libs.append((name, allocators.resolve(name).library))
+            cands.append(v.Candidate(name, "reference", name,
+                                     library=allocators.resolve(name).library))
         except HctuneError as e:
             print(f"skipping {name}: {e}", file=sys.stderr)
     for item in a.lib:
         name, _, path = item.partition("=")
-        libs.append((name, os.path.abspath(path)))
-    expected = open(a.expect, "rb").read() if a.expect else None
-    launch = launcher()
-    rows = []
-    for name, lib in libs:
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        if lib:
-            env["LD_PRELOAD"] = str(lib)
-        walls, rss = [], 0
-        for _ in range(a.runs):
-            wall, peak, out = run_once(launch, prog, env)
-            if expected is not None and out != expected:
-                print(f"{name}: the program's output differs from {a.expect}", file=sys.stderr)
-                return 1
-            walls.append(wall)
-            rss = max(rss, peak)
-        rows.append((name, statistics.median(walls), rss))
-    base = rows[0]
-    print(f"{'allocator':16} {'wall s':>8} {'vs glibc':>8} {'peak RSS KiB':>12} {'vs glibc':>8}")
-    for name, wall, rss in rows:
-        print(f"{name:16} {wall:8.3f} {wall / base[1]:8.3f} {rss / 1024:12.0f} "
-              f"{rss / base[2]:8.3f}")
-    print(f"# {a.runs} runs each, output checked: {'yes' if expected else 'no'}; reproduce: "
-          f".venv/bin/python bench/search_real.py "
-          + " ".join(f"--lib {shlex.quote(x)}" for x in a.lib) + f" -- {shlex.join(prog)}",
-          file=sys.stderr)
-    return 0
+        cands.append(v.Candidate(name, "extra", os.path.abspath(path),
+                                 library=os.path.abspath(path)))
+    expected = None
+    if a.expect:
+        with open(a.expect, "rb") as f:
+            expected = hashlib.sha256(f.read()).hexdigest()
+    try:
+        program = v.check_program(v.Program(prog, os.getcwd()))
+        runs, _, notes = v.run_rounds(program, cands, a.runs, expected_sha256=expected)
+    except HctuneError as e:
+        print(f"search_real: error: {e}", file=sys.stderr)
+        return 2
+    s = v.summarize(cands, runs, "perf")
+    bad = [c for c in s["candidates"] if c["disqualified"]]
+    for c in bad:
+        print(f"{c['candidate']}: disqualified: {c['disqualified']}", file=sys.stderr)
+    print(f"{'allocator':16} {'wall s':>8} {'vs glibc (95 % CI)':>22} {'peak RSS KiB':>12} "
+          f"{'vs glibc (95 % CI)':>22}")
+    for c in s["candidates"]:
+        if c["disqualified"]:
+            continue
+        cells = []
+        for m in ("wall_s", "peak_rss_bytes"):
+            r = c["vs_glibc"].get(m)
+            cells.append(f"{r['ratio']:.3f} ({r['ci'][0]:.3f}-{r['ci'][1]:.3f})" if r else "1")
+        print(f"{c['candidate']:16} {c['median']['wall_s']:8.3f} {cells[0]:>22} "
+              f"{c['median']['peak_rss_bytes'] / 1024:12.0f} {cells[1]:>22}")
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    print(f"# {a.runs} interleaved runs each, output checked against "
+          f"{a.expect or 'glibc'}; reproduce: .venv/bin/python bench/search_real.py "
+          + " ".join(f"--lib {shlex.quote(x)}" for x in a.lib) + f" --runs {a.runs} -- "
+          + shlex.join(prog), file=sys.stderr)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -22,20 +22,35 @@
  * $HCTRACE_OUT.<pid>.<n>.  Buffers are flushed when a thread exits (a pthread key destructor),
  * at exit (destructor + atexit), before exec and _exit, and a forked child drops the copy of its
  * parent's unflushed buffer (the parent writes those events) and opens its own file.
- * Known limit: threads still running when the process exits lose their unflushed events. */
+ *
+ * Crashes and threads still running at exit: every thread's buffer is in a registry
+ * (g_bufs).  At exit, and when the process dies of a fatal signal (SIGSEGV, SIGBUS, SIGABRT,
+ * SIGFPE, SIGILL), the thread that ends it stops every other thread from recording (g_stop,
+ * made visible to them by membarrier(2): their hooks pay no atomic instruction for it), waits
+ * for those in the middle of recording an event to finish it, and writes all buffers.  The signal handlers are ours
+ * from start-up, on an alternate stack (a stack overflow still gets its trace written); a
+ * program that installs its own handler for one of these signals (sigaction/signal, wrapped
+ * below) keeps it: our handler calls it, and writes the trace only when the program's action is
+ * the default one, which is then restored and the signal raised again, so the process ends
+ * with the same status (and core dump) as without the tracer.  Everything on those paths is
+ * async-signal-safe (writev, open, fstat, membarrier; no locks, no malloc). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <ucontext.h>
 #include <sys/syscall.h>
+#include <linux/membarrier.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,8 +109,39 @@ typedef struct tbuf {
     int in_hook;            /* recursion guard */
     int in_init;
     int dead;               /* key destructor ran: flush after every event */
+    int slot;               /* index in g_bufs + 1; 0 = not registered */
+    int in_record;          /* inside record() or a flush of its own: the buffer is changing */
+    _Atomic int claimed;    /* held by whoever flushes it from outside the thread, or at exit */
 } tbuf;
 static TLS tbuf t_buf;
+
+/* ---- the registry of thread buffers, for exit and crash ---- */
+#define MAX_BUFS 4096
+static tbuf *_Atomic g_bufs[MAX_BUFS];
+static volatile int g_stop;          /* set once by the thread ending the process */
+static _Atomic int g_ending;         /* the first thread to end the process wins */
+static _Atomic int g_scanning;       /* the ending thread is reading other threads' buffers */
+static int g_membarrier;             /* 1: private expedited registered, 2: global, 0: none */
+static pid_t g_pid;                  /* ours; another in a vfork child sharing our memory */
+
+#define COMPILER_BARRIER() atomic_signal_fence(memory_order_seq_cst)
+
+/* Mark the buffer busy; 0 when the process is ending (another thread writes the buffers now and
+ * this one must not touch its own).  The ending thread's membarrier(2) orders the plain store
+ * and load here against its own store to g_stop and load of in_record (an asymmetric fence:
+ * the hot path pays only a compiler barrier). */
+static inline int begin_own(tbuf *t)
+{
+    t->in_record = 1;
+    COMPILER_BARRIER();
+    if (unlikely(g_stop) && !t->dead) {
+        __atomic_store_n(&t->in_record, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    return 1;
+}
+
+static inline void end_own(tbuf *t) { __atomic_store_n(&t->in_record, 0, __ATOMIC_RELEASE); }
 
 static int in_pool(const void *p) { return (const uint8_t *)p >= g_pool && (const uint8_t *)p < g_pool + sizeof g_pool; }
 
@@ -195,21 +241,60 @@ static void flush(tbuf *t)
     hct_enc_reset(&t->enc);
 }
 
+static void unregister(tbuf *t)
+{
+    if (t->slot) {
+        atomic_store(&g_bufs[t->slot - 1], NULL);
+        t->slot = 0;
+    }
+}
+
 static void thread_done(void *arg)
 {
     (void)arg;
     t_buf.in_hook++;
-    flush(&t_buf);
+    /* a thread ending the process may be writing this buffer right now: wait for it */
+    while (atomic_exchange(&t_buf.claimed, 1))
+        ;
+    if (begin_own(&t_buf)) {
+        flush(&t_buf);
+        end_own(&t_buf);
+    }
+    unregister(&t_buf);
     t_buf.dead = 1;
+    atomic_store(&t_buf.claimed, 0);
+    /* a thread ending the process may still hold a pointer to this buffer, which goes away
+     * with the thread: let it finish reading first */
+    while (atomic_load(&g_scanning))
+        ;
     t_buf.in_hook--;
 }
+
+static void register_buf(tbuf *t)
+{
+    for (int i = 0; i < MAX_BUFS; i++) {
+        tbuf *none = NULL;
+        if (!atomic_load_explicit(&g_bufs[i], memory_order_relaxed) &&
+            atomic_compare_exchange_strong(&g_bufs[i], &none, t)) {
+            t->slot = i + 1;
+            return;
+        }
+    }
+    /* more than MAX_BUFS live threads: this one's events are written only as its buffer
+     * fills and when it exits, not when another thread ends the process */
+}
+
 
 static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const void *old,
                    size_t size, size_t align)
 {
+    if (!begin_own(t))
+        return;
     if (unlikely(t->thread_plus1 == 0)) {
         t->thread_plus1 = atomic_fetch_add(&g_threads, 1) + 1;
         pthread_setspecific(g_key, (void *)1);   /* so thread_done runs at thread exit */
+        if (!t->dead)
+            register_buf(t);
     }
     if (unlikely(t->len + HCT_MAX_EVENT_BYTES > sizeof t->data))
         flush(t);
@@ -220,6 +305,7 @@ static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const voi
     t->len = (size_t)(end - t->data);
     if (unlikely(t->dead))
         flush(t);
+    end_own(t);
 }
 
 /* ---- start-up ---- */
@@ -310,6 +396,17 @@ static void at_fork_child(void)
     /* The parent flushes the events in our copy of its buffer; we start our own file. */
     t_buf.len = 0;
     hct_enc_reset(&t_buf.enc);
+    /* the parent's other threads do not exist here: forget their buffers */
+    for (int i = 0; i < MAX_BUFS; i++)
+        atomic_store_explicit(&g_bufs[i], NULL, memory_order_relaxed);
+    t_buf.slot = 0;
+    atomic_store(&t_buf.claimed, 0);
+    if (t_buf.thread_plus1 && !t_buf.dead)
+        register_buf(&t_buf);
+    g_stop = 0;
+    atomic_store(&g_ending, 0);
+    atomic_store(&g_scanning, 0);
+    g_pid = getpid();
     if (g_fd >= 0)
         close(g_fd);
     g_fd = open_output();
@@ -319,12 +416,190 @@ static void at_fork_child(void)
     }
 }
 
+/* ---- the end of the process: exit, or a fatal signal ---- */
+
+static void pause_a_little(void)
+{
+    struct timespec ts = {0, 100000};   /* 0.1 ms; nanosleep is async-signal-safe */
+    nanosleep(&ts, NULL);
+}
+
+/* Stop every other thread recording and write every buffer.  Called by the thread that ends
+ * the process (exit, or the handler of a fatal signal); async-signal-safe. */
+static void flush_here(void);
+
+static void write_all_buffers(void)
+{
+    tbuf *self = &t_buf;
+    if (getpid() != g_pid) {
+        /* a vfork child: the memory (and the other threads' buffers) is its parent's, which
+         * goes on running; write only the buffer it shares, as before exec */
+        flush_here();
+        return;
+    }
+    self->in_hook++;
+    if (!atomic_exchange(&g_ending, 1)) {
+        int others = 0;
+        for (int i = 0; i < MAX_BUFS && !others; i++) {
+            tbuf *t = atomic_load(&g_bufs[i]);
+            others = t && t != self;
+        }
+        if (others) {
+            atomic_store(&g_scanning, 1);
+            g_stop = 1;
+            atomic_thread_fence(memory_order_seq_cst);
+            if (g_membarrier == 1)
+                syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+            else if (g_membarrier == 2)
+                syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+            else
+                pause_a_little();   /* no membarrier: let running threads see g_stop */
+            for (int i = 0; i < MAX_BUFS; i++) {
+                tbuf *t = atomic_load(&g_bufs[i]);
+                if (!t || t == self)
+                    continue;
+                /* a thread in the middle of an event finishes it within microseconds; one
+                 * that does not within ~0.2 s (stopped in a debugger...) keeps its events */
+                for (int n = 0; n < 2000 && __atomic_load_n(&t->in_record, __ATOMIC_ACQUIRE); n++)
+                    pause_a_little();
+                if (__atomic_load_n(&t->in_record, __ATOMIC_ACQUIRE) ||
+                    atomic_exchange(&t->claimed, 1))
+                    continue;          /* claimed: the thread is exiting and writes its own */
+                if (atomic_load(&g_bufs[i]) == t)
+                    flush(t);
+                atomic_store(&t->claimed, 0);
+            }
+            atomic_store(&g_scanning, 0);
+        }
+    }
+    flush(self);
+    unregister(self);
+    self->dead = 1;          /* late frees from other destructors still reach the file */
+    self->in_hook--;
+}
+
 static void at_exit_flush(void)
 {
-    t_buf.in_hook++;
-    flush(&t_buf);
-    t_buf.dead = 1;          /* late frees from other destructors still reach the file */
-    t_buf.in_hook--;
+    if (atomic_load(&g_state) == ST_READY && g_fd >= 0)
+        write_all_buffers();
+}
+
+/* The fatal signals: what the program asked for each (it never sees our handler). */
+static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+static struct sigaction g_prog[NSIG];
+static int g_handlers;               /* 1 once ours are installed */
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+
+static int is_fatal(int sig)
+{
+    for (size_t i = 0; i < sizeof k_fatal / sizeof k_fatal[0]; i++)
+        if (k_fatal[i] == sig)
+            return 1;
+    return 0;
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    struct sigaction *p = &g_prog[sig];
+    if (p->sa_handler == SIG_IGN) {
+        errno = saved;
+        return;
+    }
+    if (p->sa_handler != SIG_DFL) {
+        /* the program's own handler, as the kernel would have run it */
+        struct sigaction h = *p;
+        if (h.sa_flags & SA_RESETHAND) {
+            p->sa_handler = SIG_DFL;
+            p->sa_flags = 0;
+        }
+        /* the mask the kernel would have set: the interrupted code's, the handler's, sig */
+        sigset_t mask, old;
+        sigorset(&mask, &((ucontext_t *)uc)->uc_sigmask, &h.sa_mask);
+        if (!(h.sa_flags & SA_NODEFER))
+            sigaddset(&mask, sig);
+        pthread_sigmask(SIG_SETMASK, &mask, &old);
+        errno = saved;
+        if (h.sa_flags & SA_SIGINFO)
+            h.sa_sigaction(sig, si, uc);
+        else
+            h.sa_handler(sig);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    if (atomic_load(&g_state) == ST_READY && g_fd >= 0 && !t_buf.in_init)
+        write_all_buffers();
+    /* die of the same signal: default action, raised again (pending until we return; a fault
+     * would also simply recur on return) */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    real_sigaction(sig, &dfl, NULL);
+    raise(sig);
+    errno = saved;
+}
+
+static void install_handlers(void)
+{
+    *(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+    if (!real_sigaction)
+        return;
+    /* an alternate stack for this (the main) thread, so a stack overflow is written too */
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_DISABLE)) {
+        size_t n = 64 * 1024;
+        void *mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem != MAP_FAILED) {
+            stack_t ss = {.ss_sp = mem, .ss_size = n, .ss_flags = 0};
+            sigaltstack(&ss, NULL);
+        }
+    }
+    struct sigaction ours;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = on_fatal;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigfillset(&ours.sa_mask);
+    for (size_t i = 0; i < sizeof k_fatal / sizeof k_fatal[0]; i++) {
+        int sig = k_fatal[i];
+        if (real_sigaction(sig, NULL, &g_prog[sig]) == 0 && g_prog[sig].sa_handler != SIG_IGN)
+            real_sigaction(sig, &ours, NULL);
+    }
+    g_handlers = 1;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+        g_membarrier = 1;
+    else if (syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) > 0 &&
+             (syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) & MEMBARRIER_CMD_GLOBAL))
+        g_membarrier = 2;
+}
+
+/* The program's own handlers for the fatal signals are kept in g_prog, ours stays installed
+ * (see the top of the file); other signals go straight through. */
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (!real_sigaction)
+        *(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+    if (!g_handlers || !is_fatal(sig) || (act && act->sa_handler == SIG_IGN))
+        return real_sigaction(sig, act, old);
+    if (old)
+        *old = g_prog[sig];
+    if (act)
+        g_prog[sig] = *act;
+    return 0;
+}
+
+EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    if (sig > 0 && sig < NSIG)
+        sigaddset(&act.sa_mask, sig);
+    act.sa_flags = SA_RESTART;            /* glibc's signal(): BSD semantics */
+    if (sigaction(sig, &act, &old) < 0)
+        return SIG_ERR;
+    return old.sa_handler;
 }
 
 #define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
@@ -354,12 +629,14 @@ static void init(void)
     const char *tm = getenv("HCTRACE_TIME");
     g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
     g_mono0 = mono_ns();
+    g_pid = getpid();
     g_fd = open_output();
     int ok = g_fd >= 0 && pthread_key_create(&g_key, thread_done) == 0;
     if (ok) {
         write_header();
         pthread_atfork(NULL, NULL, at_fork_child);
         atexit(at_exit_flush);
+        install_handlers();
     }
     t_buf.in_init = 0;
     atomic_store(&g_state, ok ? ST_READY : ST_OFF);
@@ -537,7 +814,10 @@ static void flush_here(void)
     if (atomic_load(&g_state) != ST_READY)
         return;
     t_buf.in_hook++;
-    flush(&t_buf);
+    if (begin_own(&t_buf)) {
+        flush(&t_buf);
+        end_own(&t_buf);
+    }
     t_buf.in_hook--;
 }
 
@@ -608,7 +888,8 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 EXPORT void _exit(int status)
 {
-    flush_here();
+    if (atomic_load(&g_state) == ST_READY && g_fd >= 0)
+        write_all_buffers();    /* the other threads end with us: write theirs too */
     if (!real__exit)
         *(void **)&real__exit = dlsym(RTLD_NEXT, "_exit");
     real__exit(status);

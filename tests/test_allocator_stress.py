@@ -31,8 +31,9 @@ def ident(setting):
 
 
 def run_stress(program, library, ops, seed, slots, timeout=120):
+    # HCMALLOC_CHECK=1: the debug builds walk the whole heap after every call (release ignores it)
     res = subprocess.run([str(program), str(ops), str(seed), str(slots)], capture_output=True,
-                         text=True, timeout=timeout, env=preload_env(library))
+                         text=True, timeout=timeout, env=preload_env(library, HCMALLOC_CHECK="1"))
     assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}{res.stderr[-3000:]}"
     assert re.fullmatch(rf"ok ops={ops} allocs=\d+ reallocs=\d+ frees=\d+\n", res.stdout), res.stdout
     return res

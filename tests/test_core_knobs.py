@@ -73,4 +73,7 @@ def test_thread_knobs_are_declared_for_the_threaded_search():
     assert table["TCACHE_COUNT"].search == "log_or_zero" and table["TCACHE_COUNT"].min == 0
     assert table["TCACHE_COUNT"].search_max == 256
     assert table["TCACHE_MAX"].search == "int" and table["TCACHE_MAX"].search_step == 16
-    assert not any(k.threads for n, k in table.items() if not n.startswith("TCACHE_"))
+    arenas = table["ARENAS"]
+    assert arenas.threads and arenas.search != "fixed" and arenas.single_thread_value == 1
+    assert not any(k.threads for n, k in table.items()
+                   if not n.startswith("TCACHE_") and n != "ARENAS")

@@ -98,3 +98,14 @@ def test_table_7_rows_for_the_objective_come_first():
         tags = [label.rsplit("-", 1)[1] for label, _ in seeds.presets(objective)]
         n = tags.count(objective)
         assert n == 7 and tags[:n] == [objective] * n
+
+
+def test_single_threaded_study_holds_arenas_at_one():
+    """Arenas cost a single-threaded program instructions and give it nothing: a study over
+    single-threaded traces holds ARENAS at its single_thread_value, 1; a threaded one searches
+    it (docs/allocator.md, "Threads and fork")."""
+    assert space.fixed_values()["ARENAS"] == 1
+    assert "ARENAS" not in space.searched()
+    assert "ARENAS" in space.searched(threads=True)
+    params = space.params_of(knobs.preset("generic"))
+    assert space.setting_of(params)["ARENAS"] == 1

@@ -173,6 +173,40 @@ def test_a_subset_of_knobs_keeps_the_rest_at_their_defaults(db):
             assert all(s[k] == generic[k] for k in ("COALESCE_RATIO", "HEAP_UNIT", "QL_PREALLOC"))
 
 
+def test_perf_keeps_peak_rss_within_10_percent_of_glibc_by_default(db):
+    """The perf default (issue 10): +10 % peak RSS over glibc unless lifted; best shows what
+    the limit cost."""
+    m = Model()
+    r = study.run(db, (), study.Options(objective="perf", trials=20, seed=8), measure_fn=m)
+    assert r["study"].endswith("-mem10-gen")
+    ts = trials_of(db, r["study"])
+    chosen = next(t for t in ts if t.number == r["best_perf"]["trial"])
+    # within +10 % of the larger of glibc's and generic HC's peak RSS
+    assert max(e["rss_ratio_vs_ref"] for e in chosen.user_attrs["per_trace"]) <= 1.10
+    b = results.best(db, r["study"], None, measure_fn=m)
+    if any(not study.feasible(t) for t in ts):
+        fastest = min(ts, key=lambda t: (t.user_attrs["perf"], t.number))
+        if fastest.number != chosen.number:
+            assert b["tradeoff"]["unconstrained"]["trial"] == fastest.number
+    lifted = study.run(db, (), study.Options(objective="perf", trials=17, seed=8,
+                                             memory_limit_default=False), measure_fn=m)
+    assert "-mem" not in lifted["study"]
+    assert study.parse_memory_limit("none") == (None, False)
+    assert study.parse_memory_limit("25") == (25.0, True)
+    assert study.parse_memory_limit(None) == (None, True)
+    with pytest.raises(HctuneError, match="percentage or 'none'"):
+        study.parse_memory_limit("lots")
+
+
+def test_objective_without_study_takes_the_latest_study_of_that_objective(db):
+    m = Model()
+    perf = study.run(db, (), study.Options(objective="perf", trials=16, seed=9), measure_fn=m)
+    mem = study.run(db, (), study.Options(objective="mem", trials=16, seed=9), measure_fn=m)
+    with Database(db) as d:
+        assert results.chosen(d, None, "perf")[0]["name"] == perf["study"]
+        assert results.chosen(d, None, "mem")[0]["name"] == mem["study"]
+        assert results.chosen(d, None, None)[0]["name"] == mem["study"]   # the latest of any
+
 class ThreadedModel(Model):
     """The same model on a trace the harness replayed on 4 threads."""
 

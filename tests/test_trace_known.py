@@ -41,16 +41,25 @@ def _key(e):
 
 
 def _find_in_order(events, wanted):
-    """Positions of `wanted` as an in-order subsequence of events (None if not all found)."""
-    pos, out = 0, []
-    for w in wanted:
-        while pos < len(events) and _key(events[pos]) != w:
-            pos += 1
-        if pos == len(events):
-            return None
-        out.append(pos)
-        pos += 1
-    return out
+    """Positions of `wanted` as an in-order subsequence of the events of one trace thread (None
+    if no thread has them all).  Matching within one thread: another thread may have an event
+    with the same key (glibc hands the same address and size to two threads in turn), and a
+    match across threads would then depend on the scheduling."""
+    by_thread = collections.defaultdict(list)
+    for i, e in enumerate(events):
+        by_thread[e.thread].append(i)
+    for positions in by_thread.values():
+        k, out = 0, []
+        for w in wanted:
+            while k < len(positions) and _key(events[positions[k]]) != w:
+                k += 1
+            if k == len(positions):
+                break
+            out.append(positions[k])
+            k += 1
+        else:
+            return out
+    return None
 
 
 def _by_pid(traces, pid, command_word):

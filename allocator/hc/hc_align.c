@@ -10,6 +10,7 @@
  *  3. Give back the tail beyond size. */
 static char *hc_alloc_aligned(size_t size, size_t align)
 {
+    HC_ARENA_HERE;
     char *b = hc_alloc_block(size + align - HC_GRANULE);
     if (!b)
         return NULL;

@@ -9,6 +9,7 @@
  *  3. What is left goes on the list of its own size, coalesced if b was (its neighbours are). */
 static char *hc_carve(char *b, size_t size, int coalesced)
 {
+    HC_ARENA_HERE;
     size_t have = hc_size(b);
     size_t rest = have - size;
     uint32_t pinuse = *hc_hdr(b) & HC_PINUSE;
@@ -48,6 +49,7 @@ static char *hc_carve(char *b, size_t size, int coalesced)
 /* After a complete coalescing: the smallest free block of at least size bytes (§3.8). */
 static char *hc_find_fit(size_t size, int *coalesced)
 {
+    HC_ARENA_HERE;
     unsigned i = hc_index(size);
     int j = hc_bit_next(hc.map, i);
     if (j < 0)
@@ -86,6 +88,7 @@ static HC_UNUSED int hc_complete_pays(size_t size)
  *  7. Out of heap: coalesce everything whatever the ratio, then fail (the caller may mmap). */
 static HC_NOINLINE char *hc_alloc_block(size_t size)
 {
+    HC_ARENA_HERE;
     unsigned i = hc_index(size);
     int coalesced = 0;
     char *b;

@@ -1,6 +1,7 @@
 /* hc_api.c -- the malloc API.  Every entry point takes the lock (free while single-threaded,
  * hc_lock.h), does its work through the files above, checks the heap in the debug build, and
- * reports failure as NULL with errno set, never a crash. */
+ * reports failure as NULL with errno set, never a crash.  Once the process has threads, malloc
+ * and free of the sizes a thread cache holds go through it first (hc_tcache.c). */
 #include "hc_block.h"
 #include "hc_lock.h"
 
@@ -11,12 +12,6 @@ static HC_COLD void hc_fail(const char *msg)
     hc_write_all(2, "\n", 1);
     abort();
 }
-
-#if HC_DEBUG
-#define HC_CHECK() hc_check()
-#else
-#define HC_CHECK() ((void)0)
-#endif
 
 /* A quick-list hit (§3.10): pop the head of list i (block size i * 16), count it in use. */
 static inline void *hc_ql_alloc(unsigned i)
@@ -44,6 +39,7 @@ static inline void *hc_medium_alloc(unsigned i)
  * mmapped one above MMAP_THRESHOLD (§3.2) or when the heap cannot grow any more. */
 static void *hc_malloc_locked(size_t n)
 {
+    HC_ARENA_HERE;
     if (n <= HC_QL_REQUEST && hc.ql[hc_request_size(n) / HC_GRANULE]) {
         hc.last_clean = 0;
         return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
@@ -55,6 +51,8 @@ static void *hc_malloc_locked(size_t n)
             return hc_payload(b);
         }
     }
+    if (HC_NARENAS > 1 && hc_cur != hc_arenas)
+        return NULL; /* mapped blocks belong to arena 0 (hc_arena.c): the caller goes there */
     void *p = hc_mmap_block(n, HC_GRANULE);
     if (p)
         hc_account_alloc(hc_mmap_len(p));
@@ -65,6 +63,7 @@ static void *hc_malloc_locked(size_t n)
  * can (always); the debug build also walks the heap to prove p is a live block. */
 static void hc_free_locked(void *p)
 {
+    HC_ARENA_HERE;
     if (!hc_in_heap(p)) {
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("free(): invalid pointer (not from this malloc, or freed twice)");
@@ -85,66 +84,169 @@ static void hc_free_locked(void *p)
     hc_free_block(b);
 }
 
-/* ---- the fast paths: malloc's quick-list hit and free's quick-list push (§3.10) ----
- * They run only while the process is single-threaded (no lock to take) and never in the debug
- * build (which checks the heap after every call); everything else goes to the slow paths below,
- * out of line, so malloc and free need no stack frame and reach them by a tail call. */
+/* ---- the fast paths ----
+ * Single-threaded: malloc's quick-list (§3.10) or medium-list (§3.4) hit and free's push, with
+ * no lock to take.  With threads: the thread cache's pop and push (hc_tcache.c).  Never in the
+ * debug build (which checks the heap after every locked call).  Everything else goes to the
+ * slow paths below, out of line, so malloc and free need no stack frame and reach them by a
+ * tail call. */
+
+/* Allocate n bytes under the lock of arena a (hc_cur is left at a).  *clean: the memory is
+ * known to be zero (calloc). */
+static void *hc_malloc_in(struct hc_state *a, size_t n, int *clean)
+{
+    hc_use(a);
+    int held = hc_lock();
+    void *p = hc_malloc_locked(n);
+    *clean = hc.last_clean;
+    HC_CHECK();
+    hc_unlock(held);
+    return p;
+}
+
+/* Allocate from the thread's home arena (the current one while the process is single-threaded),
+ * else from arena 0: for mapped blocks, and when the home arena cannot serve (hc_arena.c). */
+static void *hc_malloc_arenas(size_t n, int *clean)
+{
+    if (HC_NARENAS == 1)
+        return hc_malloc_in(hc_arenas, n, clean);
+    struct hc_state *home = HC_SINGLE_THREADED() ? hc_cur : hc_home();
+    void *p = NULL;
+    if (home == hc_arenas || n <= HC_MMAP_ABOVE)
+        p = hc_malloc_in(home, n, clean);
+    if (!p && home != hc_arenas)
+        p = hc_malloc_in(hc_arenas, n, clean);
+    hc_use(home);
+    return p;
+}
 
 static HC_NOINLINE void *hc_malloc_slow(size_t n)
 {
-    int held = hc_lock();
-    void *p = hc_malloc_locked(n);
-    HC_CHECK();
-    hc_unlock(held);
+    void *p;
+    if (hc_likely(HC_SINGLE_THREADED()) || (!HC_TC_ON && HC_NARENAS == 1)) {
+        /* The paper's path: one heap, no lock (single-threaded) or its one lock. */
+        int held = hc_lock();
+        p = hc_malloc_locked(n);
+        HC_CHECK();
+        hc_unlock(held);
+        if (HC_NARENAS > 1 && hc_unlikely(!p) && hc_cur != hc_arenas) {
+            int clean; /* a forked child working on another arena: mapped blocks are arena 0's */
+            p = hc_malloc_arenas(n, &clean);
+        }
+    } else {
+        if (HC_TC_ON && n <= HC_TC_REQUEST && (p = hc_tc_refill((unsigned)(hc_request_size(n) / HC_GRANULE))))
+            return p;
+        int clean;
+        p = hc_malloc_arenas(n, &clean);
+    }
     if (hc_unlikely(!p))
         errno = ENOMEM;
     return p;
+}
+
+/* The arena p belongs to: its heap's, else arena 0 (mapped blocks, and pointers that are not
+ * ours, which arena 0's checks then reject). */
+static inline struct hc_state *hc_owner(void *p)
+{
+    if (HC_NARENAS == 1 || hc_in_heap(p))
+        return hc_cur;
+    struct hc_state *a = hc_arena_of(p);
+    return a ? a : hc_arenas;
+}
+
+/* A thread's free of a block its cache may hold: checked as free() checks it (the debug build
+ * walks the heap for it, under the lock), then cached, making room first if need be. */
+static int hc_free_cached(void *p)
+{
+    struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+    size_t size;
+    if (!a || !hc_arena_block(a, p, &size) || size > HC_TC_SIZE)
+        return 0;
+#if HC_DEBUG
+    struct hc_state *was = hc_cur;
+    hc_use(a);
+    int held = hc_lock();
+    hc_check_free_arg(p);
+    hc_unlock(held);
+    hc_use(was);
+#endif
+    return hc_tc_flush_push(p, (unsigned)(size / HC_GRANULE));
 }
 
 static HC_NOINLINE void hc_free_slow(void *p)
 {
     if (!p)
         return;
+    if (HC_TC_ON && !HC_SINGLE_THREADED()) {
+        /* A block of another thread's arena (free's fast path checks only its own): cached
+         * at once when its class has room, else through the flush. */
+        struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+        size_t size;
+        if (!HC_DEBUG && a && hc_arena_block(a, p, &size) && size <= HC_TC_SIZE &&
+            hc_tc_push(p, (unsigned)(size / HC_GRANULE)))
+            return;
+        if (hc_free_cached(p))
+            return;
+    }
+    struct hc_state *was = hc_cur, *owner = hc_owner(p);
+    if (owner != was)
+        hc_use(owner);
     int held = hc_lock();
     hc_free_locked(p);
     HC_CHECK();
     hc_unlock(held);
+    if (owner != was)
+        hc_use(was);
 }
 
-void *malloc(size_t n)
+/* malloc's body, which calloc also calls: a compiler may turn "malloc, then memset to 0" into a
+ * call to calloc, which would call itself here. */
+static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
 {
     /* n below the medium limit: a quick-list or medium size, and the rounding cannot overflow.
-     * A quick-list size tries its quick list (§3.10), a medium size its own list (§3.4): the
-     * first two steps of hc_alloc_block, in its order. */
-    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() && n <= HC_MEDIUM_MAX - HC_HDR)) {
+     * Single-threaded, a quick-list size tries its quick list (§3.10), a medium size its own
+     * list (§3.4): the first two steps of hc_alloc_block, in its order.  With threads, a size
+     * the thread cache holds pops the thread's own stack. */
+    if (hc_likely(!HC_DEBUG && n <= HC_MEDIUM_MAX - HC_HDR)) {
         unsigned i = (unsigned)(hc_request_size(n) / HC_GRANULE);
-        if (i <= HC_QL_MAX) {
-            if (hc_likely(hc.ql[i] != 0))
-                return hc_ql_alloc(i);
-        } else if (hc.lists[i].unco | hc.lists[i].coal) {
-            return hc_medium_alloc(i);
+        if (hc_likely(HC_SINGLE_THREADED())) {
+            if (i <= HC_QL_MAX) {
+                if (hc_likely(hc.ql[i] != 0))
+                    return hc_ql_alloc(i);
+            } else if (hc.lists[i].unco | hc.lists[i].coal) {
+                return hc_medium_alloc(i);
+            }
+        } else if (HC_TC_ON && i <= HC_TC_CLASSES) {
+            void *p = hc_tc_pop(i);
+            if (hc_likely(p != NULL))
+                return p;
         }
     }
     return hc_malloc_slow(n);
 }
+
+void *malloc(size_t n) { return hc_malloc(n); }
 
 void free(void *p)
 {
     char *b = hc_block_of(p);
     /* One unsigned compare keeps the check that b is a block of the heap: NULL, mmapped and
      * foreign pointers all fall outside [first, top) and go to the slow path. */
-    if (hc_likely(!HC_DEBUG && HC_SINGLE_THREADED() &&
-                  (uintptr_t)(b - hc.first) < (uintptr_t)(hc.top - hc.first))) {
+    if (hc_likely(!HC_DEBUG && (uintptr_t)(b - hc.first) < (uintptr_t)(hc_top_now() - hc.first))) {
         uint32_t h = *hc_hdr(b);
         size_t size = h & ~HC_FLAGS;
         /* In use, not already on a quick list (a double free), 16-byte aligned. */
         if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)))) {
-            hc_account_free(size);
-            if (size <= HC_QL_SIZE)
-                hc_free_quick(b, size);
-            else
-                hc_free_listed(b, size);
-            return;
+            if (hc_likely(HC_SINGLE_THREADED())) {
+                hc_account_free(size);
+                if (size <= HC_QL_SIZE)
+                    hc_free_quick(b, size);
+                else
+                    hc_free_listed(b, size);
+                return;
+            }
+            if (HC_TC_ON && size <= HC_TC_SIZE && hc_tc_push(p, (unsigned)(size / HC_GRANULE)))
+                return;
         }
     }
     hc_free_slow(p);
@@ -158,11 +260,14 @@ void *calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    int held = hc_lock();
-    void *p = hc_malloc_locked(n);
-    int clean = hc.last_clean;
-    HC_CHECK();
-    hc_unlock(held);
+    if (HC_TC_ON && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
+        void *p = hc_malloc(n);
+        if (p)
+            memset(p, 0, n);
+        return p;
+    }
+    int clean;
+    void *p = hc_malloc_arenas(n, &clean);
     if (!p) {
         errno = ENOMEM;
         return NULL;
@@ -170,6 +275,25 @@ void *calloc(size_t count, size_t size)
     if (!clean)
         memset(p, 0, n);
     return p;
+}
+
+/* realloc with threads of a block and a size the thread cache holds: keep the block when the
+ * new size fits it and uses at least half of it, else move it through the cache (malloc, copy,
+ * free) -- no lock either way.  NULL: not such a block; realloc goes the locked way (§3.12). */
+static void *hc_tc_realloc(void *p, size_t n)
+{
+    struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+    size_t have, want = hc_request_size(n);
+    if (!a || !hc_arena_block(a, p, &have) || have > HC_TC_SIZE)
+        return NULL;
+    if (want <= have && want * 2 >= have)
+        return p;
+    void *q = hc_malloc(n);
+    if (!q)
+        return NULL;
+    memcpy(q, p, (have - HC_HDR) < n ? have - HC_HDR : n);
+    free(p);
+    return q;
 }
 
 /* realloc (§3.12): in place by merging neighbours, else allocate, copy, free.  As glibc does,
@@ -182,6 +306,13 @@ void *realloc(void *p, size_t n)
         free(p);
         return NULL;
     }
+    if (HC_TC_ON && !HC_DEBUG && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
+        void *q = hc_tc_realloc(p, n);
+        if (q)
+            return q;
+    }
+    struct hc_state *was = hc_cur;
+    hc_use(hc_owner(p));
     int held = hc_lock();
     void *q = NULL;
     size_t old;
@@ -213,17 +344,43 @@ void *realloc(void *p, size_t n)
             goto done;
         }
     }
-    q = hc_malloc_locked(n);
-    if (q) {
-        memcpy(q, p, old < n ? old : n);
-        hc_free_locked(p);
-        HC_COUNT(realloc_moved, 1);
-        HC_COUNT(allocs_total, -1); /* a move is one realloc, not a new allocation */
-        HC_COUNT(frees, -1);
+    if (hc_cur == was || HC_SINGLE_THREADED()) {
+        q = hc_malloc_locked(n);
+        if (q) {
+            memcpy(q, p, old < n ? old : n);
+            hc_free_locked(p);
+            HC_COUNT(realloc_moved, 1);
+            HC_COUNT(allocs_total, -1); /* a move is one realloc, not a new allocation */
+            HC_COUNT(frees, -1);
+        }
+    } else {
+        /* p lives in another thread's arena: move it to this thread's by the public paths. */
+        HC_CHECK();
+        hc_unlock(held);
+        hc_use(was);
+        q = malloc(n);
+        if (q) {
+            memcpy(q, p, old < n ? old : n);
+            free(p);
+        }
+        return q;
+    }
+    if (!q && hc_cur != hc_arenas) {
+        /* The arena cannot serve n here (mapped blocks are arena 0's): move by the public paths. */
+        HC_CHECK();
+        hc_unlock(held);
+        hc_use(was);
+        q = malloc(n);
+        if (q) {
+            memcpy(q, p, old < n ? old : n);
+            free(p);
+        }
+        return q;
     }
 done:
     HC_CHECK();
     hc_unlock(held);
+    hc_use(was);
     if (!q)
         errno = ENOMEM;
     return q;
@@ -248,6 +405,11 @@ static void *hc_memalign(size_t align, size_t n)
         errno = ENOMEM;
         return NULL;
     }
+    struct hc_state *was = hc_cur;
+    if (HC_NARENAS > 1 && !HC_SINGLE_THREADED()) {
+        was = hc_home();
+        hc_use(was);
+    }
     int held = hc_lock();
     void *p = NULL;
     size_t size = hc_request_size(n);
@@ -258,10 +420,17 @@ static void *hc_memalign(size_t align, size_t n)
             p = hc_payload(b);
         }
     }
+    if (!p && hc_cur != hc_arenas) { /* mapped blocks are arena 0's (hc_arena.c) */
+        HC_CHECK();
+        hc_unlock(held);
+        hc_use(hc_arenas);
+        held = hc_lock();
+    }
     if (!p && (p = hc_mmap_block(n, align)) != NULL)
         hc_account_alloc(hc_mmap_len(p));
     HC_CHECK();
     hc_unlock(held);
+    hc_use(was);
     if (!p)
         errno = ENOMEM;
     return p;
@@ -321,12 +490,8 @@ size_t malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
-    int held = hc_lock();
-    size_t n;
-    if (hc_in_heap(p))
-        n = hc_size(hc_block_of(p)) - HC_HDR;
-    else
-        n = hc_mmap_len(p) - hc_mmap_off(p);
-    hc_unlock(held);
-    return n;
+    /* The caller owns the block, so its size bits do not change under us: no lock. */
+    if (HC_NARENAS == 1 ? hc_in_heap(p) : hc_arena_of(p) != NULL)
+        return hc_size(hc_block_of(p)) - HC_HDR;
+    return hc_mmap_len(p) - hc_mmap_off(p);
 }

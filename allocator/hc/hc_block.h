@@ -59,4 +59,8 @@ static inline size_t hc_bin_low(unsigned i)
 
 static inline int hc_in_heap(void *p) { return (char *)p > hc.base && (char *)p < hc.limit; }
 
+/* The wilderness's header, read without the lock by free()'s range check.  Another thread may be
+ * moving it; a block that is allocated lies below it whatever the moment, so the check holds. */
+static inline char *hc_top_now(void) { return __atomic_load_n(&hc.top, __ATOMIC_RELAXED); }
+
 #endif /* HC_BLOCK_H */

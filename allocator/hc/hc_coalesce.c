@@ -7,6 +7,7 @@
  * just below the wilderness and was taken into it (§3.9: the wilderness grows backwards). */
 static HC_UNUSED char *hc_merge(char *b)
 {
+    HC_ARENA_HERE;
     size_t size = hc_size(b);
     while (!hc_prev_inuse(b)) {
         char *prev = hc_prev_block(b);
@@ -42,6 +43,7 @@ static HC_UNUSED char *hc_merge(char *b)
  *  4. NULL when no uncoalesced blocks remain.  Quick lists are left alone (§3.10). */
 static HC_UNUSED char *hc_coalesce_incremental(size_t size)
 {
+    HC_ARENA_HERE;
     int i = hc_bit_next(hc.unco, 1);
     if (i < 0)
         return NULL;
@@ -68,6 +70,7 @@ static HC_UNUSED char *hc_coalesce_incremental(size_t size)
  *     ends there. */
 static void hc_coalesce_complete(void)
 {
+    HC_ARENA_HERE;
     if (!hc.ready || hc.end == hc.base)
         return;
     for (unsigned i = 1; i <= HC_QL_MAX; i++) {

@@ -56,6 +56,7 @@ static inline void hc_free_listed(char *b, size_t size)
 
 static void hc_free_block(char *b)
 {
+    HC_ARENA_HERE;
     size_t size = hc_size(b);
     if (size <= HC_QL_SIZE)
         hc_free_quick(b, size);
@@ -68,6 +69,7 @@ static void hc_free_block(char *b)
  * wilderness when it lies just below it. */
 static void hc_shrink_block(char *b, size_t size)
 {
+    HC_ARENA_HERE;
     size_t have = hc_size(b);
     if (have - size < 2 * HC_GRANULE)
         return;

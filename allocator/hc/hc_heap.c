@@ -51,6 +51,7 @@ static HC_COLD int hc_heap_init(void)
 /* Commit at least `need` more bytes at hc.end, in whole HEAP_UNITs.  0 when the OS says no. */
 static int hc_heap_grow(size_t need)
 {
+    HC_ARENA_HERE;
     size_t page = hc_page();
     size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* mprotect needs whole pages */
     size_t n = (need + unit - 1) / unit * unit;
@@ -71,6 +72,7 @@ static int hc_heap_grow(size_t need)
  *  3. The block starts at the old top; the wilderness starts right after it. */
 static char *hc_wild_take(size_t size)
 {
+    HC_ARENA_HERE;
     if (hc.end == hc.base) { /* the first call: commit the first unit, write the top header */
         if (!hc_heap_grow((size_t)(hc.top - hc.base) + HC_HDR))
             return NULL;
@@ -112,6 +114,7 @@ static int hc_wild_absorb(char *b, size_t size)
  * payload say how to unmap it; the tag in the header slot tells free() it is not a heap block. */
 static void *hc_mmap_block(size_t n, size_t align)
 {
+    HC_ARENA_HERE;
     size_t page = hc_page();
     if (align < HC_GRANULE)
         align = HC_GRANULE;
@@ -139,6 +142,7 @@ static inline int hc_is_mmapped(char *p) { return *(uint32_t *)(void *)(p - 4) =
 
 static void hc_munmap_block(char *p)
 {
+    HC_ARENA_HERE;
     size_t len = hc_mmap_len(p);
     hc.st.mapped_bytes -= len;
     hc.st.mapped_blocks--;
@@ -149,6 +153,7 @@ static void hc_munmap_block(char *p)
  * Only for blocks at the start of their mapping (not the memalign family's). NULL: not done. */
 static char *hc_mremap_block(char *p, size_t n)
 {
+    HC_ARENA_HERE;
     size_t page = hc_page();
     if (hc_mmap_off(p) != 16 || n > HC_MAX_REQUEST)
         return NULL;

@@ -110,7 +110,28 @@ struct hc_state {
     struct hc_stats st;
 };
 
-static struct hc_state hc;
+/* The arenas (hc_arena.c): ARENAS independent heaps, each a struct hc_state with its own
+ * reserved region and lock.  `hc` is the arena the calling thread is working on: every file
+ * says hc.field and means that arena.  A single-threaded process only ever uses arena 0; with
+ * threads, each thread has a home arena (round robin) and works on another only to free or
+ * reallocate a block that lives there.  ARENAS=1 is the paper's one heap. */
+#define HC_NARENAS ((ARENAS) < 1 ? 1 : (ARENAS) > 64 ? 64 : (ARENAS))
+static struct hc_state hc_arenas[HC_NARENAS];
+#if HC_NARENAS > 1
+static __thread struct hc_state *hc_cur __attribute__((tls_model("initial-exec"))) = &hc_arenas[0];
+static inline struct hc_state *hc_cur_tls(void) { return hc_cur; }
+/* `hc` reads the thread-local pointer, which the compiler reloads after most stores; a function
+ * that works on one arena throughout starts with HC_ARENA_HERE, a local copy `hc` then uses. */
+#define hc (*hc_cur)
+#define HC_ARENA_HERE struct hc_state *const hc_cur HC_UNUSED = hc_cur_tls()
+static inline void hc_use(struct hc_state *a) { hc_cur = a; }
+#else
+/* One arena: `hc` is it, at a fixed address, as in the paper's allocator. */
+#define hc_cur (&hc_arenas[0])
+#define hc (hc_arenas[0])
+#define HC_ARENA_HERE ((void)0)
+static inline void hc_use(struct hc_state *a) { (void)a; }
+#endif
 
 /* Bytes on all lists and quick lists.  Every heap block below the wilderness is either in use
  * (bytes_current less the mmapped bytes) or free, so the fast paths need not count them. */

@@ -67,6 +67,7 @@ static HC_NOINLINE void hc_list_push(char *b, int coalesced) { hc_list_link(b, h
 /* Take free block b off whichever sub-list holds it. */
 static void hc_list_remove(char *b)
 {
+    HC_ARENA_HERE;
     size_t size = hc_size(b);
     unsigned i = hc_index(size);
     int coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
@@ -121,6 +122,7 @@ static inline char *hc_list_pop(unsigned i, int *coalesced)
  * be split anyway, §3.8), or one of the smallest size the bin can hold. */
 static char *hc_bin_best(unsigned bin, size_t size)
 {
+    HC_ARENA_HERE;
     char *best = NULL;
     size_t best_size = (size_t)-1;
     size_t good = hc_bin_low(bin) > size + HC_GRANULE ? hc_bin_low(bin) : size + HC_GRANULE;
@@ -142,6 +144,7 @@ static char *hc_bin_best(unsigned bin, size_t size)
 
 static char *hc_big_best(size_t size)
 {
+    HC_ARENA_HERE;
     unsigned bin = hc_index(size < HC_MEDIUM_MAX + HC_GRANULE ? HC_MEDIUM_MAX + HC_GRANULE : size);
     char *b = hc_bin_best(bin, size);
     if (b)

@@ -10,6 +10,7 @@
  *     and give back what is more than needed. */
 static char *hc_resize_in_place(char *b, size_t size)
 {
+    HC_ARENA_HERE;
     size_t have = hc_size(b);
     if (size <= have) {
         if (have > HC_QL_SIZE)

@@ -25,11 +25,9 @@ static inline void hc_account_free(size_t bytes)
 
 int hc_stats_get(struct hc_stats *out)
 {
-    int held = hc_lock();
-    *out = hc.st;
+    hc_arena_stats(out);
     out->version = HC_STATS_VERSION;
     out->monitor = MONITOR;
-    hc_unlock(held);
     return 0;
 }
 

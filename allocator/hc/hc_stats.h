@@ -46,7 +46,9 @@
     X(wilderness_grows, "times the wilderness was grown from the OS (§3.9)")                    \
     X(mmaps, "blocks given their own mmap (§3.2)")                                              \
     X(realloc_in_place, "reallocs served in place by merging neighbours (§3.12)")               \
-    X(realloc_moved, "reallocs that allocated, copied and freed (§3.12)")
+    X(realloc_moved, "reallocs that allocated, copied and freed (§3.12)")                      \
+    X(tcache_refills, "thread caches refilled from the heap, half a cache each (hc_tcache.c)")    \
+    X(tcache_flushes, "thread caches that gave blocks back: half a full class, or all at exit")
 
 struct hc_stats {
 #define HC_STATS_MEMBER(name, doc) uint64_t name;

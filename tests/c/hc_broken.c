@@ -4,6 +4,7 @@
  *   calloc    calloc returns memory that is not zeroed
  *   realloc   realloc moves the block but copies only half the old contents
  *   align     malloc returns pointers 8 bytes off a 16-byte boundary
+ *   crash     the 1000th free() aborts the program (SIGABRT), as a corrupted heap would
  *   (unset)   no fault: glibc's malloc passed through
  * Everything else goes to glibc's own entry points (__libc_malloc and friends, and
  * malloc_usable_size found with dlsym(RTLD_NEXT)).
@@ -47,6 +48,9 @@ static void *base_of(void *p)
 
 void free(void *p)
 {
+    static unsigned long frees;
+    if (fault("crash") && ++frees == 1000)
+        abort();
     __libc_free(base_of(p));
 }
 

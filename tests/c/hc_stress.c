@@ -1,6 +1,6 @@
 /* hc_stress: randomized malloc-API stress test that checks every block it holds.
  *
- * Usage: hc_stress OPS [SEED [SLOTS]]
+ * Usage: hc_stress OPS [SEED [SLOTS [THREADS]]]
  *
  * Written against the standard malloc API only, so it runs against glibc as is and against any
  * allocator injected with LD_PRELOAD (the HC builds of Hasan & Chang 2006, §3). Each operation
@@ -13,11 +13,16 @@
  * malloc_usable_size >= request, calloc zeroes, realloc keeps the old contents, and the whole
  * usable area still holds the pattern written into it (so an allocator that reports more usable
  * bytes than it owns, or that scribbles on a live block, is caught).
+ * With THREADS > 1 the OPS are split over that many threads, each with its own slots and random
+ * stream, and one op in eight swaps the chosen slot with a slot of a shared exchange table, so
+ * blocks are checked, reallocated and freed by threads other than the one that allocated them
+ * (a thread cache's cross-thread frees).
  * Prints one "ok ..." line and exits 0, or one "hc_stress: FAIL ..." line and exits 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +36,8 @@ struct slot {
     uint64_t tag;    /* seeds the pattern */
 };
 
-static uint64_t rng_state;
-static unsigned long op_index;
+static __thread uint64_t rng_state;
+static __thread unsigned long op_index;
 
 static uint64_t rnd(void)  /* xorshift64*: fast and reproducible from the seed */
 {
@@ -47,7 +52,7 @@ static void fail(const char *what, const struct slot *s)
     printf("hc_stress: FAIL at op %lu: %s (ptr %p size %zu usable %zu)\n", op_index, what,
            s ? (void *)s->p : NULL, s ? s->size : 0, s ? s->usable : 0);
     fflush(stdout);
-    exit(1);
+    _exit(1);
 }
 
 /* Request sizes: 70 % up to 128 bytes (quick lists), 20 % up to 1 KiB (medium lists, §3.4),
@@ -222,44 +227,105 @@ static void do_realloc(struct slot *s)
     fill(s);
 }
 
-int main(int argc, char **argv)
+/* ---- the run: one thread, or several sharing an exchange table ---- */
+
+#define EXCHANGE 64
+static struct slot exchange[EXCHANGE];
+static pthread_mutex_t exchange_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nthreads = 1;
+
+struct run {
+    unsigned long ops, allocs, frees, reallocs;
+    uint64_t seed;
+    size_t nslots;
+};
+
+static void *run_ops(void *arg)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: hc_stress OPS [SEED [SLOTS]]\n");
-        return 2;
-    }
-    unsigned long ops = strtoul(argv[1], NULL, 0);
-    rng_state = argc > 2 ? strtoull(argv[2], NULL, 0) * 0x9E3779B97F4A7C15ULL + 1 : 88172645463325252ULL;
-    size_t nslots = argc > 3 ? strtoul(argv[3], NULL, 0) : 2000;
-    struct slot *slots = calloc(nslots, sizeof *slots);
+    struct run *r = arg;
+    rng_state = r->seed;
+    struct slot *slots = calloc(r->nslots, sizeof *slots);
     if (!slots) {
-        printf("hc_stress: FAIL: cannot allocate %zu slots\n", nslots);
-        return 1;
+        printf("hc_stress: FAIL: cannot allocate %zu slots\n", r->nslots);
+        _exit(1);
     }
-    unsigned long allocs = 0, frees = 0, reallocs = 0;
-    for (op_index = 0; op_index < ops; op_index++) {
-        struct slot *s = &slots[rnd() % nslots];
+    for (op_index = 0; op_index < r->ops; op_index++) {
+        struct slot *s = &slots[rnd() % r->nslots];
+        if (nthreads > 1 && rnd() % 8 == 0) {
+            /* Trade blocks with the other threads: what comes back was allocated elsewhere. */
+            struct slot *x = &exchange[rnd() % EXCHANGE];
+            pthread_mutex_lock(&exchange_lock);
+            struct slot t = *x;
+            *x = *s;
+            *s = t;
+            pthread_mutex_unlock(&exchange_lock);
+        }
         if (s->p == NULL) {
             do_alloc(s);
-            allocs++;
+            r->allocs++;
             continue;
         }
         check_range(s, 0, s->usable, "block contents changed while it was allocated");
         if (s->p && s->size > 0 && rnd() % 4 == 0) {
             do_realloc(s);
-            reallocs++;
+            r->reallocs++;
         } else {
             free(s->p);
             memset(s, 0, sizeof *s);
-            frees++;
+            r->frees++;
         }
     }
     /* Everything still held must be intact; then give it all back. */
-    for (size_t i = 0; i < nslots; i++) {
+    for (size_t i = 0; i < r->nslots; i++) {
         check_range(&slots[i], 0, slots[i].usable, "block contents changed (final check)");
         free(slots[i].p);
     }
     free(slots);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: hc_stress OPS [SEED [SLOTS [THREADS]]]\n");
+        return 2;
+    }
+    unsigned long ops = strtoul(argv[1], NULL, 0);
+    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) * 0x9E3779B97F4A7C15ULL + 1 : 88172645463325252ULL;
+    size_t nslots = argc > 3 ? strtoul(argv[3], NULL, 0) : 2000;
+    nthreads = argc > 4 ? atoi(argv[4]) : 1;
+    if (nthreads < 1 || nthreads > 64) {
+        fprintf(stderr, "hc_stress: THREADS must be 1..64\n");
+        return 2;
+    }
+    struct run runs[64];
+    pthread_t tids[64];
+    for (int t = 0; t < nthreads; t++) {
+        runs[t] = (struct run){ ops / (unsigned long)nthreads + (t == 0 ? ops % (unsigned long)nthreads : 0),
+                                0, 0, 0, seed + (uint64_t)t * 0x2545F4914F6CDD1DULL,
+                                nslots / (size_t)nthreads ? nslots / (size_t)nthreads : 1 };
+    }
+    if (nthreads == 1) {
+        run_ops(&runs[0]);
+    } else {
+        for (int t = 0; t < nthreads; t++)
+            if (pthread_create(&tids[t], NULL, run_ops, &runs[t])) {
+                printf("hc_stress: FAIL: pthread_create\n");
+                return 1;
+            }
+        for (int t = 0; t < nthreads; t++)
+            pthread_join(tids[t], NULL);
+        for (int k = 0; k < EXCHANGE; k++) {
+            check_range(&exchange[k], 0, exchange[k].usable, "block contents changed (exchange)");
+            free(exchange[k].p);
+        }
+    }
+    unsigned long allocs = 0, frees = 0, reallocs = 0;
+    for (int t = 0; t < nthreads; t++) {
+        allocs += runs[t].allocs;
+        frees += runs[t].frees;
+        reallocs += runs[t].reallocs;
+    }
     printf("ok ops=%lu allocs=%lu reallocs=%lu frees=%lu\n", ops, allocs, reallocs, frees);
     return 0;
 }

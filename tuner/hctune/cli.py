@@ -10,7 +10,7 @@ import sys
 import click
 
 from hctune import __version__, commands
-from hctune.errors import HctuneError
+from hctune.errors import HctuneError, database_error_line, is_database_error, os_error_line
 
 
 class _Group(click.Group):
@@ -32,6 +32,10 @@ def cli(ctx: click.Context, db_path: str):
       hctune emit -o malloc.c           write the tuned allocator; build it into the app
     """
     ctx.obj = {"db_path": db_path}
+    _state["db_path"] = db_path
+
+
+_state: dict = {}      # what main's error lines name (the database of this run)
 
 
 for _info in pkgutil.iter_modules(commands.__path__):
@@ -64,6 +68,16 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         click.echo("hctune: interrupted", err=True)
         return 130
+    except OSError as e:
+        # unwritable output, full disk, file-size limit, missing program: one line, what + where
+        click.echo(f"hctune: error: {os_error_line(e)}", err=True)
+        return 2
+    except Exception as e:
+        if not is_database_error(e):
+            raise
+        # a read-only or locked database file, a lost PostgreSQL connection
+        click.echo(f"hctune: error: {database_error_line(e, _state.get('db_path'))}", err=True)
+        return 2
     return 0
 
 

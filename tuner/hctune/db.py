@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hctune.errors import HctuneError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS = {
     1: """
@@ -60,6 +60,45 @@ _MIGRATIONS = {
         options_json TEXT,
         created TEXT NOT NULL
     );
+    """,
+    # 2: what `hctune validate` needs to run the profiled program again, and its real runs.
+    2: """
+    ALTER TABLE hc_traces ADD COLUMN argv_json TEXT;   -- the profiled argv (JSON list), NULL if imported
+    ALTER TABLE hc_traces ADD COLUMN cwd TEXT;         -- its working directory
+    ALTER TABLE hc_traces ADD COLUMN stdin_path TEXT;  -- its stdin, when that was a regular file
+    CREATE TABLE hc_validations (
+        id INTEGER PRIMARY KEY,
+        study TEXT,                  -- hc_studies.name
+        objective TEXT NOT NULL,     -- the real measure: mem (peak RSS) | perf | pareto (wall time)
+        argv_json TEXT NOT NULL,     -- the program run (JSON list)
+        cwd TEXT NOT NULL,
+        stdin_path TEXT,
+        runs INTEGER NOT NULL,       -- runs per candidate asked for
+        status TEXT NOT NULL,        -- running | done | interrupted | failed
+        winner TEXT,                 -- the winning candidate's label (an HC setting)
+        winner_setting TEXT,         -- its knobs.key() form
+        verdict TEXT,
+        summary_json TEXT,           -- hctune.validate's result: medians, intervals, ratios
+        host TEXT,
+        created TEXT NOT NULL,
+        finished TEXT
+    );
+    CREATE TABLE hc_real_runs (
+        id INTEGER PRIMARY KEY,
+        validation_id INTEGER NOT NULL REFERENCES hc_validations(id),
+        candidate TEXT NOT NULL,     -- label: tuned #1, hc generic, glibc, jemalloc, ...
+        allocator TEXT NOT NULL,     -- hc | glibc | jemalloc | mimalloc | tcmalloc | path
+        setting TEXT,                -- knobs.key() form for hc
+        trial INTEGER,               -- the study's trial, for tuned settings
+        round INTEGER NOT NULL,      -- interleaved round (every candidate once per round)
+        wall_s REAL, user_s REAL, sys_s REAL,
+        peak_rss_bytes INTEGER,      -- ru_maxrss of the program itself
+        exit_status INTEGER,         -- exit code, or 128 + signal
+        stdout_sha256 TEXT,
+        problem TEXT,                -- NULL, or why this run disqualifies the candidate
+        created TEXT NOT NULL
+    );
+    CREATE INDEX hc_real_runs_by_validation ON hc_real_runs (validation_id, candidate);
     """,
 }
 
@@ -123,20 +162,37 @@ class Database:
     # ---- traces ----
 
     def add_trace(self, path, sha256, command=None, tracer=None, events=None, size_bytes=None,
-                  stats=None) -> int:
+                  stats=None, invocation: dict | None = None) -> int:
         """Register a trace (idempotent by content hash); returns its id."""
         path = str(Path(path).resolve())
         with self.transaction() as c:
             row = c.execute("SELECT id FROM hc_traces WHERE sha256 = ?", (sha256,)).fetchone()
+            inv = invocation or {}
+            inv_cols = (json.dumps(inv["argv"]) if inv.get("argv") else None, inv.get("cwd"),
+                        inv.get("stdin"))
             if row:
                 c.execute("UPDATE hc_traces SET path = ? WHERE id = ?", (path, row[0]))
+                if invocation:
+                    c.execute("UPDATE hc_traces SET argv_json = ?, cwd = ?, stdin_path = ?"
+                              " WHERE id = ?", (*inv_cols, row[0]))
                 return row[0]
             cur = c.execute(
                 "INSERT INTO hc_traces (path, sha256, command, tracer, events, size_bytes,"
-                " stats_json, created) VALUES (?,?,?,?,?,?,?,?)",
+                " stats_json, created, argv_json, cwd, stdin_path)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (path, sha256, command, tracer, events, size_bytes,
-                 json.dumps(stats, sort_keys=True) if stats is not None else None, now()))
+                 json.dumps(stats, sort_keys=True) if stats is not None else None, now(),
+                 *inv_cols))
             return cur.lastrowid
+
+    @staticmethod
+    def invocation(trace_row) -> dict | None:
+        """{"argv", "cwd", "stdin"} of a profiled trace (what `validate` runs again), or None
+        for traces that were imported or recorded before hctune kept it."""
+        if trace_row is None or not trace_row["argv_json"]:
+            return None
+        return {"argv": json.loads(trace_row["argv_json"]), "cwd": trace_row["cwd"],
+                "stdin": trace_row["stdin_path"]}
 
     def set_trace_stats(self, trace_id: int, stats: dict):
         with self.transaction() as c:
@@ -198,9 +254,65 @@ class Database:
     def study(self, name):
         return self.conn.execute("SELECT * FROM hc_studies WHERE name = ?", (name,)).fetchone()
 
-    def latest_study(self):
-        return self.conn.execute("SELECT * FROM hc_studies ORDER BY created DESC, rowid DESC"
-                                 " LIMIT 1").fetchone()
+    def latest_study(self, objective: str | None = None, trace_ids=None):
+        """The latest study, or the latest of `objective` (on exactly `trace_ids` when given)."""
+        sql, args = "SELECT * FROM hc_studies WHERE 1=1", []
+        if objective is not None:
+            sql += " AND objective = ?"
+            args.append(objective)
+        if trace_ids is not None:
+            sql += " AND trace_ids = ?"
+            args.append(json.dumps(list(trace_ids)))
+        return self.conn.execute(sql + " ORDER BY created DESC, rowid DESC LIMIT 1",
+                                 args).fetchone()
+
+    # ---- validations (real runs of the program) ----
+
+    def add_validation(self, study, objective, argv, cwd, stdin_path, runs) -> int:
+        with self.transaction() as c:
+            cur = c.execute(
+                "INSERT INTO hc_validations (study, objective, argv_json, cwd, stdin_path, runs,"
+                " status, host, created) VALUES (?,?,?,?,?,?,'running',?,?)",
+                (study, objective, json.dumps(list(argv)), str(cwd), stdin_path, runs,
+                 socket.gethostname(), now()))
+            return cur.lastrowid
+
+    def add_real_run(self, validation_id, run: dict) -> int:
+        cols = ("candidate", "allocator", "setting", "trial", "round", "wall_s", "user_s",
+                "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem")
+        with self.transaction() as c:
+            cur = c.execute(
+                f"INSERT INTO hc_real_runs (validation_id, {', '.join(cols)}, created)"
+                f" VALUES (?, {', '.join('?' * len(cols))}, ?)",
+                (validation_id, *(run.get(k) for k in cols), now()))
+            return cur.lastrowid
+
+    def finish_validation(self, validation_id, status, summary: dict | None = None):
+        s = summary or {}
+        w = s.get("winner") or {}
+        with self.transaction() as c:
+            c.execute("UPDATE hc_validations SET status = ?, winner = ?, winner_setting = ?,"
+                      " verdict = ?, summary_json = ?, finished = ? WHERE id = ?",
+                      (status, w.get("candidate"), w.get("setting"), s.get("verdict"),
+                       json.dumps(summary, sort_keys=True) if summary else None, now(),
+                       validation_id))
+
+    def validation(self, validation_id):
+        return self.conn.execute("SELECT * FROM hc_validations WHERE id = ?",
+                                 (validation_id,)).fetchone()
+
+    def latest_validation(self, study: str | None = None, done: bool = True):
+        sql, args = "SELECT * FROM hc_validations WHERE 1=1", []
+        if study is not None:
+            sql += " AND study = ?"
+            args.append(study)
+        if done:
+            sql += " AND status = 'done'"
+        return self.conn.execute(sql + " ORDER BY id DESC LIMIT 1", args).fetchone()
+
+    def real_runs(self, validation_id):
+        return self.conn.execute("SELECT * FROM hc_real_runs WHERE validation_id = ? ORDER BY id",
+                                 (validation_id,)).fetchall()
 
 
 def open_db(path) -> Database:

@@ -76,8 +76,10 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=date, hctune=__version__)
         return setting, prov
+    from hctune import validate as _validate
     from hctune.search import results  # only a study-based emit needs Optuna
     from hctune.search import study as _study
+    asked = objective
     with Database(db_path) as db:
         try:
             row, st, objective, trial = results.chosen(db, study, objective)
@@ -87,20 +89,36 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                                   "a paper setting with --preset generic") from None
             raise
         traces = results.study_traces(db, row)
+        real = _validate.validated(db, row, asked)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
     setting = _study.trial_setting(trial)
+    if real is not None:
+        # the real runs' winner replaces the replay's best
+        setting = _validate.winner_setting(real)
+        n = real["winner"]["trial"]
+        trial = next((t for t in _study.finished(st) if t.number == n), None) if n is not None \
+            else None
     setting.update(overrides)
     setting = _knobs.complete(setting)
-    measured = _measured(trial, metric)
+    measured = _measured(trial, metric) if trial is not None else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
     prov.update(trace=", ".join(f"#{t.id} {t.path}" + (f" ({t.command})" if t.command else "")
                                 for t in traces),
-                objective=f"{objective} (perf metric: {metric}); study {row['name']}, trial "
-                          f"{trial.number}",
-                source=(f"seeded from {trial.user_attrs['seed']}" if trial.user_attrs.get("seed")
-                        else "found by the Optuna search"),
-                measured=measured, date=date, hctune=__version__)
+                objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
+                          + (f"trial {trial.number}" if trial is not None else "generic setting"),
+                source=(f"seeded from {trial.user_attrs['seed']}"
+                        if trial is not None and trial.user_attrs.get("seed")
+                        else "found by the Optuna search" if trial is not None
+                        else "Hasan & Chang 2006, Table 6"),
+                measured=measured)
+    if real is not None:
+        prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
+                             f"#{real['validation_id']} on {real['measure']}")
+        prov.update(_validate.provenance(real))
+    else:
+        prov["validated"] = "not validated in real runs (hctune validate)"
+    prov.update(date=date, hctune=__version__)
     return setting, prov
 
 
@@ -112,12 +130,18 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     setting, prov = choose_setting(db_path, study, objective, preset, sets)
     from hctune import render  # the renderer of the HC allocator (another part of hctune)
     text = render.render_malloc(setting, prov)
+    existed = out.exists()
     write_atomic(out, text)
     written = {"malloc_c": str(out), "setting": setting, "provenance": prov}
     so_path = Path(so) if so else None
     if so_path is not None:
-        so_path.parent.mkdir(parents=True, exist_ok=True)
-        written["so_command"] = compile_so(out, so_path)
+        try:
+            so_path.parent.mkdir(parents=True, exist_ok=True)
+            written["so_command"] = compile_so(out, so_path)
+        except BaseException:
+            if not existed:        # no compiler, no room: leave nothing of a half-done emit
+                out.unlink(missing_ok=True)
+            raise
         written["so"] = str(so_path)
     snippet_vars = {"source": out.name, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
                     "so_name": so_path.name if so_path else "libhcmalloc.so"}

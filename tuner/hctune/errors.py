@@ -9,3 +9,35 @@ class HctuneError(Exception):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def os_error_line(e: OSError) -> str:
+    """An OSError as one line naming what failed and where: `/out/malloc.c: No space left on
+    device`, `/nonexistent/cc: No such file or directory`."""
+    what = e.strerror or str(e) or type(e).__name__
+    names = [str(n) for n in (e.filename, e.filename2) if n is not None]
+    return f"{' -> '.join(names)}: {what}" if names else what
+
+
+def database_error_line(e: Exception, db_path: str | None) -> str:
+    """A database error as one line: sqlite3's name the results file; SQLAlchemy's and
+    Optuna's come from the study's storage (the same file by default, or a server)."""
+    import sqlite3
+    cause = e
+    while cause.__cause__ is not None and not isinstance(cause, sqlite3.Error):
+        cause = cause.__cause__              # Optuna wraps SQLAlchemy, which wraps the driver
+    orig = getattr(cause, "orig", None) or cause
+    text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    if isinstance(e, sqlite3.Error) and db_path:
+        return f"database {db_path}: {text}"
+    return f"study storage: {text}"
+
+
+def is_database_error(e: BaseException) -> bool:
+    import sqlite3
+    if isinstance(e, sqlite3.Error):
+        return True
+    mod, name = type(e).__module__ or "", type(e).__name__
+    return (mod.startswith("sqlalchemy") and name in (
+        "OperationalError", "DatabaseError", "InterfaceError", "ProgrammingError")) or (
+        mod.startswith("optuna") and name == "StorageInternalError")

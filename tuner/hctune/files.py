@@ -12,13 +12,21 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write data to path through a temporary file in the same directory, then rename: a crash
     or Ctrl-C leaves either the old file or the new one, never half of it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as e:
+        # a full disk or a file-size limit: the error names the file we were writing (a write
+        # to an fd carries no name), and the half-written temporary goes
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

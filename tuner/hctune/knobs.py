@@ -31,6 +31,7 @@ class Knob:
     search_min: float | int | None = None
     search_max: float | int | None = None
     threads: bool = False  # searched only when a trace of the study is multi-threaded
+    single_thread_value: float | int | None = None  # held here in a single-threaded study
 
     def parse(self, text: str):
         """A value from the command line, checked; raises HctuneError with one clear line."""

@@ -41,6 +41,7 @@ class Profile:
     main_stats: dict
     others: list[tuple[Path, dict]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)     # unreadable traces, one line each
+    signal: int | None = None          # the fatal signal the program died of, if it did
 
 
 def find_program(name: str) -> Path:
@@ -123,6 +124,7 @@ def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False
 
 
 def _run(cmd: list[str], env: dict) -> int:
+    """The program's exit status as Popen gives it: negative for a fatal signal."""
     try:
         proc = subprocess.Popen(cmd, env=env)
     except OSError as e:
@@ -133,7 +135,7 @@ def _run(cmd: list[str], env: dict) -> int:
             break
         except KeyboardInterrupt:
             continue            # the program got the Ctrl-C too; its traces are still wanted
-    return 128 - rc if rc < 0 else rc
+    return rc
 
 
 def _order(files: list[Path], base: str) -> list[Path]:
@@ -156,6 +158,20 @@ def _main_trace(readable: list[tuple[Path, dict]], base: str) -> tuple[Path, dic
     return chain[-1]    # readable is in tracer order: base, base.<pid>, base.<pid>.<n>...
 
 
+def invocation(argv: list[str]) -> dict:
+    """What `hctune validate` needs to run this program again: argv, the working directory,
+    and stdin's path when stdin is a regular file (a pipe or terminal cannot be replayed)."""
+    stdin = None
+    try:
+        if stat.S_ISREG(os.fstat(0).st_mode):
+            stdin = os.readlink("/proc/self/fd/0")
+            if not os.path.isfile(stdin):
+                stdin = None
+    except OSError:
+        stdin = None
+    return {"argv": list(argv), "cwd": os.getcwd(), "stdin": stdin}
+
+
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db", timestamps: bool = False) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces."""
@@ -173,7 +189,8 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         base = "trace" + spec.EXTENSION
         # absolute: children may chdir
         cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps)
-        code = _run(cmd, env)
+        rc = _run(cmd, env)
+        code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)], base)
         if not files:
             raise HctuneError(f"no trace was written for {argv[0]} (did it start?)")
@@ -205,6 +222,6 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
             register(db_path, dest, tracer, st)
             others.append((dest, st))
     main_dest, main_st = next((d, s) for d, s, m in placed if m)
-    main_id, _ = register(db_path, main_dest, tracer, main_st)
-    return Profile(code, main_dest, main_id, main_st, others, skipped)
+    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv))
+    return Profile(code, main_dest, main_id, main_st, others, skipped, died_of)
 

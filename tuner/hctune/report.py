@@ -103,6 +103,11 @@ def collect(db_path, name: str | None = None) -> dict:
             if t is not None:
                 best[o] = {"trial": t.number, "setting": _study.trial_setting(t)}
         main = best.get("mem" if row["objective"] != "perf" else "perf")
+        from hctune import validate as _validate
+        real = _validate.latest(db, row["name"])
+        if real and real.get("winner"):
+            main = {"trial": real["winner"]["trial"],
+                    "setting": _validate.winner_setting(real)}
         traces = []
         for tr in results.study_traces(db, row):
             trow = db.trace(tr.id)
@@ -119,7 +124,7 @@ def collect(db_path, name: str | None = None) -> dict:
             })
     return {"study": row["name"], "objective": row["objective"], "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,
-            "best": best, "traces": traces}
+            "best": best, "traces": traces, "validation": real}
 
 
 # ---- the plots ----
@@ -220,9 +225,44 @@ def _history_plot(plt, trials, objective) -> str | None:
     return _svg(fig)
 
 
+def _real_plot(plt, v) -> str | None:
+    """Real runs: wall time and peak RSS of each candidate over glibc's, with the 95 % interval
+    (paired bootstrap), the replay's prediction beside each (hollow marker)."""
+    rows = [c for c in (v or {}).get("candidates", [])
+            if not c["disqualified"] and c["candidate"] != "glibc"
+            and c["vs_glibc"].get("wall_s")]
+    if not rows:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(9, 0.45 * len(rows) + 1.4), sharey=True)
+    ys = list(range(len(rows)))
+    for ax, m, rk, title in ((axes[0], "wall_s", "perf_ratio", "wall time / glibc"),
+                             (axes[1], "peak_rss_bytes", "mem_ratio", "peak RSS / glibc")):
+        r = [c["vs_glibc"][m] for c in rows]
+        x = [e["ratio"] for e in r]
+        err = [[e["ratio"] - e["ci"][0] for e in r], [e["ci"][1] - e["ratio"] for e in r]]
+        colors = ["#b0504a" if c["candidate"] == (v.get("winner") or {}).get("candidate")
+                  else "#4a78b0" for c in rows]
+        ax.errorbar(x, ys, xerr=err, fmt="none", ecolor="#555555", capsize=3, lw=1)
+        ax.scatter(x, ys, color=colors, zorder=3, label="real (median, 95 % CI)")
+        pred = [(c["replay"] or {}).get(rk) for c in rows]
+        py = [y + 0.2 for y, p in zip(ys, pred) if p is not None]
+        ax.scatter([p for p in pred if p is not None], py, facecolors="none",
+                   edgecolors="#333333", marker="D", s=22,
+                   label="replay prediction" + (" (footprint)" if rk == "mem_ratio" else ""))
+        ax.axvline(1.0, color="#cccccc", lw=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=6, loc="best")
+    axes[0].set_yticks(ys)
+    axes[0].set_yticklabels([c["candidate"] for c in rows], fontsize=8)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"Real runs ({v['runs']} each, interleaved): {' '.join(v['program']['argv'])[:80]}",
+                 fontsize=9)
+    return _svg(fig)
+
+
 def render(data: dict) -> str:
     plt = _plt()
-    figures = {"front": _front_plot(plt, data["trials"], data["front"], data["metric"]),
+    figures = {"real": _real_plot(plt, data.get("validation")),"front": _front_plot(plt, data["trials"], data["front"], data["metric"]),
                "history": _history_plot(plt, data["trials"], data["objective"]),
                "traces": [{"sizes": _hist_plot(plt, t["size_histogram"]),
                            "live": _live_plot(plt, t["live_bytes"]),

@@ -27,9 +27,13 @@ def _fmt(v, spec=".2f"):
 
 def show(r: dict, console: Console):
     perf = "instructions_per_op" if r["metric"] == "instructions" else "time_ns_per_op"
+    who = f"trial {r['trial']}" if r["trial"] is not None else "the generic setting"
     console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
-                  f"[bold]{r['objective']}[/]: trial {r['trial']}"
-                  + (escape(f" (seed: {r['seed']})") if r["seed"] else ""))
+                  f"[bold]{r['objective']}[/]: {who}"
+                  + (escape(f" (seed: {r['seed']})") if r["seed"] else "")
+                  + (f", chosen by real runs (the replay's best: trial {r['replay_best_trial']})"
+                     if r["chosen_by"] == "real runs" else ", chosen by the replay "
+                     "(not validated: hctune validate)"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
     console.print(escape(f"changed from generic (Table 6): {changed}"))
@@ -49,6 +53,20 @@ def show(r: dict, console: Console):
             t.add_row(who, _fmt_bytes(n["footprint_bytes"]), _fmt(fp_g), _fmt(fp_n),
                       _fmt(n[perf]), _fmt(p_g), _fmt(p_n))
         console.print(t)
+    t = r.get("tradeoff")
+    if t:
+        u, c, lim = t["unconstrained"], t["chosen"], t["limits"]
+        limits = ", ".join(f"{k.replace('_', '-')} {v:g} %" for k, v in lim.items()
+                           if v is not None)
+        console.print(escape(
+            f"trade-off ({limits}): the fastest/smallest trial without limits is trial "
+            f"{u['trial']}: time {u['perf_ratio']:.3f}x glibc, footprint {u['mem_ratio']:.3f}x, "
+            f"peak RSS {_fmt(u['rss_ratio'], '.3f')}x; the chosen trial {c['trial']}: time "
+            f"{c['perf_ratio']:.3f}x, footprint {c['mem_ratio']:.3f}x, peak RSS "
+            f"{_fmt(c['rss_ratio'], '.3f')}x (replay). Lift with --max-memory-overhead none."))
+    if r.get("validation"):
+        from hctune.commands import validate as _validate_cmd
+        _validate_cmd.show(r["validation"], console)
     if len(r["traces"]) > 1:
         g = r["geomean"]
         console.print(f"geometric mean, tuned vs glibc: footprint {_fmt(g['glibc']['footprint'])}"

@@ -1,5 +1,7 @@
 """hctune profile [-o TRACE] [--tracer preload|pin] PROGRAM ARGS...: trace a program's heap."""
 
+import signal
+
 import click
 
 from hctune.profile import profile
@@ -30,6 +32,13 @@ def command(ctx, output, tracer, timestamps, program, args):
         click.echo(f"hctune: {len(p.others)} other process trace(s) beside it: "
                    + ", ".join(o.name for o, _ in p.others[:5])
                    + (" ..." if len(p.others) > 5 else ""), err=True)
+    if p.signal:
+        try:
+            name = f" ({signal.Signals(p.signal).name})"
+        except ValueError:
+            name = ""
+        click.echo(f"hctune: the program died of signal {p.signal}{name}; the trace covers its "
+                   "events up to that point", err=True)
     for line in p.skipped:
         click.echo(f"hctune: warning: skipped {line}", err=True)
     if p.exit_code:

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hctune import validate as _validate
+from hctune.commands import validate as _validate_cmd
 from hctune.search import objective as _obj
 from hctune.search import study as _study
 
@@ -61,8 +63,9 @@ def _bar(opts: _study.Options, console: Console):
 @click.option("--storage", default=None,
               help="Optuna storage URL (default: the --db SQLite file); postgresql://... lets "
                    "several machines share one study.")
-@click.option("--max-memory-overhead", type=float, default=None, metavar="PCT",
-              help="Constraint: peak RSS at most PCT % over glibc's on every trace.")
+@click.option("--max-memory-overhead", default=None, metavar="PCT|none",
+              help="Constraint: peak RSS at most PCT % over glibc's on every trace (perf: "
+                   f"{_obj.DEFAULT_PERF_MEMORY_OVERHEAD:g} unless given; 'none' lifts it).")
 @click.option("--max-slowdown", type=float, default=None, metavar="PCT",
               help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
 @click.option("--metric", type=click.Choice(_obj.METRICS), default="time", show_default=True,
@@ -70,26 +73,43 @@ def _bar(opts: _study.Options, console: Console):
 @click.option("--repeat", type=int, default=3, show_default=True,
               help="Replays per measurement (the median is kept).")
 @click.option("--seed", type=int, default=None, help="Sampler seed (reproducible search).")
+@click.option("--validate", "do_validate", is_flag=True,
+              help="Then run the real program under the best settings (hctune validate).")
+@click.option("--validate-runs", type=int, default=_validate.DEFAULT_RUNS, show_default=True,
+              help="With --validate: runs per candidate.")
+@click.option("--validate-top", type=int, default=_validate.DEFAULT_TOP, show_default=True,
+              help="With --validate: how many of the best settings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
-            max_memory_overhead, max_slowdown, metric, repeat, seed, as_json):
+            max_memory_overhead, max_slowdown, metric, repeat, seed, do_validate, validate_runs,
+            validate_top, as_json):
     """Search HC's knobs for the TRACES (default: the latest profile).
 
     Seeds the study with the paper's settings (Hasan & Chang 2006, Tables 6, 7 and the §5.2
     guideline), then lets Optuna search. Several traces: the geometric mean of the ratios to
     glibc is minimised. Interrupted? Run the same command again to resume.
     """
+    limit, limit_default = _study.parse_memory_limit(max_memory_overhead)
     opts = _study.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
                           jobs=jobs, study=study_name, storage=storage,
-                          max_memory_overhead=max_memory_overhead, max_slowdown=max_slowdown,
-                          seed=seed, repeat=repeat)
+                          max_memory_overhead=limit, max_slowdown=max_slowdown,
+                          seed=seed, repeat=repeat, memory_limit_default=limit_default)
     console = Console(stderr=True)
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
+    if do_validate and validate_runs < _validate.MIN_RUNS:  # fail before the search, not after
+        raise click.UsageError(f"--validate-runs must be at least {_validate.MIN_RUNS}")
     prog, update = _bar(opts, console)
     with prog:
-        result = _study.run(ctx.obj["db_path"], traces, opts, progress=update)
+        result = _study.run(ctx.obj["db_path"], traces, opts, progress=update,
+                            notice=lambda line: click.echo(f"hctune: {line}", err=True))
+    if do_validate:
+        vprog, vupdate = _validate_cmd.progress_bar(console)
+        with vprog:
+            result["validation"] = _validate.validate(
+                ctx.obj["db_path"], result["study"], validate_top, validate_runs,
+                progress=vupdate)
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))
         return
@@ -102,5 +122,7 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                        f"{metric} {b['perf_ratio']:.4f}x glibc"
                        + (f" (seed: {b['seed']})" if b.get("seed") else ""))
             click.echo(f"  {b['setting']}")
+    if do_validate:
+        _validate_cmd.show(result["validation"], Console())
     click.echo("next: hctune best" + (f" --study {result['study']}" if study_name else "")
                + " | hctune emit -o malloc.c")

@@ -27,8 +27,24 @@ def study_traces(db: Database, row) -> list[_obj.Trace]:
     return out
 
 
+def study_for(db: Database, objective: str):
+    """The study `--objective X` without `--study` means: the latest study of objective X on the
+    latest study's traces, else a pareto study on them (its best for X)."""
+    latest = db.latest_study()
+    if latest is None:
+        return None
+    ids = json.loads(latest["trace_ids"])
+    row = db.latest_study(objective, ids) or db.latest_study("pareto", ids)
+    if row is None:
+        raise HctuneError(f"no {objective} study of the latest traces ({', '.join(f'#{i}' for i in ids)}); "
+                          f"run `hctune search --objective {objective}` or name one with --study")
+    return row["name"]
+
+
 def chosen(db: Database, name: str | None, objective: str | None):
     """(study row, optuna study, objective, trial) for `hctune best/emit --study --objective`."""
+    if name is None and objective is not None:
+        name = study_for(db, objective)
     row, st = _study.load(db, name)
     objective = objective or ("mem" if row["objective"] == "pareto" else row["objective"])
     if objective not in ("mem", "perf"):
@@ -39,6 +55,30 @@ def chosen(db: Database, name: str | None, objective: str | None):
                           + (" within its limits" if _study.finished(st) else "")
                           + "; run `hctune search` (again)")
     return row, st, objective, trial
+
+
+def tradeoff(st, row, objective: str) -> dict | None:
+    """What the limits cost: the fastest (or smallest) finished trial ignoring the study's
+    limits, beside the chosen one, when they differ (the perf default keeps peak RSS within
+    +10 % of glibc's; `best` shows what lifting that would buy and cost)."""
+    done = _study.finished(st)
+    chosen_t = _study.choose(st, objective)
+    if not done or chosen_t is None:
+        return None
+    free = min(done, key=lambda t: (t.user_attrs[objective], t.number))
+    if free.number == chosen_t.number:
+        return None
+
+    def worst_rss(t):
+        return max((e.get("rss_ratio", 0) for e in t.user_attrs.get("per_trace", [])), default=None)
+    opts = json.loads(row["options_json"] or "{}")
+    return {"limits": {"max_memory_overhead": opts.get("max_memory_overhead"),
+                       "max_slowdown": opts.get("max_slowdown")},
+            "unconstrained": {"trial": free.number, "mem_ratio": free.user_attrs["mem"],
+                              "perf_ratio": free.user_attrs["perf"], "rss_ratio": worst_rss(free)},
+            "chosen": {"trial": chosen_t.number, "mem_ratio": chosen_t.user_attrs["mem"],
+                       "perf_ratio": chosen_t.user_attrs["perf"],
+                       "rss_ratio": worst_rss(chosen_t)}}
 
 
 def _numbers(res: dict, fields) -> dict:
@@ -53,14 +93,22 @@ def best(db_path, name: str | None = None, objective: str | None = None,
          measure_fn=None) -> dict:
     """The chosen setting of a study with its measured footprint and time, absolute and
     relative to glibc and to the generic setting, per trace and as a geometric mean."""
+    from hctune import validate as _validate
+    asked = objective
     with Database(db_path) as db:
         row, st, objective, trial = chosen(db, name, objective)
         traces = study_traces(db, row)
+        real = _validate.validated(db, row, asked)
+    replay_best = trial.number
     opts = json.loads(row["options_json"] or "{}")
     metric = opts.get("metric", "time")
     ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=opts.get("repeat", 3),
                         measure_fn=measure_fn)
     setting = _study.trial_setting(trial)
+    if real is not None:   # the real runs' winner replaces the replay's best
+        setting = _validate.winner_setting(real)
+        n = real["winner"]["trial"]
+        trial = next((t for t in _study.finished(st) if t.number == n), None)
     generic = space.for_search(_knobs.preset("generic"))
     perf_field = _obj.PERF_FIELDS[metric]
     fields = ["footprint_bytes", "time_ns_per_op", "peak_rss_bytes", "max_live_bytes"]
@@ -89,8 +137,11 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         return _obj.geomean(vals) if all(vals) else None
 
     return {
+        "validation": real, "chosen_by": "real runs" if real is not None else "replay",
+        "replay_best_trial": replay_best, "tradeoff": tradeoff(st, row, objective),
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
-        "metric": metric, "trial": trial.number, "seed": trial.user_attrs.get("seed"),
+        "metric": metric, "trial": trial.number if trial is not None else None,
+        "seed": trial.user_attrs.get("seed") if trial is not None else None,
         "setting": setting, "changed_from_generic": _knobs.diff_from(setting, generic),
         "traces": per_trace,
         "geomean": {o: {"footprint": gm(o, "footprint"), perf_field: gm(o, perf_field)}

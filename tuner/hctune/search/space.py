@@ -9,7 +9,9 @@ Knobs with `threads = true` (the thread cache's) are searched only when `threads
 study over a multi-threaded trace, which the replay measures on threads (docs/replay.md).  A
 single-threaded replay never reaches the thread cache, so searching them there would only add
 noise.  A study decides this once, from its traces, and keeps it (search/study.py), so its
-parameter set stays the same when it is resumed.
+parameter set stays the same when it is resumed.  Such a knob may name a `single_thread_value`
+that a single-threaded study holds instead of its default: ARENAS = 1, since arenas cost a
+single-threaded program a few instructions per call and give it nothing.
 """
 
 from __future__ import annotations
@@ -99,7 +101,10 @@ def fixed_values(only=None, threads: bool = False) -> dict:
     varied = searched(only, threads)
     for name, k in _knobs.knobs().items():
         if name not in varied:
-            out[name] = k.check(FIXED_IN_SEARCH.get(name, k.default))
+            value = FIXED_IN_SEARCH.get(name, k.default)
+            if not threads and k.single_thread_value is not None:
+                value = k.single_thread_value
+            out[name] = k.check(value)
     return out
 
 

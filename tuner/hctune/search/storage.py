@@ -4,7 +4,12 @@ processes on several machines share (Optuna's own distributed mode)."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import fcntl
+import os
 import re
+import socket
 import time
 import warnings
 from pathlib import Path
@@ -50,22 +55,141 @@ def _serialise_sqlite(engine):
     engine.dispose()  # connections made before the listeners are dropped
 
 
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's RDB storage at `url`, with heartbeats; unreachable or bad URLs -> HctuneError."""
+# The system attribute naming the process that runs a trial: "host:pid:start", start being the
+# process's start time in clock ticks (/proc/<pid>/stat), so a reused pid is not taken for it.
+OWNER = "hctune:owner"
+
+
+def _start_ticks(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":
+        return None                       # dead, not yet reaped by its parent
+    return fields[19].decode()            # field 22, starttime
+
+
+def this_worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_ticks(os.getpid()) or 0}"
+
+
+def worker_is_gone(owner: str) -> bool:
+    """True when `owner` ran on this machine and that process no longer exists. Owners on other
+    machines are never judged here (Optuna's heartbeat fails their trials after GRACE_SECONDS)."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+        pid = int(pid)
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return False
+    if Path("/proc/self/stat").exists():
+        now = _start_ticks(pid)
+        # gone, or the pid now belongs to another process
+        return now is None or (start != "0" and now != start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class Storage(optuna.storages.RDBStorage):
+    """Optuna's RDB storage that stamps each trial it starts with its owner (OWNER), in the same
+    transaction that creates the trial, so a later run can tell a trial whose process was
+    killed (SIGKILL, OOM killer, power cut) from one a live worker is measuring."""
+
+    owner: str | None = None
+
+    def _create_new_trial(self, study_id, template_trial=None):
+        # (Optuna's cache in front of the storage calls this one, not create_new_trial)
+        if template_trial is None and self.owner:
+            template_trial = optuna.trial.FrozenTrial(
+                number=0, state=optuna.trial.TrialState.RUNNING, value=None,
+                datetime_start=datetime.datetime.now(), datetime_complete=None, params={},
+                distributions={}, user_attrs={}, system_attrs={OWNER: self.owner},
+                intermediate_values={}, trial_id=0)
+        return super()._create_new_trial(study_id, template_trial)
+
+    def set_trial_state_values(self, trial_id, state, values=None):
+        taking = state == optuna.trial.TrialState.RUNNING and self.owner
+        if taking:
+            # A queued (WAITING) trial this worker is taking: stamp it before it turns RUNNING,
+            # so it is never RUNNING without an owner, and again after, in case another worker
+            # racing for it stamped it in between (that one then finds it taken and moves on).
+            self.set_trial_system_attr(trial_id, OWNER, self.owner)
+        ok = super().set_trial_state_values(trial_id, state, values)
+        if ok and taking:
+            self.set_trial_system_attr(trial_id, OWNER, self.owner)
+        return ok
+
+
+def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int) -> list[int]:
+    """Mark FAIL the RUNNING trials of the study whose owner process is gone; their numbers."""
+    failed = []
+    for t in storage.get_all_trials(study_id, deepcopy=False,
+                                    states=(optuna.trial.TrialState.RUNNING,)):
+        owner = t.system_attrs.get(OWNER)
+        if owner and worker_is_gone(owner):
+            with contextlib.suppress(RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
+                storage.set_trial_user_attr(t._trial_id, "error",
+                                            f"its process ({owner}) was killed")
+                if storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
+                    failed.append(t.number)
+    return failed
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str):
+    """Serialise the creation of Optuna's tables in one SQLite file: two searches started at
+    once on a new database otherwise both try CREATE TABLE and one fails ("table ... already
+    exists"). The lock is flock(2) on the database's directory (no extra file is left)."""
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        yield
+        return
+    where = Path(url[len("sqlite:///"):]).parent
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield                      # SQLite will say what is wrong with the path
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def open_storage(url: str, owner: str | None = None) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage at `url`, with heartbeats; unreachable or bad URLs -> HctuneError.
+    `owner` (this_worker()) stamps the trials this process starts."""
     if not re.match(r"^(sqlite|postgresql(\+\w+)?|mysql(\+\w+)?)://", url):
         raise HctuneError(f"storage {redact(url)!r} is not a database URL "
                           "(sqlite:///file.db or postgresql://user@host/db)")
     connect = {"timeout": 60} if url.startswith("sqlite") else {"connect_timeout": 10}
     for attempt in range(5):
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _schema_lock(url):
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                storage = optuna.storages.RDBStorage(
+                storage = Storage(
                     url, engine_kwargs={"connect_args": connect},
                     heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
             if url.startswith("sqlite"):
                 _serialise_sqlite(storage.engine)
+            storage.owner = owner
             return storage
+        except sqlalchemy.exc.OperationalError as e:
+            # Another process (another machine, on PostgreSQL) made the tables between our
+            # check and our CREATE TABLE: they exist now, so try again.
+            if "already exists" not in str(e):
+                first = str(e).strip().splitlines()[0]
+                raise HctuneError(f"cannot use storage {redact(url)}: {first}") from None
+            time.sleep(0.5 * (attempt + 1))
         except sqlalchemy.exc.IntegrityError:
             # Workers started together on an empty database race to create Optuna's tables;
             # the losers wait for the winner and then find the tables made.

@@ -30,7 +30,7 @@ from hctune.files import sha256
 from hctune.search import objective as _obj
 from hctune.search import seeds as _seeds
 from hctune.search import space
-from hctune.search.storage import default_url, open_storage, redact
+from hctune.search.storage import default_url, fail_orphans, open_storage, redact, this_worker
 
 # Stop after this many trials fail in a row: the harness or the build is broken, not the setting.
 MAX_FAILS_IN_A_ROW = 3
@@ -52,6 +52,34 @@ class Options:
     sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
     seeds: bool = True
     only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
+    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD over the larger of
+    # glibc's and generic HC's peak RSS; False lifts that
+    memory_limit_default: bool = True
+    memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
+
+
+def parse_memory_limit(text) -> tuple[float | None, bool]:
+    """--max-memory-overhead's value: (limit, memory_limit_default). None: the default rule;
+    "none"/"off": no limit at all; a number: that many percent over glibc."""
+    if text is None:
+        return None, True
+    if isinstance(text, str) and text.strip().lower() in ("none", "off", "no"):
+        return None, False
+    try:
+        return float(text), True
+    except (TypeError, ValueError):
+        raise HctuneError(f"--max-memory-overhead takes a percentage or 'none', not {text!r}") \
+            from None
+
+
+def apply_defaults(opts: "Options") -> "Options":
+    """The documented default: perf keeps peak RSS within +10 % of glibc's (docs/search.md)."""
+    if opts.objective == "perf" and opts.max_memory_overhead is None \
+            and opts.memory_limit_default:
+        opts.max_memory_overhead = _obj.DEFAULT_PERF_MEMORY_OVERHEAD
+        opts.memory_vs_generic = True
+    return opts
+
     # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
     # the thread-cache knobs are searched too, see search/space.py)
     threads: bool = False
@@ -103,7 +131,7 @@ def default_name(traces, opts: Options) -> str:
     digest = hashlib.sha256(",".join(sorted(t.sha256 for t in traces)).encode()).hexdigest()[:12]
     name = f"{opts.objective}-{opts.metric}-{digest}"
     if opts.max_memory_overhead is not None:
-        name += f"-mem{opts.max_memory_overhead:g}"
+        name += f"-mem{opts.max_memory_overhead:g}" + ("-gen" if opts.memory_vs_generic else "")
     if opts.max_slowdown is not None:
         name += f"-slow{opts.max_slowdown:g}"
     if opts.sampler != "tpe":
@@ -236,7 +264,8 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         trial.set_user_attr("per_trace", e.per_trace)
         trial.set_user_attr("cached", e.cached)
         trial.set_user_attr("constraints", _obj.constraints(e, opts.max_memory_overhead,
-                                                             opts.max_slowdown))
+                                                             opts.max_slowdown,
+                                                             opts.memory_vs_generic))
         return e.value(opts.objective)
     return objective
 
@@ -247,7 +276,7 @@ def count_finished(study: optuna.Study) -> int:
 
 def open_study(db: Database, name: str, storage_url: str, opts: Options | None = None,
                create: bool = False) -> optuna.Study:
-    storage = open_storage(storage_url)
+    storage = open_storage(storage_url, owner=this_worker() if create else None)
     sampler = make_sampler(opts, constrained=bool(
         opts.max_memory_overhead is not None or opts.max_slowdown is not None)) if opts else None
     if create:
@@ -260,11 +289,12 @@ def open_study(db: Database, name: str, storage_url: str, opts: Options | None =
 
 
 def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
-        measure_fn=None) -> dict:
+        measure_fn=None, notice=None) -> dict:
     """`hctune search`: create or resume the study and run it until it holds `opts.trials`
     finished trials or `opts.timeout` seconds pass. `progress(study, done, target, started,
     failed)` is called after every trial (`failed`: None or (trial number, one-line error)) (the CLI draws its bar with it); `measure_fn` replaces
-    hctune.replay.measure (unit tests). Returns `summary(...)`."""
+    hctune.replay.measure (unit tests); `notice(line)` hears about trials of killed runs that were
+    marked failed. Returns `summary(...)`."""
     opts = opts or Options()
     _obj.check_choice(opts.objective, opts.metric)
     if opts.trials is not None and opts.trials < 1:
@@ -277,6 +307,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
+    apply_defaults(opts)
     # Failed trials are reported through `progress` in one line, not as Optuna's tracebacks.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     with Database(db_path) as db:
@@ -297,12 +328,21 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             study.set_user_attr("objective", opts.objective)
             study.set_user_attr("metric", opts.metric)
             study.set_user_attr("traces", [t.sha256 for t in traces])
+        # A run killed outright (SIGKILL, OOM killer) left its trial RUNNING: fail it, say so.
+        orphans = fail_orphans(study._storage, study._study_id)
+        if orphans and notice:
+            notice(f"marked {len(orphans)} trial(s) of a killed run as failed: "
+                   + ", ".join(f"#{n}" for n in orphans))
         db.add_study(name, opts.objective, [t.id for t in traces], redact(url),
                      {"metric": opts.metric, "max_memory_overhead": opts.max_memory_overhead,
                       "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
-                      "sampler": opts.sampler})
+                      "sampler": opts.sampler,
+                      "memory_limit_default": opts.memory_limit_default,
+                      "memory_vs_generic": opts.memory_vs_generic})
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
-                        measure_fn=measure_fn)
+                        measure_fn=measure_fn,
+                        reference_setting=space.for_search(_knobs.preset("generic"))
+                        if opts.memory_vs_generic else None)
     try:
         for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
             ev.baseline(t)

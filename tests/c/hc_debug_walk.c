@@ -1,0 +1,27 @@
+/* hc_debug_walk: a heap corruption that no later call touches, for the debug build's periodic
+ * full walk (tests/test_allocator_debug.py).
+ *
+ * Usage: hc_debug_walk CALLS   overflow one block into the header of a block nobody frees,
+ *                              then make CALLS malloc/free pairs of another size; prints
+ *                              "not detected" and exits 0 if the allocator never noticed. */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *launder(void *p)
+{
+    __asm__ volatile("" : "+r"(p));
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    long calls = argc > 1 ? atol(argv[1]) : 10000;
+    unsigned char *a = launder(malloc(40)), *b = launder(malloc(40));
+    memset(launder(a), 0xee, malloc_usable_size(a) + 8);   /* into b's header */
+    for (long i = 0; i < calls; i++)
+        free(launder(malloc(200)));
+    printf("not detected %p\n", (void *)b);
+    return 0;
+}

@@ -1,0 +1,220 @@
+"""`hctune validate` and `search --validate` on a small real program (tests/c/validate_app.c,
+~20-30 ms a run): every candidate runs, every run is stored, the JSON carries medians,
+intervals, the winner and the verdict; broken allocators are disqualified; `emit` carries the
+real-run evidence; bad input is one line and exit 2."""
+
+import json
+import shutil
+import sqlite3
+
+import optuna
+import pytest
+
+from hctune import validate as _validate
+from hctune.db import Database
+from search_support import hctune, need_hc
+
+pytestmark = pytest.mark.timeout(400)
+
+RUNS = 3
+
+
+@pytest.fixture(scope="module")
+def app(c_program):
+    return c_program("validate_app")
+
+
+@pytest.fixture(scope="module")
+def searched(app, tmp_path_factory):
+    """profile the app, then `search --objective perf --validate` (few trials, 3 runs)."""
+    need_hc()
+    d = tmp_path_factory.mktemp("validate")
+    db = d / "hctune.db"
+    hctune(db, "profile", "-o", d / "app.hct", app, "60000", cwd=d)
+    r = hctune(db, "search", "--objective", "perf", "--trials", 3, "--repeat", 1, "--seed", 1,
+               "--validate", "--validate-runs", RUNS, "--validate-top", 2, "--json", cwd=d)
+    return d, db, json.loads(r.stdout)
+
+
+def test_profile_records_the_command(searched, app):
+    d, db, _ = searched
+    with Database(db) as con:
+        inv = con.invocation(con.latest_trace())
+    assert inv == {"argv": [str(app), "60000"], "cwd": str(d), "stdin": None}
+
+
+def test_profile_records_stdin_when_it_is_a_file(app, tmp_path):
+    db = tmp_path / "hctune.db"
+    feed = tmp_path / "input.txt"
+    feed.write_text("unused by the program\n")
+    with open(feed) as f:
+        hctune(db, "profile", "-o", tmp_path / "t.hct", app, "1000", cwd=tmp_path, stdin=f)
+    with Database(db) as con:
+        assert con.invocation(con.latest_trace())["stdin"] == str(feed)
+
+
+def test_search_validate_runs_every_candidate_and_stores_the_runs(searched):
+    d, db, out = searched
+    v = out["validation"]
+    labels = [c["candidate"] for c in v["candidates"]]
+    assert "hc generic" in labels and "glibc" in labels
+    assert any(lbl.startswith("tuned #") for lbl in labels)
+    for c in v["candidates"]:
+        assert c["runs"] == RUNS and c["disqualified"] is None, c
+        for m in ("wall_s", "cpu_s", "peak_rss_bytes"):
+            lo, hi = c["ci"][m]
+            assert lo <= c["median"][m] <= hi and c["median"][m] > 0
+        if c["candidate"] != "glibc":
+            r = c["vs_glibc"]["wall_s"]
+            assert r["ci"][0] <= r["ratio"] <= r["ci"][1]
+    assert v["winner"]["kind"] in ("tuned", "generic") and v["verdict"]
+    assert v["program"]["argv"][1:] == ["60000"]
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT COUNT(*) FROM hc_real_runs WHERE validation_id = ?",
+                    (v["validation_id"],)).fetchone()[0]
+    assert n == RUNS * len(labels)
+    status, winner = con.execute("SELECT status, winner FROM hc_validations WHERE id = ?",
+                                 (v["validation_id"],)).fetchone()
+    assert status == "done" and winner == v["winner"]["candidate"]
+
+
+def test_emit_carries_the_real_run_evidence(searched):
+    d, db, out = searched
+    v = out["validation"]
+    hctune(db, "emit", "-o", d / "malloc.c")
+    head = (d / "malloc.c").read_text().split("*/", 1)[0]
+    assert f"validation #{v['validation_id']}" in head
+    assert f"{RUNS} interleaved real runs" in head
+    assert "validate_app 60000" in head and "real ratios:" in head and "verdict:" in head
+    emitted = json.loads(hctune(db, "emit", "-o", d / "m2.c", "--json").stdout)["setting"]
+    assert emitted == _validate.winner_setting(v)
+    best = json.loads(hctune(db, "best", "--json").stdout)
+    assert best["chosen_by"] == "real runs"
+    assert best["validation"]["winner"] == v["winner"]
+    assert best["setting"] == _validate.winner_setting(v)
+    text = hctune(db, "best").stdout
+    assert "chosen by real runs" in text and "verdict:" in text
+
+
+def test_validate_on_another_input_with_json(searched, app):
+    d, db, _ = searched
+    r = hctune(db, "validate", "--runs", RUNS, "--top", 1, "--no-references", "--json", "--",
+               app, "40000", "7", cwd=d)
+    v = json.loads(r.stdout)
+    assert v["program"]["argv"] == [str(app), "40000", "7"]
+    assert {c["candidate"] for c in v["candidates"]} == {"tuned #1", "hc generic", "glibc"}
+    assert {"median", "ci", "vs_generic", "vs_glibc"} <= set(v["candidates"][0])
+    assert v["winner"] and v["verdict"] and v["output_check"].startswith("stdout")
+
+
+def test_broken_allocators_are_disqualified(searched, c_program, monkeypatch):
+    """A build that changes the output (realloc keeps half the contents) and one that crashes
+    (the 1000th free aborts) are disqualified, said so, and never win."""
+    d, db, _ = searched
+    broken = c_program("hc_broken", ("-fPIC", "-shared"))
+    monkeypatch.chdir(d)
+    v = _validate.validate(db, runs=RUNS, top=1, references=False,
+                           extra=[("wrong output", broken, {"HC_BROKEN": "realloc"}),
+                                  ("crashes", broken, {"HC_BROKEN": "crash"}),
+                                  ("passthrough", broken)])
+    by = {c["candidate"]: c for c in v["candidates"]}
+    assert by["wrong output"]["disqualified"] == "output differs from glibc's"
+    assert by["crashes"]["disqualified"].startswith("crashed (signal 6)")
+    assert by["passthrough"]["disqualified"] is None and by["passthrough"]["runs"] == RUNS
+    assert by["wrong output"]["runs"] == 0      # stopped after the first bad run
+    assert v["winner"]["candidate"] in ("tuned #1", "hc generic")
+    con = sqlite3.connect(db)
+    problems = [p for (p,) in con.execute("SELECT problem FROM hc_real_runs WHERE "
+                                          "validation_id = ? AND problem IS NOT NULL",
+                                          (v["validation_id"],))]
+    assert len(problems) == 2
+
+
+def test_bad_input_is_one_line_and_exit_2(searched, app, tmp_path):
+    d, db, _ = searched
+    cases = [
+        (("validate", "--runs", 2), "--runs must be at least 3"),
+        (("validate", "--runs", 3, "--", tmp_path / "gone"), "program not found"),
+        (("validate", "--study", "nope"), "no study named 'nope'"),
+        (("search", "--validate", "--validate-runs", 1), "--validate-runs must be at least 3"),
+    ]
+    for args, message in cases:
+        r = hctune(db, *args, check=False, cwd=d)
+        assert r.returncode == 2, (args, r.stderr)
+        assert message in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_profiled_program_that_is_gone_and_a_study_without_trials(app, tmp_path):
+    need_hc()
+    db = tmp_path / "hctune.db"
+    copy = tmp_path / "app-copy"
+    shutil.copy(app, copy)
+    hctune(db, "profile", "-o", tmp_path / "t.hct", copy, "2000", cwd=tmp_path)
+    # a study with no finished trial (as if every trial had failed or it was just created)
+    with Database(db) as con:
+        ids = [con.latest_trace()["id"]]
+        con.add_study("empty", "perf", ids, f"sqlite:///{db}", {"metric": "time"})
+    optuna.create_study(study_name="empty", storage=f"sqlite:///{db}")
+    r = hctune(db, "validate", "--study", "empty", "--runs", 3, check=False, cwd=tmp_path)
+    assert r.returncode == 2 and "has no finished trial" in r.stderr, r.stderr
+    copy.unlink()
+    r = hctune(db, "validate", "--study", "empty", "--runs", 3, check=False, cwd=tmp_path)
+    assert r.returncode == 2 and "program not found" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_summarize_picks_within_the_memory_limit():
+    """perf: the fastest HC setting whose peak RSS stays within +10 % of glibc's wins."""
+    def cand(label, kind):
+        return _validate.Candidate(label, kind, "hc" if kind != "reference" else label,
+                                   setting={} if kind != "reference" else None)
+    cands = [cand("tuned #1", "tuned"), cand("tuned #2", "tuned"), cand("hc generic", "generic"),
+             cand("glibc", "reference")]
+    for c in cands:
+        if c.setting is not None:
+            c.setting = _validate._knobs.complete({})
+    numbers = {"tuned #1": (0.50, 200), "tuned #2": (0.80, 105), "hc generic": (1.0, 100),
+               "glibc": (1.1, 100)}
+    runs = []
+    for rnd in range(5):
+        for label, (wall, rss) in numbers.items():
+            runs.append({"candidate": label, "round": rnd, "wall_s": wall + rnd * 0.001,
+                         "user_s": wall, "sys_s": 0.0, "peak_rss_bytes": rss << 20,
+                         "problem": None})
+    s = _validate.summarize(cands, runs, "perf")
+    assert s["winner"]["candidate"] == "tuned #2"
+    assert any("tuned #1 left out" in n for n in s["notes"])
+    assert s["significant"] and s["verdict"].startswith("tuned #2 beats generic HC: 20 % faster")
+    s = _validate.summarize(cands, runs, "mem")
+    assert s["winner"]["candidate"] == "hc generic"
+    assert "no tuned setting is smaller than generic HC" in s["verdict"]
+
+
+def test_report_shows_real_runs_beside_the_replay(searched):
+    d, db, _ = searched
+    v = _validate.latest(db)
+    hctune(db, "report", "-o", d / "report.html")
+    html = (d / "report.html").read_text()
+    assert "<h2>Real runs</h2>" in html and f"Validation #{v['validation_id']}" in html
+    assert "replay prediction" in html          # the plot's legend: prediction beside result
+    assert html.count("<svg") >= 5
+    data = html.split('id="hctune-data">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(data)["validation"]["winner"] == v["winner"]
+
+
+def test_pareto_candidates_spread_along_the_front():
+    front = list(range(10))                 # sorted by memory, as pareto_front returns it
+    assert _validate._spread(front, 3) == [0, 4, 9]
+    assert _validate._spread(front, 1) == [5]
+    assert _validate._spread(front[:2], 3) == [0, 1]
+
+
+def test_a_hung_run_is_killed_and_disqualifies(tmp_path):
+    import time
+    prog = _validate.Program(["sh", "-c", "sleep 30 & sleep 30"], str(tmp_path))
+    t0 = time.monotonic()
+    row = _validate.run_once(_validate.hcrun(), prog,
+                             _validate.Candidate("glibc", "reference", "glibc"), 0.5)
+    assert row["problem"] == "timed out after 0.5 s"
+    assert time.monotonic() - t0 < 10

@@ -1,0 +1,110 @@
+"""hctune validate [--study NAME] [--top K] [--runs N] [--json] [-- PROGRAM ARGS...]: the study's
+best settings, generic HC and the other allocators in real runs of the program."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hctune import validate as _validate
+
+
+def _ratio(r):
+    if not r:
+        return "-"
+    star = "*" if r["ci"][1] < 1 or r["ci"][0] > 1 else ""
+    return f"{r['ratio']:.2f}{star} ({r['ci'][0]:.2f}-{r['ci'][1]:.2f})"
+
+
+def show(s: dict, console: Console):
+    prog = " ".join(s["program"]["argv"])
+    console.print(escape(f"study {s['study']} ({s['objective']}); program: {prog}"
+                         + (f" < {s['program']['stdin']}" if s["program"]["stdin"] else "")))
+    console.print(f"{s['runs']} interleaved runs each; medians; ratios with 95 % CI (paired "
+                  "bootstrap), * = significant; replay = the search's prediction vs glibc")
+    t = Table()
+    for col in ("candidate", "wall s", "wall/generic", "wall/glibc", "RSS MiB", "RSS/glibc",
+                "replay t, mem", "status"):
+        t.add_column(col, justify="left" if col in ("candidate", "status") else "right")
+    win = (s.get("winner") or {}).get("candidate")
+    for e in s["candidates"]:
+        rp, med = e.get("replay"), e["median"]
+        t.add_row(("[bold]" if e["candidate"] == win else "") + escape(e["candidate"]),
+                  "-" if med["wall_s"] is None else f"{med['wall_s']:.3f}",
+                  _ratio(e["vs_generic"].get("wall_s")), _ratio(e["vs_glibc"].get("wall_s")),
+                  "-" if med["peak_rss_bytes"] is None else f"{med['peak_rss_bytes'] / 2**20:.1f}",
+                  _ratio(e["vs_glibc"].get("peak_rss_bytes")),
+                  f"{rp['perf_ratio']:.2f}, {rp['mem_ratio']:.2f}" if rp else "-",
+                  escape("out: " + e["disqualified"]) if e["disqualified"]
+                  else ("winner" if e["candidate"] == win else "ok"))
+    console.print(t)
+    for n in s["notes"]:
+        console.print(escape(f"note: {n}"))
+    console.print(escape(f"verdict: {s['verdict']}"), style="bold")
+
+
+def progress_bar(console: Console):
+    """(rich Progress, callback for hctune.validate.validate's progress events)."""
+    prog = Progress(TextColumn("[bold]validate[/]"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=console,
+                    transient=True)
+    task = prog.add_task("runs", total=None, what="")
+
+    def progress(ev):
+        if ev["event"] == "build":
+            prog.update(task, what=escape(f"building {ev['candidate']}"))
+        else:
+            prog.update(task, total=ev["total"], completed=ev["done"],
+                        what=escape(ev["candidate"]))
+            if ev["run"].get("problem"):
+                prog.console.print(escape(f"{ev['candidate']} disqualified: "
+                                          f"{ev['run']['problem']}"))
+    return prog, progress
+
+
+@click.command("validate", context_settings={"ignore_unknown_options": True})
+@click.option("--study", "study_name", default=None, help="Study name (default: the latest).")
+@click.option("--top", type=int, default=_validate.DEFAULT_TOP, show_default=True,
+              help="How many of the study's best distinct settings (pareto: along the front).")
+@click.option("--runs", type=int, default=_validate.DEFAULT_RUNS, show_default=True,
+              help=f"Runs per candidate, interleaved (at least {_validate.MIN_RUNS}).")
+@click.option("--max-memory-overhead", type=float, default=None, metavar="PCT",
+              help="perf/pareto: the winner's peak RSS at most PCT % over glibc's (default: the "
+                   f"study's limit, else {_validate.DEFAULT_MEMORY_OVERHEAD:g}).")
+@click.option("--references/--no-references", default=True, show_default=True,
+              help="Also run jemalloc, mimalloc and tcmalloc when installed.")
+@click.option("--lib", "libs", multiple=True, metavar="NAME=PATH",
+              help="Also run this malloc library (repeatable), e.g. an emitted .so.")
+@click.option("--timeout", type=float, default=None,
+              help="Seconds before a run counts as hung (default: 20x the warm-up, at least 60).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.argument("program", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def command(ctx, study_name, top, runs, max_memory_overhead, references, libs, timeout,
+            as_json, program):
+    """Run the real program under the study's best settings, generic HC, glibc and the others.
+
+    The program is the profiled command (same arguments, directory and stdin file) unless
+    given after `--`, e.g. `hctune validate -- ./app other-input` to check the setting on an
+    input it was not tuned on. A candidate whose output or exit status differs from glibc's, or
+    that crashes, is disqualified. The winner is what `best`, `emit` and `report` then use.
+    """
+    extra = []
+    for item in libs:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise click.UsageError(f"--lib takes NAME=PATH, not {item!r}")
+        extra.append((name, path))
+    prog, progress = progress_bar(Console(stderr=True))
+    with prog:
+        s = _validate.validate(ctx.obj["db_path"], study_name, top, runs, list(program) or None,
+                               references, extra, max_memory_overhead, timeout, progress)
+    if as_json:
+        click.echo(json.dumps(s, indent=2, sort_keys=True))
+    else:
+        show(s, Console())
