@@ -136,3 +136,25 @@ def test_single_thread_trace_is_replayed_as_before(tmp_path):
     res = subprocess.run([str(paths.BUILD / "hcreplay"), str(trace), "--threads", "maybe"],
                          capture_output=True, text=True, timeout=TIMEOUT)
     assert res.returncode == 2 and res.stderr.startswith("hcreplay: error: --threads wants")
+
+
+@pytest.mark.timeout(300)
+def test_search_over_a_threaded_trace_searches_the_thread_cache_knobs(threaded_trace, tmp_path):
+    """`hctune search` on a real multi-threaded trace: measured on threads, and the thread-cache
+    knobs (knobs.toml `threads = true`) are parameters of the study."""
+    import json
+    import sqlite3
+
+    from search_support import hctune, need_hc
+
+    need_hc()
+    trace, _ = threaded_trace
+    db = tmp_path / "hctune.db"
+    out = json.loads(hctune(db, "search", trace, "--trials", 2, "--repeat", 1, "--json").stdout)
+    assert out["finished"] == 2 and out["failed"] == 0
+    con = sqlite3.connect(db)
+    params = {r[0] for r in con.execute("SELECT param_name FROM trial_params")}
+    assert {"TCACHE_COUNT+1", "TCACHE_MAX"} <= params
+    glibc = json.loads(con.execute("SELECT result_json FROM hc_measurements WHERE allocator ="
+                                   " 'glibc'").fetchone()[0])
+    assert glibc["replay_threads"] == 5 and glibc["clock"] == "wall"

@@ -212,15 +212,17 @@ class ThreadedModel(Model):
 
     def __call__(self, path, allocator="hc", setting=None, repeat=3, metric="time"):
         r = dict(super().__call__(path, allocator, setting, repeat, metric))
-        r.update(threads=4, replay_threads=4)
+        r.update(threads=4, replay_threads=4, threads_mode="auto")
         return r
 
 
 def test_thread_knobs_are_searched_only_on_multithreaded_traces(db, tmp_path):
     """knobs.toml's `threads = true` knobs join a study whose trace the harness replayed on
     threads, and only such a study."""
-    r = study.run(db, (), study.Options(trials=18, seed=3), measure_fn=ThreadedModel())
+    m = ThreadedModel()
+    r = study.run(db, (), study.Options(trials=18, seed=3), measure_fn=m)
     ts = trials_of(db, r["study"])
+    assert m.calls.count(("glibc", None)) == 1
     assert all("TCACHE_COUNT+1" in t.params and "TCACHE_MAX" in t.params for t in ts)
     assert len({t.params["TCACHE_COUNT+1"] for t in ts}) > 1      # sampled, not only the seeds
     assert study.trial_setting(ts[-1])["TCACHE_MAX"] == ts[-1].params["TCACHE_MAX"]
@@ -234,6 +236,19 @@ def test_thread_knobs_are_searched_only_on_multithreaded_traces(db, tmp_path):
     with pytest.raises(HctuneError, match="multi-threaded"):
         study.run(one, (), study.Options(trials=2, study="only", only=("TCACHE_COUNT",)),
                   measure_fn=Model())
+
+
+def test_a_threaded_trace_measured_on_one_thread_is_not_reused(db):
+    """A multi-threaded trace's measurement from `--threads off` (or from before the threaded
+    replay) is not what the search measures: measured again."""
+    class OneThread(Model):
+        def __call__(self, *a, **kw):
+            return dict(super().__call__(*a, **kw), threads=4, replay_threads=1,
+                        threads_mode="off")
+    study.run(db, (), study.Options(trials=1, seeds=False, study="a"), measure_fn=OneThread())
+    m = ThreadedModel()
+    study.run(db, (), study.Options(trials=1, seeds=False, study="b"), measure_fn=m)
+    assert m.calls.count(("glibc", None)) == 1
 
 
 def test_the_thread_decision_is_kept_with_the_study():

@@ -160,7 +160,9 @@ int main(int argc, char **argv)
     if (threads_mode && t.threads > 1) {
         if (!(mt = hcr_mt_prepare(&t)))
             die("out of memory splitting %s into threads", path);
-        if (hcr_mt_prime(mt))
+        if (hcr_mt_threads(mt) < 2)
+            mt = NULL; /* only one thread's calls were replayable: the single-thread loop */
+        else if (hcr_mt_prime(mt))
             die("cannot create %u threads", hcr_mt_threads(mt));
     }
     void **slots = hcr_map(t.n_slots * sizeof *slots);
@@ -250,6 +252,7 @@ int main(int argc, char **argv)
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
+    put(", \"threads_mode\": \"%s\"", threads_mode ? "auto" : "off");
     put(", \"replay_threads\": %u, \"handoffs\": %llu", replay_threads,
         (unsigned long long)(mt ? hcr_mt_handoffs(mt) : 0));
     put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",

@@ -14,19 +14,37 @@
  * threads share a replay thread (beyond HCR_MAX_THREADS): their ops are merged in global order.
  *
  * The machine may have fewer cores than the trace has threads, so a waiting thread spins only
- * briefly and then yields the processor to the thread it waits for. */
+ * briefly, then yields the processor a few times, then sleeps on the turn word (futex) after
+ * setting its WAITER bit; a thread passing the turn wakes the word's sleepers when the bit was
+ * set (one atomic exchange per hand-off, a system call only when someone sleeps). */
 #define _GNU_SOURCE
 #include "hcreplay.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #define PAGE 4096u
-#define SPINS 64 /* polls before yielding: a hand-off on another core takes ~100 ns */
+#define SPINS 64  /* polls before yielding: a hand-off on another core takes ~100 ns */
+#define YIELDS 16 /* yields before sleeping on the futex */
+#define WAITER 0x80000000u /* in turn[slot]: some thread sleeps on this word */
+
+/* Under valgrind (callgrind: --metric instructions) threads run one at a time, so spinning only
+ * adds instructions: yield at once.  The count still includes the waiting loops, so a threaded
+ * replay's instruction count is not exact from run to run as a single-thread one is. */
+static unsigned spins = SPINS;
 
 struct stream {
     struct hcr_rop *ops;
@@ -64,12 +82,32 @@ static inline void touch(char *p, uint64_t size)
 
 static void wait_turn(_Atomic uint32_t *turn, uint32_t me)
 {
-    for (unsigned i = 0; atomic_load_explicit(turn, memory_order_acquire) != me; i++) {
-        if (i < SPINS)
+    for (unsigned i = 0;; i++) {
+        uint32_t cur = atomic_load_explicit(turn, memory_order_acquire);
+        if ((cur & ~WAITER) == me) /* another thread may sleep on the word for a later turn */
+            return;
+        if (i < spins) {
             __builtin_ia32_pause();
-        else
+        } else if (i < spins + YIELDS) {
             sched_yield();
+        } else {
+            /* announce a sleeper, then sleep while the word still says so (the passer's
+             * exchange clears the bit and wakes every sleeper on the word) */
+            if (!(cur & WAITER) &&
+                !atomic_compare_exchange_weak_explicit(turn, &cur, cur | WAITER,
+                                                       memory_order_acquire,
+                                                       memory_order_acquire))
+                continue;
+            syscall(SYS_futex, (uint32_t *)turn, FUTEX_WAIT_PRIVATE, cur | WAITER, NULL, NULL,
+                    0);
+        }
     }
+}
+
+static void pass_turn(_Atomic uint32_t *turn, uint32_t to)
+{
+    if (atomic_exchange_explicit(turn, to, memory_order_release) & WAITER)
+        syscall(SYS_futex, (uint32_t *)turn, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 /* The replay loop of one thread: hcr_replay_once's, plus the turns. */
@@ -125,7 +163,7 @@ __attribute__((noinline)) static uint64_t run_stream(struct hcr_mt *mt, unsigned
             touch(p, op->size);
     pass:
         if (op->hand)
-            atomic_store_explicit(&turn[slot], (uint32_t)op->hand - 1, memory_order_release);
+            pass_turn(&turn[slot], (uint32_t)op->hand - 1);
     }
     return failed;
 }
@@ -237,6 +275,8 @@ uint64_t hcr_mt_replay_once(struct hcr_mt *mt, void **slots, int touch_pages, ui
         started[n++] = c;
     }
     /* the workers wait at the barrier: threads are made outside the timed part */
+    if (RUNNING_ON_VALGRIND)
+        spins = 0;
     uint64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), wall0 = clock_ns(CLOCK_MONOTONIC);
     pthread_barrier_wait(&start);
     uint64_t failed = run_stream(mt, 0, slots, touch_pages);

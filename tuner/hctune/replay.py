@@ -12,6 +12,7 @@ another's heap) with the allocator injected by LD_PRELOAD, and returns the harne
   replay_threads       threads the replay ran on: `threads` (at most 64) with threads="auto",
                        1 with threads="off" (recorded global order on one thread)
   handoffs             ops that waited for another thread (a block it allocated or last used)
+  threads_mode         the mode asked ("auto" or "off")
   times_ns             every repeat's loop time (the spread is max/min - 1)
   first_time_ns_per_op the first repeat alone: a fresh heap, as the program had
   instructions_per_op  metric="instructions": callgrind's count of the loop, per op (else None)

@@ -133,7 +133,7 @@ class Evaluator:
         # a multi-threaded trace measured on one thread (before the threaded replay, or with
         # --threads off) is not what the search measures
         results = [r for r in (json.loads(row["result_json"]) for row in rows)
-                   if r.get("threads", 1) <= 1 or r.get("replay_threads", 1) > 1]
+                   if r.get("threads", 1) <= 1 or r.get("threads_mode") == "auto"]
         if setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
