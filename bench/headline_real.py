@@ -141,6 +141,33 @@ def table(results: dict, objective: str) -> str:
     return "\n".join(lines)
 
 
+def agreement(results: dict) -> str:
+    """How often the replay ranks a pair as the real runs do, over the pairs (HC candidate vs
+    generic HC, HC candidate or generic vs glibc) whose real ratio is significant (its 95 %
+    interval excludes 1): the replay's ratio of the two must lie on the same side of 1."""
+    agree = total = pairs = 0
+    for v in results.values():
+        for objective, s in v.items():
+            m, rk = ("peak_rss_bytes", "mem_ratio") if objective == "mem" else ("wall_s",
+                                                                                "perf_ratio")
+            by = {c["candidate"]: c for c in s["candidates"]}
+            for c in s["candidates"]:
+                if c["kind"] not in ("tuned", "generic") or c["disqualified"] or not c["replay"]:
+                    continue
+                for key, other in (("vs_generic", "hc generic"), ("vs_glibc", "glibc")):
+                    r, o = c[key].get(m), by.get(other)
+                    if not r or not o or not o.get("replay"):
+                        continue
+                    pairs += 1
+                    if r["ci"][1] < 1 or r["ci"][0] > 1:
+                        total += 1
+                        predicted = c["replay"][rk] / o["replay"][rk]
+                        agree += (predicted < 1) == (r["ratio"] < 1)
+    return (f"replay and real runs rank {agree} of {total} pairs alike where the real difference "
+            f"is significant ({pairs} pairs in all; a pair is an HC candidate vs generic HC or vs "
+            "glibc)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench-out/headline-real")
@@ -148,9 +175,17 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--top", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--tables-only", action="store_true",
+                    help="print the tables from <out>/headline-real.json, run nothing")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
+    if a.tables_only:
+        results = json.loads((out / "headline-real.json").read_text())
+        for objective in ("perf", "mem"):
+            print(f"\n## {objective}\n\n{table(results, objective)}")
+        print("\n" + agreement(results))
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     db = out / "hctune.db"
     make_inputs(out, "a", 2006, a.scale)     # profiled and searched
@@ -177,6 +212,7 @@ def main(argv=None) -> int:
         print(f"\n## {objective}: the validated winner on input b (searched on input a); "
               "ratios with 95 % CI, * = significant\n")
         print(table(results, objective))
+    print("\n" + agreement(results))
     return 0
 
 

@@ -53,3 +53,36 @@ def test_failed_transaction_writes_nothing(tmp_path):
                 c.execute("INSERT INTO hc_studies VALUES ('s','mem','[]','x','{}','now')")
                 raise RuntimeError("crash mid-write")
         assert db.study("s") is None
+
+
+def test_a_schema_1_database_is_upgraded_in_place(tmp_path):
+    """Schema 2 (issue 10) adds the profiled command to hc_traces and the real-run tables; a
+    database written by schema 1 keeps its rows."""
+    from hctune import db as _db
+    path = tmp_path / "old.db"
+    c = sqlite3.connect(path)
+    for stmt in _db._MIGRATIONS[1].split(";"):
+        if stmt.strip():
+            c.execute(stmt)
+    c.execute("CREATE TABLE hc_schema (version INTEGER NOT NULL)")
+    c.execute("INSERT INTO hc_schema VALUES (1)")
+    c.execute("INSERT INTO hc_traces (path, sha256, created) VALUES ('/t', 'aa', 'then')")
+    c.commit()
+    c.close()
+    with Database(path) as db:
+        row = db.latest_trace()
+        assert row["path"] == "/t" and db.invocation(row) is None
+        vid = db.add_validation("s", "perf", ["./app", "x"], "/w", None, 3)
+        db.add_real_run(vid, {"candidate": "glibc", "allocator": "glibc", "round": 0,
+                              "wall_s": 0.1, "user_s": 0.05, "sys_s": 0.01,
+                              "peak_rss_bytes": 4096, "exit_status": 0})
+        db.finish_validation(vid, "done", {"winner": {"candidate": "hc generic",
+                                                       "setting": "QL_HIGH=72"},
+                                           "verdict": "v"})
+        assert db.latest_validation("s")["winner"] == "hc generic"
+        assert len(db.real_runs(vid)) == 1
+        assert db.conn.execute("SELECT version FROM hc_schema").fetchone()[0] == SCHEMA_VERSION
+    with Database(path) as db:
+        tid = db.add_trace(tmp_path / "new", "bb", invocation={"argv": ["./app"], "cwd": "/w",
+                                                               "stdin": None})
+        assert db.invocation(db.trace(tid)) == {"argv": ["./app"], "cwd": "/w", "stdin": None}

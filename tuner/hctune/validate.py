@@ -207,7 +207,8 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                              trial=t.number, replay={"mem_ratio": t.user_attrs["mem"],
                                                      "perf_ratio": t.user_attrs["perf"]}))
     if not out:
-        notes.append("the study's best setting is the generic one: only generic HC is tuned")
+        notes.append("the study's best (for pareto: its whole front) is the generic setting: "
+                     "there is no other tuned setting to run")
     out.append(Candidate("hc generic", "generic", "hc", setting=generic,
                          trial=gen_trial.number if gen_trial else None,
                          replay={"mem_ratio": gen_trial.user_attrs["mem"],

@@ -75,7 +75,8 @@ def progress_bar(console: Console):
               help=f"Runs per candidate, interleaved (at least {_validate.MIN_RUNS}).")
 @click.option("--max-memory-overhead", type=float, default=None, metavar="PCT",
               help="perf/pareto: the winner's peak RSS at most PCT % over glibc's (default: the "
-                   f"study's limit, else {_validate.DEFAULT_MEMORY_OVERHEAD:g}).")
+                   f"study's limit, else {_validate.DEFAULT_MEMORY_OVERHEAD:g} % over the larger "
+                   "of glibc's and generic HC's).")
 @click.option("--references/--no-references", default=True, show_default=True,
               help="Also run jemalloc, mimalloc and tcmalloc when installed.")
 @click.option("--lib", "libs", multiple=True, metavar="NAME=PATH",
