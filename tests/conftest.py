@@ -38,9 +38,11 @@ def _compiler_id() -> str:
     return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else CC
 
 
-def _compile_cached(kind: str, name: str, source: str, args: list[str], out_name: str) -> Path:
-    """Compile `source` (text) with `args`; cached at build/test-cache/<kind>/<hash>/<out_name>."""
-    digest = hashlib.sha256("\0".join([_compiler_id(), source, *args]).encode()).hexdigest()[:20]
+def _compile_cached(kind: str, name: str, source: str, args: list[str], out_name: str,
+                    depends: str = "") -> Path:
+    """Compile `source` (text) with `args`; cached at build/test-cache/<kind>/<hash>/<out_name>.
+    `depends`: the text of files the source includes, hashed with it but not compiled."""
+    digest = hashlib.sha256("\0".join([_compiler_id(), source, depends, *args]).encode()).hexdigest()[:20]
     out = TEST_CACHE / kind / f"{name}-{digest}" / out_name
     if out.exists():
         return out
@@ -63,8 +65,8 @@ def build_c_program(name: str, extra: tuple[str, ...] = ()) -> Path:
     include = ["-I", str(ROOT / "allocator" / "hc")]
     # Headers the program includes from allocator/hc go into the hash too.
     headers = "".join(p.read_text() for p in sorted((ROOT / "allocator" / "hc").glob("*.h")))
-    return _compile_cached("bin", name, source + headers, [*PROGRAM_FLAGS, *include, *extra],
-                           name)
+    return _compile_cached("bin", name, source, [*PROGRAM_FLAGS, *include, *extra], name,
+                           depends=headers)
 
 
 def build_hc_library(setting: dict, debug: bool = False) -> Path:

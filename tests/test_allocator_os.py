@@ -3,11 +3,14 @@ self-adjusting mmap threshold, memory given back (decay, malloc_trim), glibc's m
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
 
 from conftest import preload_env
+from hctune import knobs, paths
+from hctune.render import render_malloc
 
 
 @pytest.fixture(params=["hc", "hc-debug"])
@@ -21,4 +24,61 @@ def test_alignments_up_to_2_pow_35(c_program, hc_build):
     32 bits and free() unmapped the wrong range)."""
     res = subprocess.run([str(c_program("hc_align_big")), "35"], capture_output=True, text=True,
                          timeout=60, env=preload_env(hc_build))
+    assert res.returncode == 0 and res.stdout.startswith("ok "), res.stdout + res.stderr
+
+
+def run_os(program, mode, library, *extra):
+    res = subprocess.run([str(program), mode, *extra], capture_output=True, text=True,
+                         timeout=60, env=preload_env(library))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return dict((line.split()[0], line.split()[1:]) for line in res.stdout.splitlines())
+
+
+def test_decay_gives_memory_back_within_2_s(c_program, hcmalloc_so):
+    """512 MiB in small, medium and large blocks, all freed: with the decay on (generic:
+    DECAY_MS=250) the resident size falls below 32 MiB within 2 s.  HC has no background
+    thread: the program makes one 8 KiB malloc/free every 10 ms while it waits (a call reaching
+    the slow path, where the decay reads its clock), and reads /proc/self/statm."""
+    out = run_os(c_program("hc_os"), "decay", hcmalloc_so)
+    assert int(out["rss_peak_kib"][0]) > 400 * 1024, out
+    assert "released_ms" in out, f"RSS never fell below 32 MiB: {out}"
+    assert float(out["released_ms"][0]) <= 2000, out
+
+
+def test_decay_off_keeps_the_paper_behaviour(c_program, hc_library):
+    """DECAY_MS=0 is the paper's allocator: nothing is given back."""
+    lib = hc_library(knobs.resolve("generic", ["DECAY_MS=0"]))
+    out = run_os(c_program("hc_os"), "decay", lib)
+    assert "timeout" in out and int(out["timeout"][1]) > 256 * 1024, out
+
+
+def test_malloc_trim_releases_at_once(c_program, hcmalloc_so):
+    """The same 512 MiB freed, then malloc_trim(0): below 32 MiB right after the call."""
+    out = run_os(c_program("hc_os"), "trim", hcmalloc_so, "info")
+    assert out["trim"][0] == "1" and int(out["trim"][2]) < 32 * 1024, out
+
+
+def test_static_link_with_glibc_api(tmp_path):
+    """`cc -static app.c malloc.c` of a program calling mallinfo2, mallopt, malloc_trim,
+    malloc_stats and malloc_info links (no libc.a malloc.o pulled in) and gets HC's numbers."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    probe = subprocess.run([cc, "-static", "-x", "c", "-", "-o", str(tmp_path / "probe")],
+                           input="int main(void){return 0;}", capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("no static libc (libc6-dev's libc.a) to link against")
+    (tmp_path / "malloc.c").write_text(render_malloc(knobs.preset("generic")))
+    out = tmp_path / "app"
+    res = subprocess.run([cc, "-O2", "-static", "-I", str(paths.ALLOCATOR / "hc"),
+                          str(paths.ROOT / "tests" / "c" / "hc_glibc_api.c"),
+                          str(tmp_path / "malloc.c"), "-o", str(out)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = subprocess.run([str(out)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.startswith("ok "), run.stdout + run.stderr
+    assert "Arena 0:" in run.stderr and "system bytes" in run.stderr, run.stderr
+
+
+def test_glibc_api_under_preload(c_program, hcmalloc_so):
+    """Under LD_PRELOAD the same calls reach HC, not glibc's empty arena."""
+    res = subprocess.run([str(c_program("hc_glibc_api"))], capture_output=True, text=True,
+                         timeout=60, env=preload_env(hcmalloc_so))
     assert res.returncode == 0 and res.stdout.startswith("ok "), res.stdout + res.stderr

@@ -1,8 +1,8 @@
 /* hc_heap.c -- memory from the OS: the contiguous heap and its wilderness (Hasan & Chang 2006,
  * §3.9), and mmapped blocks for huge requests (§3.2).
  *
- * The heap is reserved once as PROT_NONE (no memory is committed by that) and committed upward
- * with mprotect in multiples of HEAP_UNIT, like sbrk but private to this allocator.  The
+ * The heap is reserved once (no memory is committed by that) and grown upward in multiples of
+ * HEAP_UNIT, like sbrk but private to this allocator; hc_os.c says how pages get committed.  The
  * wilderness is the committed space from hc.top (its header) to hc.end.  Its header holds only
  * the prev-inuse bit: the wilderness's size is hc.end - hc.top, so it is never on a list and
  * never limited by the 32-bit header.
@@ -34,8 +34,8 @@ static HC_COLD int hc_heap_init(void)
     hc.st.version = HC_STATS_VERSION;
     hc.st.monitor = MONITOR;
     for (size_t sz = HC_RESERVE_MAX; sz >= HC_RESERVE_MIN; sz >>= 1) {
-        void *m = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED)
+        char *m = hc_os_reserve(sz);
+        if (!m)
             continue;
         hc.base = m;
         hc.limit = hc.base + sz;
@@ -48,15 +48,16 @@ static HC_COLD int hc_heap_init(void)
     return 0;
 }
 
-/* Commit at least `need` more bytes at hc.end, in whole HEAP_UNITs.  0 when the OS says no. */
+/* Grow the heap by at least `need` bytes at hc.end, in whole HEAP_UNITs (the accounting of
+ * §3.9; hc_os_commit decides whether that takes a system call).  0 when the OS says no. */
 static int hc_heap_grow(size_t need)
 {
     size_t page = hc_page();
-    size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* mprotect needs whole pages */
+    size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* whole pages */
     size_t n = (need + unit - 1) / unit * unit;
     if (n < need || (size_t)(hc.limit - hc.end) < n)
         return 0;
-    if (mprotect(hc.end, n, PROT_READ | PROT_WRITE) != 0)
+    if (!hc_os_commit(hc.end + n))
         return 0;
     hc.end += n;
     hc.st.heap_bytes += n;
@@ -166,6 +167,7 @@ static void *hc_mmap_block(size_t n, size_t align)
 static void hc_munmap_block(char *p)
 {
     size_t len = hc_mmap_len(p);
+    hc_os_mapped_freed(len - hc_mmap_off(p));
     hc.st.mapped_bytes -= len;
     hc.st.mapped_blocks--;
     munmap(hc_mmap_start(p), len);
