@@ -27,7 +27,7 @@
 int malloc_trim(size_t pad)
 {
     int held = hc_lock();
-    size_t done = hc_os_purge(pad);
+    size_t done = hc_os_purge(pad, 1);
     hc_unlock(held);
     return done > 0;
 }

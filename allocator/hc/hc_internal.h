@@ -98,7 +98,9 @@ struct hc_os_state {
     size_t decay_bytes;    /* purge when this much free memory is unreleased (DECAY_BYTES) */
     size_t top_pad;        /* bytes of wilderness kept by a purge (mallopt M_TOP_PAD) */
     size_t free_purged;    /* free bytes right after the last purge (their pages were released) */
-    uint64_t deadline;     /* CLOCK_MONOTONIC_COARSE ms at which unreleased memory is purged */
+    uint64_t deadline;     /* CLOCK_MONOTONIC_COARSE ms at which the decay's period ends */
+    size_t low;            /* the period's low-water mark of unreleased free memory */
+    unsigned valleys;      /* period ends in a row at which the heap was mostly free */
     uint64_t ticks;        /* allocation slow paths, counted to read the clock now and then */
     uint64_t purges;       /* purges done (decay and malloc_trim) */
     uint64_t purged_bytes; /* bytes released by them (pages released again counted again) */
@@ -169,7 +171,7 @@ static char *hc_os_reserve(size_t sz);
 static int hc_os_commit(char *upto);
 static inline void hc_os_mapped_freed(size_t usable);
 static inline void hc_os_tick(void);
-static size_t hc_os_purge(size_t pad);
+static size_t hc_os_purge(size_t pad, int all);
 #if HC_DEBUG
 static void hc_check(void);
 static void hc_check_free_arg(void *p);

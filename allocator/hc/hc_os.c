@@ -36,6 +36,7 @@
 
 #define HC_DECAY_EVERY 8u                 /* slow-path allocations between clock reads */
 #define HC_COMMIT_MIN ((size_t)1 << 16)   /* mprotect commit: at least this, or heap / 8 */
+#define HC_DECAY_BLOCK ((size_t)1 << 16)  /* the decay releases free blocks from this size up */
 
 /* ---- heap commit ---- */
 
@@ -143,15 +144,37 @@ static HC_UNUSED size_t hc_os_dirty(void)
     return wild + (free_bytes - hc.os.free_purged);
 }
 
-/* Release every free page: coalesce the whole heap (§3.8), release the wilderness above its top
- * (keeping `pad` bytes), then the whole pages inside each free block of the big list.  Returns
- * the bytes released.  Called with the lock held. */
-static size_t hc_os_purge(size_t pad)
+/* The decay's marks.  A free block of the big list carries one in its first granule's spare
+ * word (after header, next and prev links): its size, tagged "seen free at a period's end" or
+ * "released".  A block is released when a period ends and it is still free and unchanged since
+ * the previous period's end (a merge changes the size at its header; an allocation hands the
+ * word to the program, whose payload starts 8 bytes before it), so a block the program keeps
+ * reusing is never released, and a released one is not released again.  A stale mark can only
+ * make a block's release come a period early or late; only the resident size is at stake,
+ * never the contents. */
+#define HC_MARK_SEEN 0x3u     /* sizes are multiples of 16: the low bits carry the tag */
+#define HC_MARK_RELEASED 0x5u
+static inline uint32_t *hc_mark(char *b) { return (uint32_t *)(void *)(b + 12); }
+
+/* Release free pages; the bytes released.  Called with the lock held.
+ *  all (malloc_trim): coalesce the whole heap (§3.8), release the wilderness above top + pad and
+ *    the whole pages inside every free block of at least two pages.
+ *  else (the decay): release the wilderness the same way, and the free blocks of at least
+ *    HC_DECAY_BLOCK bytes that stayed free for a whole period (marks).  In a valley (free bytes
+ *    >= 3/4 of the heap below the wilderness) the heap is coalesced first (the walk is worth it
+ *    then, and it is what gives back memory held in quick lists; the merged blocks have new
+ *    sizes, so their marks start again); in a valley at two period ends in a row (a program
+ *    past its peak) every such block not yet released is released without waiting for marks. */
+static size_t hc_os_purge(size_t pad, int all)
 {
     if (!hc.ready || hc.base == NULL || hc.end == hc.base)
         return 0;
-    size_t done = 0;
-    hc_coalesce_complete();
+    size_t done = 0, seen = 0;
+    int valley = hc_free_bytes() >= (size_t)(hc.top - hc.first) / 4 * 3;
+    hc.os.valleys = valley && !all ? hc.os.valleys + 1 : 0;
+    if (all || valley)
+        hc_coalesce_complete();
+    valley = hc.os.valleys >= 2; /* a valley at two period ends in a row: past the peak */
     /* 1. The wilderness: the header at hc.top stays, the pages from top + pad up go. */
     char *from = hc_page_up(hc.top + HC_HDR + (pad < (size_t)(hc.end - hc.top) ? pad : 0));
     char *to = hc_page_up(hc.clean < hc.end ? hc.clean : hc.end);
@@ -159,17 +182,27 @@ static size_t hc_os_purge(size_t pad)
         done += hc_os_release(from, to);
         hc.clean = from > hc.top + HC_HDR ? from : hc.top + HC_HDR;
     }
-    /* 2. Free blocks of at least two pages: header and links stay, and the trailer. */
-    unsigned first = hc_index(2 * hc_page());
+    /* 2. Free blocks of the big list: header, links, mark and trailer stay. */
+    unsigned first = hc_index(all ? 2 * hc_page() : HC_DECAY_BLOCK);
     for (int j = hc_bit_next(hc.map, first); j >= 0; j = hc_bit_next(hc.map, (unsigned)j + 1)) {
         hc_off heads[2] = { hc.lists[j].unco, hc.lists[j].coal };
         for (int k = 0; k < 2; k++)
             for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
                 char *b = hc_at(o);
-                done += hc_os_release(hc_page_up(b + HC_GRANULE), hc_page_down(b + hc_size(b) - HC_HDR));
+                uint32_t size = (uint32_t)hc_size(b), mark = *hc_mark(b);
+                if (mark == (size | HC_MARK_RELEASED) && !all)
+                    continue;
+                if (mark != (size | HC_MARK_SEEN) && !all && !valley) {
+                    *hc_mark(b) = size | HC_MARK_SEEN;
+                    seen += size;
+                    continue;
+                }
+                done += hc_os_release(hc_page_up(b + HC_GRANULE), hc_page_down(b + size - HC_HDR));
+                *hc_mark(b) = size | HC_MARK_RELEASED;
             }
     }
-    hc.os.free_purged = hc_free_bytes();
+    /* Blocks only seen this time stay counted as unreleased, so the next period comes. */
+    hc.os.free_purged = hc_free_bytes() - seen;
     hc.os.purges++;
     hc.os.purged_bytes += done;
     return done;
@@ -186,21 +219,32 @@ static uint64_t hc_os_now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
+/* The decay, on every HC_DECAY_EVERY-th allocation slow path.  Periods of DECAY_MS: while a
+ * period runs, the low-water mark of unreleased free memory is kept; at its end, what stayed
+ * free throughout (the low-water mark) is released if it reaches decay_bytes.  A program that
+ * keeps reusing its free memory never pays for a purge; one that freed and went quiet does,
+ * within two periods. */
 static HC_NOINLINE void hc_os_decay(void)
 {
-    if (hc_os_dirty() < hc.os.decay_bytes) {
+    size_t dirty = hc_os_dirty();
+    if (dirty < hc.os.decay_bytes) {
         hc.os.deadline = 0;
         return;
     }
     uint64_t now = hc_os_now_ms();
     if (!hc.os.deadline) {
         hc.os.deadline = now + (uint64_t)(DECAY_MS);
+        hc.os.low = dirty;
         return;
     }
-    if (now >= hc.os.deadline) {
-        hc.os.deadline = 0;
-        hc_os_purge(hc.os.top_pad);
-    }
+    if (dirty < hc.os.low)
+        hc.os.low = dirty;
+    if (now < hc.os.deadline)
+        return;
+    if (hc.os.low >= hc.os.decay_bytes)
+        hc_os_purge(hc.os.top_pad, 0);
+    hc.os.deadline = now + (uint64_t)(DECAY_MS);
+    hc.os.low = hc_os_dirty();
 }
 #endif
 

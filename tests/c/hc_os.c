@@ -108,6 +108,8 @@ int main(int argc, char **argv)
         }
         if (t > 3000) {
             printf("timeout rss_kib %ld\n", rss);
+            if (argc > 2)
+                malloc_info(0, stdout);
             return 0;
         }
         char *volatile p = malloc(8192);
