@@ -54,9 +54,12 @@ def test_decay_off_keeps_the_paper_behaviour(c_program, hc_library):
     assert "timeout" in out and int(out["timeout"][1]) > 256 * 1024, out
 
 
-def test_malloc_trim_releases_at_once(c_program, hcmalloc_so):
-    """The same 512 MiB freed, then malloc_trim(0): below 32 MiB right after the call."""
-    out = run_os(c_program("hc_os"), "trim", hcmalloc_so, "info")
+@pytest.mark.parametrize("lazy", [1, 0], ids=["lazy", "mprotect"])
+def test_malloc_trim_releases_at_once(c_program, hc_library, lazy):
+    """The same 512 MiB freed, then malloc_trim(0): below 32 MiB right after the call; with the
+    heap committed on first touch (HEAP_LAZY=1) and with the mprotect commit (HEAP_LAZY=0)."""
+    lib = hc_library(knobs.resolve("generic", [f"HEAP_LAZY={lazy}"]))
+    out = run_os(c_program("hc_os"), "trim", lib, "info")
     assert out["trim"][0] == "1" and int(out["trim"][2]) < 32 * 1024, out
 
 

@@ -8,6 +8,7 @@
  *    the footprint grow by whole units), which is what the paper measures.  Where the reservation
  *    cannot be writable (vm.overcommit_memory=2 charges it whole; a refusal), it is PROT_NONE and
  *    committed with mprotect in steps that grow with the heap (1/8 of it), not per HEAP_UNIT.
+ *    HEAP_LAZY=0 is the paper's: PROT_NONE, an mprotect per HEAP_UNIT of growth.
  *
  *  - The mmap threshold (MMAP_THRESHOLD_MAX).  glibc's rule: when a mapped block is freed, a
  *    request of its size is evidently not rare, so the threshold rises to it (up to the knob),
@@ -81,8 +82,10 @@ static int hc_os_commit(char *upto)
     if (hc.os.lazy || upto <= hc.os.committed)
         return 1;
     size_t page = hc_page();
-    size_t step = (size_t)(hc.os.committed - hc.base) / 8;
-    if (step < HC_COMMIT_MIN)
+    /* HEAP_LAZY=0 is the paper's commit: exactly what the heap grows by (whole HEAP_UNITs).
+     * The fallback of HEAP_LAZY=1 commits ahead, 1/8 of the heap at a time. */
+    size_t step = HEAP_LAZY ? (size_t)(hc.os.committed - hc.base) / 8 : 0;
+    if (HEAP_LAZY && step < HC_COMMIT_MIN)
         step = HC_COMMIT_MIN;
     if (step < (size_t)(upto - hc.os.committed))
         step = (size_t)(upto - hc.os.committed);
