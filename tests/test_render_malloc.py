@@ -83,7 +83,8 @@ def test_compiles_strict_as_object_and_shared(cc, debug, tmp_path):
 VARIANTS = [knobs.preset(n) for n in knobs.preset_names()] + [
     knobs.resolve("generic", [f"{k}={v}"]) for k, v in
     [("SPLIT", 0), ("COALESCE", 0), ("COALESCE_QL", 0), ("COALESCE_IN_FREE", 1), ("MONITOR", 0),
-     ("QL_PREALLOC", 0), ("QL_HIGH", 16), ("QL_HIGH", 1016)]]
+     ("QL_PREALLOC", 0), ("QL_HIGH", 16), ("QL_HIGH", 1016),
+     ("HEAP_LAZY", 0), ("MMAP_THRESHOLD_MAX", 0), ("DECAY_MS", 0)]]
 
 
 @pytest.mark.parametrize("setting", VARIANTS, ids=[knobs.key(s) for s in VARIANTS])

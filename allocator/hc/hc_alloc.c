@@ -98,6 +98,7 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
         return NULL;
     if (hc.base == NULL)
         return NULL;
+    hc_os_tick();
 
     if (size <= HC_QL_SIZE && i + 1 <= HC_QL_MAX && hc.ql[i + 1]) {
         HC_COUNT(ql_hits, 1);

@@ -44,7 +44,7 @@ static void *hc_malloc_locked(size_t n)
         hc.last_clean = 0;
         return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
     }
-    if (hc_likely(n <= HC_MMAP_ABOVE)) {
+    if (hc_likely(n <= hc.mmap_above)) {
         char *b = hc_alloc_block(hc_request_size(n));
         if (hc_likely(b != NULL)) {
             hc_account_alloc(hc_size(b));
@@ -321,11 +321,11 @@ void *realloc(void *p, size_t n)
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("realloc(): invalid pointer");
         old = hc_mmap_len(p) - hc_mmap_off(p);
-        if (n > HC_MMAP_ABOVE && n <= old && n >= old / 2) {
+        if (n > hc.mmap_above && n <= old && n >= old / 2) {
             q = p;
             goto done;
         }
-        if (n > HC_MMAP_ABOVE && (q = hc_mremap_block(p, n)) != NULL) {
+        if (n > hc.mmap_above && (q = hc_mremap_block(p, n)) != NULL) {
             HC_COUNT(realloc_in_place, 1);
             goto done;
         }
@@ -339,7 +339,7 @@ void *realloc(void *p, size_t n)
             hc_fail("realloc(): invalid pointer");
         old = hc_size(b) - HC_HDR;
         char *nb;
-        if (n <= HC_MMAP_ABOVE && (nb = hc_resize_in_place(b, hc_request_size(n)))) {
+        if (n <= hc.mmap_above && (nb = hc_resize_in_place(b, hc_request_size(n)))) {
             q = hc_payload(nb);
             goto done;
         }
@@ -413,7 +413,7 @@ static void *hc_memalign(size_t align, size_t n)
     int held = hc_lock();
     void *p = NULL;
     size_t size = hc_request_size(n);
-    if (n + align <= HC_MMAP_ABOVE) {
+    if (n + align <= hc.mmap_above) {
         char *b = hc_alloc_aligned(size, align);
         if (b) {
             hc_account_alloc(hc_size(b));

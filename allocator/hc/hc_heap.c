@@ -1,8 +1,8 @@
 /* hc_heap.c -- memory from the OS: the contiguous heap and its wilderness (Hasan & Chang 2006,
  * §3.9), and mmapped blocks for huge requests (§3.2).
  *
- * The heap is reserved once as PROT_NONE (no memory is committed by that) and committed upward
- * with mprotect in multiples of HEAP_UNIT, like sbrk but private to this allocator.  The
+ * The heap is reserved once (no memory is committed by that) and grown upward in multiples of
+ * HEAP_UNIT, like sbrk but private to this allocator; hc_os.c says how pages get committed.  The
  * wilderness is the committed space from hc.top (its header) to hc.end.  Its header holds only
  * the prev-inuse bit: the wilderness's size is hc.end - hc.top, so it is never on a list and
  * never limited by the 32-bit header.
@@ -34,8 +34,8 @@ static HC_COLD int hc_heap_init(void)
     hc.st.version = HC_STATS_VERSION;
     hc.st.monitor = MONITOR;
     for (size_t sz = HC_RESERVE_MAX; sz >= HC_RESERVE_MIN; sz >>= 1) {
-        void *m = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED)
+        char *m = hc_os_reserve(sz);
+        if (!m)
             continue;
         hc.base = m;
         hc.limit = hc.base + sz;
@@ -48,16 +48,17 @@ static HC_COLD int hc_heap_init(void)
     return 0;
 }
 
-/* Commit at least `need` more bytes at hc.end, in whole HEAP_UNITs.  0 when the OS says no. */
+/* Grow the heap by at least `need` bytes at hc.end, in whole HEAP_UNITs (the accounting of
+ * §3.9; hc_os_commit decides whether that takes a system call).  0 when the OS says no. */
 static int hc_heap_grow(size_t need)
 {
     HC_ARENA_HERE;
     size_t page = hc_page();
-    size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* mprotect needs whole pages */
+    size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* whole pages */
     size_t n = (need + unit - 1) / unit * unit;
     if (n < need || (size_t)(hc.limit - hc.end) < n)
         return 0;
-    if (mprotect(hc.end, n, PROT_READ | PROT_WRITE) != 0)
+    if (!hc_os_commit(hc.end + n))
         return 0;
     hc.end += n;
     hc.st.heap_bytes += n;
@@ -110,8 +111,24 @@ static int hc_wild_absorb(char *b, size_t size)
 }
 
 /* ---- mmapped blocks (§3.2) ----
- * [mapping start ... | len (8) | offset (4) | tag (4) | payload ...]: the 16 bytes before the
- * payload say how to unmap it; the tag in the header slot tells free() it is not a heap block. */
+ * [mapping start ... | start (8) | pages (4) | tag (4) | payload ...]: the 16 bytes before the
+ * payload say how to unmap it: the mapping's first byte and its length in pages (a mapping is
+ * at most 16 TiB), so an alignment of any size is undone exactly (the payload may start far
+ * into the mapping).  The tag in the header slot tells free() it is not a heap block. */
+#define HC_MAP_PAGES_MAX 0xFFFFFFFFu
+
+static inline char *hc_mmap_start(char *p) { return *(char **)(void *)(p - 16); }
+static inline size_t hc_mmap_len(char *p) { return (size_t)*(uint32_t *)(void *)(p - 8) * hc_page(); }
+static inline size_t hc_mmap_off(char *p) { return (size_t)(p - hc_mmap_start(p)); }
+static inline int hc_is_mmapped(char *p) { return *(uint32_t *)(void *)(p - 4) == HC_MMAP_TAG; }
+
+static inline void hc_mmap_header(char *p, char *m, size_t len)
+{
+    *(char **)(void *)(p - 16) = m;
+    *(uint32_t *)(void *)(p - 8) = (uint32_t)(len / hc_page());
+    *(uint32_t *)(void *)(p - 4) = HC_MMAP_TAG;
+}
+
 static void *hc_mmap_block(size_t n, size_t align)
 {
     HC_ARENA_HERE;
@@ -121,13 +138,27 @@ static void *hc_mmap_block(size_t n, size_t align)
     if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST - n)
         return NULL;
     size_t len = (n + 16 + (align > HC_GRANULE ? align : 0) + page - 1) & ~(page - 1);
-    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (len / page > HC_MAP_PAGES_MAX)
+        return NULL;
+    /* Above a page of alignment only the aligned part is kept: the over-sized mapping is made
+     * without a commit charge (MAP_NORESERVE: memalign(1 << 35, 100) must not need 32 GiB of
+     * commit) and its front and tail are unmapped. */
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (align > page ? MAP_NORESERVE : 0);
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     char *p = (char *)(((uintptr_t)m + 16 + align - 1) & ~(uintptr_t)(align - 1));
-    *(uint64_t *)(void *)(p - 16) = len;
-    *(uint32_t *)(void *)(p - 8) = (uint32_t)(p - m);
-    *(uint32_t *)(void *)(p - 4) = HC_MMAP_TAG;
+    if (align > page) {
+        char *s = (char *)((uintptr_t)(p - 16) & ~(uintptr_t)(page - 1));
+        char *e = (char *)(((uintptr_t)p + n + page - 1) & ~(uintptr_t)(page - 1));
+        if (s > m)
+            munmap(m, (size_t)(s - m));
+        if (m + len > e)
+            munmap(e, (size_t)(m + len - e));
+        m = s;
+        len = (size_t)(e - s);
+    }
+    hc_mmap_header(p, m, len);
     hc.st.mapped_bytes += len;
     hc.st.mapped_blocks++;
     hc_note_footprint();
@@ -136,17 +167,14 @@ static void *hc_mmap_block(size_t n, size_t align)
     return p;
 }
 
-static inline size_t hc_mmap_len(char *p) { return (size_t)*(uint64_t *)(void *)(p - 16); }
-static inline size_t hc_mmap_off(char *p) { return *(uint32_t *)(void *)(p - 8); }
-static inline int hc_is_mmapped(char *p) { return *(uint32_t *)(void *)(p - 4) == HC_MMAP_TAG; }
-
 static void hc_munmap_block(char *p)
 {
     HC_ARENA_HERE;
     size_t len = hc_mmap_len(p);
+    hc_os_mapped_freed(len - hc_mmap_off(p));
     hc.st.mapped_bytes -= len;
     hc.st.mapped_blocks--;
-    munmap(p - hc_mmap_off(p), len);
+    munmap(hc_mmap_start(p), len);
 }
 
 /* Grow or shrink an mmapped block for realloc: the kernel moves the pages, nothing is copied.
@@ -159,10 +187,12 @@ static char *hc_mremap_block(char *p, size_t n)
         return NULL;
     size_t old = hc_mmap_len(p);
     size_t len = (n + 16 + page - 1) & ~(page - 1);
+    if (len / page > HC_MAP_PAGES_MAX)
+        return NULL;
     char *m = mremap(p - 16, old, len, MREMAP_MAYMOVE);
     if (m == MAP_FAILED)
         return NULL;
-    *(uint64_t *)(void *)m = len;
+    hc_mmap_header(m + 16, m, len);
     hc.st.mapped_bytes += len - old;
     hc.st.bytes_current += len - old;
     if (hc.st.bytes_current > hc.st.bytes_max)

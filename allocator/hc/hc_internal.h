@@ -10,8 +10,8 @@
  *    prev-inuse), then a 16-byte-aligned payload, as the x86-64 ABI asks of malloc.  Block sizes
  *    are multiples of 16 (the granule) and the smallest block is 16 bytes: 12 usable.  A free
  *    block copies its size into a 4-byte trailer (its last 4 bytes) for backward coalescing.
- *  - The heap is one contiguous region reserved once (PROT_NONE) and committed HEAP_UNIT bytes at
- *    a time with mprotect (§3.9); it does not fight glibc or anyone else over sbrk.
+ *  - The heap is one contiguous region reserved once and grown HEAP_UNIT bytes at a time (§3.9;
+ *    how its pages are committed is hc_os.c's); it does not fight glibc or anyone over sbrk.
  *  - Free-list links are 32-bit granule offsets from the heap base (64 GiB of heap at most), so a
  *    16-byte free block holds header, next, prev and trailer and every size can sit on a doubly
  *    linked list.
@@ -89,6 +89,23 @@ struct hc_list {
     hc_off unco; /* uncoalesced sub-list: freed and not yet merged (§3.4) */
 };
 
+/* HC and the operating system (hc_os.c): heap commit, the mmap threshold, purging. */
+struct hc_os_state {
+    int lazy;              /* the heap is writable from the start: no commit calls (HEAP_LAZY) */
+    int threshold_fixed;   /* mallopt(M_MMAP_THRESHOLD) was called: the threshold stays */
+    int decay_off;         /* mallopt(M_TRIM_THRESHOLD, -1): no purging by the decay */
+    char *committed;       /* without lazy: the heap is mprotected writable up to here */
+    size_t decay_bytes;    /* purge when this much free memory is unreleased (DECAY_BYTES) */
+    size_t top_pad;        /* bytes of wilderness kept by a purge (mallopt M_TOP_PAD) */
+    size_t free_purged;    /* free bytes right after the last purge (their pages were released) */
+    uint64_t deadline;     /* CLOCK_MONOTONIC_COARSE ms at which the decay's period ends */
+    size_t low;            /* the period's low-water mark of unreleased free memory */
+    unsigned valleys;      /* period ends in a row at which the heap was mostly free */
+    uint64_t ticks;        /* allocation slow paths, counted to read the clock now and then */
+    uint64_t purges;       /* purges done (decay and malloc_trim) */
+    uint64_t purged_bytes; /* bytes released by them (pages released again counted again) */
+};
+
 struct hc_state {
     char *base;        /* start of the reserved region */
     char *limit;       /* its end */
@@ -108,6 +125,8 @@ struct hc_state {
     size_t freed_since_cc;          /* bytes freed since the last complete coalescing */
     size_t frees_since_cc;          /* blocks freed since then */
     struct hc_stats st;
+    size_t mmap_above;              /* requests above this are mapped (MMAP_THRESHOLD, hc_os.c) */
+    struct hc_os_state os;
 };
 
 /* The arenas (hc_arena.c): ARENAS independent heaps, each a struct hc_state with its own
@@ -116,7 +135,9 @@ struct hc_state {
  * threads, each thread has a home arena (round robin) and works on another only to free or
  * reallocate a block that lives there.  ARENAS=1 is the paper's one heap. */
 #define HC_NARENAS ((ARENAS) < 1 ? 1 : (ARENAS) > 64 ? 64 : (ARENAS))
-static struct hc_state hc_arenas[HC_NARENAS];
+static struct hc_state hc_arenas[HC_NARENAS] = {
+    [0 ... HC_NARENAS - 1] = { .mmap_above = HC_MMAP_ABOVE, .os = { .decay_bytes = DECAY_BYTES } }
+};
 #if HC_NARENAS > 1
 static __thread struct hc_state *hc_cur __attribute__((tls_model("initial-exec"))) = &hc_arenas[0];
 static inline struct hc_state *hc_cur_tls(void) { return hc_cur; }
@@ -168,6 +189,12 @@ static void hc_munmap_block(char *p);
 static void hc_coalesce_complete(void);
 static void hc_account_alloc(size_t bytes);
 static void hc_account_free(size_t bytes);
+static size_t hc_page(void);
+static char *hc_os_reserve(size_t sz);
+static int hc_os_commit(char *upto);
+static inline void hc_os_mapped_freed(size_t usable);
+static inline void hc_os_tick(void);
+static size_t hc_os_purge(size_t pad, int all);
 #if HC_DEBUG
 static void hc_check(void);
 static void hc_check_free_arg(void *p);

@@ -286,3 +286,16 @@ static void hc_tc_exit(void *arg)
     }
     tc->state = HC_TC_DEAD;
 }
+
+/* Give every block of the calling thread's cache back to the heaps, keeping the cache open
+ * (malloc_trim: cached blocks are free memory the purge could not otherwise reach). */
+static void hc_tc_flush_all(void)
+{
+    struct hc_tcache *tc = &hc_tc;
+    if (!HC_TC_ON || tc->state != HC_TC_LIVE)
+        return;
+    for (unsigned i = 1; i <= HC_TC_CLASSES; i++) {
+        tc->room[i] = (uint16_t)(tc->room[i] + hc_tc_release(tc->head[i]));
+        tc->head[i] = NULL;
+    }
+}

@@ -1,0 +1,261 @@
+/* hc_os.c -- HC and the operating system, beyond Hasan & Chang 2006 (docs/allocator.md, "HC and
+ * the operating system").  Three mechanisms, each behind a knob whose 0 is the paper's allocator:
+ *
+ *  - Heap commit (HEAP_LAZY).  The paper's heap grows by sbrk, one system call per HEAP_UNIT.
+ *    Here the reserved region is readable and writable from the start (MAP_NORESERVE: no commit
+ *    charge), so the kernel hands out a page when it is first touched and growing the heap is
+ *    bookkeeping only.  HEAP_UNIT still steps the wilderness's accounting (§3.9: heap_bytes and
+ *    the footprint grow by whole units), which is what the paper measures.  Where the reservation
+ *    cannot be writable (vm.overcommit_memory=2 charges it whole; a refusal), it is PROT_NONE and
+ *    committed with mprotect in steps that grow with the heap (1/8 of it), not per HEAP_UNIT.
+ *    HEAP_LAZY=0 is the paper's: PROT_NONE, an mprotect per HEAP_UNIT of growth.
+ *
+ *  - The mmap threshold (MMAP_THRESHOLD_MAX).  glibc's rule: when a mapped block is freed, a
+ *    request of its size is evidently not rare, so the threshold rises to it (up to the knob),
+ *    and later requests of that size are served from the heap instead of a map and unmap each.
+ *    mallopt(M_MMAP_THRESHOLD) fixes the threshold, as in glibc.  Read and written under the
+ *    heap's lock only (every path that reads it holds it).
+ *
+ *  - Memory given back (DECAY_MS, DECAY_BYTES; hc_os_purge, also malloc_trim).  Free memory that
+ *    stayed free is released with madvise(MADV_DONTNEED): the heap is completely coalesced
+ *    (§3.8, quick lists included), the wilderness's written pages above its top are released,
+ *    and so are the whole pages inside the free blocks of the big list.  MADV_DONTNEED rather
+ *    than MADV_FREE: the resident size drops at once (MADV_FREE pages stay counted in RSS until
+ *    the kernel is short of memory, so a user watching RSS, or a container limit, sees nothing),
+ *    and a released page reads as zero, which calloc's clean-memory tracking relies on.  The
+ *    decay is evaluated on allocation slow-path calls: every HC_DECAY_EVERY-th reads a cheap
+ *    clock (CLOCK_MONOTONIC_COARSE, a vDSO read); when at least DECAY_BYTES of free memory are
+ *    unreleased a deadline DECAY_MS ahead is set, and the first check past it purges.  There is
+ *    no background thread: creating one would end the single-threaded process's lock-free path
+ *    (hc_lock.h), so a program that makes no allocator calls at all keeps its memory until its
+ *    next call (or its own malloc_trim).  Purging leaves heap_bytes and the footprint as they
+ *    were: they count address space taken from the OS in HEAP_UNIT steps (the paper's measure),
+ *    not resident pages; malloc_info reports what was released.
+ */
+#include "hc_block.h"
+#include <time.h>
+
+#define HC_DECAY_EVERY 8u                 /* slow-path allocations between clock reads */
+#define HC_COMMIT_MIN ((size_t)1 << 16)   /* mprotect commit: at least this, or heap / 8 */
+#define HC_DECAY_BLOCK ((size_t)1 << 16)  /* the decay releases free blocks from this size up */
+
+/* ---- heap commit ---- */
+
+/* vm.overcommit_memory: 2 means a writable private mapping is charged whole, NORESERVE or not. */
+static int hc_os_strict_overcommit(void)
+{
+    char c = 0;
+    int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (read(fd, &c, 1) != 1)
+        c = 0;
+    close(fd);
+    return c == '2';
+}
+
+/* Reserve sz bytes of address space for the heap; NULL when the OS refuses. */
+static char *hc_os_reserve(size_t sz)
+{
+    static int strict = -1;
+    if (HEAP_LAZY && strict < 0)
+        strict = hc_os_strict_overcommit();
+    if (HEAP_LAZY && !strict) {
+        void *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        if (m != MAP_FAILED) {
+            hc.os.lazy = 1;
+            return m;
+        }
+    }
+    void *m = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    hc.os.lazy = 0;
+    hc.os.committed = m;
+    return m;
+}
+
+/* Make the heap usable up to `upto` (<= hc.limit).  0 when the OS says no. */
+static int hc_os_commit(char *upto)
+{
+    if (hc.os.lazy || upto <= hc.os.committed)
+        return 1;
+    size_t page = hc_page();
+    /* HEAP_LAZY=0 is the paper's commit: exactly what the heap grows by (whole HEAP_UNITs).
+     * The fallback of HEAP_LAZY=1 commits ahead, 1/8 of the heap at a time. */
+    size_t step = HEAP_LAZY ? (size_t)(hc.os.committed - hc.base) / 8 : 0;
+    if (HEAP_LAZY && step < HC_COMMIT_MIN)
+        step = HC_COMMIT_MIN;
+    if (step < (size_t)(upto - hc.os.committed))
+        step = (size_t)(upto - hc.os.committed);
+    step = (step + page - 1) & ~(page - 1);
+    if (step > (size_t)(hc.limit - hc.os.committed))
+        step = (size_t)(hc.limit - hc.os.committed);
+    if (mprotect(hc.os.committed, step, PROT_READ | PROT_WRITE) != 0) {
+        /* Short of memory for the big step: try exactly what is needed. */
+        step = ((size_t)(upto - hc.os.committed) + page - 1) & ~(page - 1);
+        if (mprotect(hc.os.committed, step, PROT_READ | PROT_WRITE) != 0)
+            return 0;
+    }
+    hc.os.committed += step;
+    return 1;
+}
+
+/* ---- the mmap threshold ---- */
+
+/* A mapped block whose payload held `usable` bytes was freed (glibc's rule, see above). */
+static inline void hc_os_mapped_freed(size_t usable)
+{
+#if MMAP_THRESHOLD_MAX > 0
+    size_t max = (size_t)(MMAP_THRESHOLD_MAX) < ((size_t)1 << 30) ? (size_t)(MMAP_THRESHOLD_MAX)
+                                                                  : ((size_t)1 << 30);
+    if (!hc.os.threshold_fixed && usable > hc.mmap_above && usable <= max)
+        hc.mmap_above = usable;
+#else
+    (void)usable;
+#endif
+}
+
+/* ---- memory given back ---- */
+
+static inline char *hc_page_up(char *p)
+{
+    size_t page = hc_page();
+    return (char *)(((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1));
+}
+
+static inline char *hc_page_down(char *p) { return (char *)((uintptr_t)p & ~(uintptr_t)(hc_page() - 1)); }
+
+static size_t hc_os_release(char *lo, char *hi)
+{
+    if (hi <= lo)
+        return 0;
+    if (madvise(lo, (size_t)(hi - lo), MADV_DONTNEED) != 0)
+        return 0;
+    return (size_t)(hi - lo);
+}
+
+/* Free memory that may still be resident: written wilderness above its top, and free bytes
+ * not yet released (an estimate: free bytes beyond what was free right after the last purge). */
+static HC_UNUSED size_t hc_os_dirty(void)
+{
+    size_t free_bytes = hc_free_bytes();
+    if (hc.os.free_purged > free_bytes)
+        hc.os.free_purged = free_bytes;
+    size_t wild = hc.clean > hc.top ? (size_t)(hc.clean - hc.top) : 0;
+    return wild + (free_bytes - hc.os.free_purged);
+}
+
+/* The decay's marks.  A free block of the big list carries one in its first granule's spare
+ * word (after header, next and prev links): its size, tagged "seen free at a period's end" or
+ * "released".  A block is released when a period ends and it is still free and unchanged since
+ * the previous period's end (a merge changes the size at its header; an allocation hands the
+ * word to the program, whose payload starts 8 bytes before it), so a block the program keeps
+ * reusing is never released, and a released one is not released again.  A stale mark can only
+ * make a block's release come a period early or late; only the resident size is at stake,
+ * never the contents. */
+#define HC_MARK_SEEN 0x3u     /* sizes are multiples of 16: the low bits carry the tag */
+#define HC_MARK_RELEASED 0x5u
+static inline uint32_t *hc_mark(char *b) { return (uint32_t *)(void *)(b + 12); }
+
+/* Release free pages; the bytes released.  Called with the lock held.
+ *  all (malloc_trim): coalesce the whole heap (§3.8), release the wilderness above top + pad and
+ *    the whole pages inside every free block of at least two pages.
+ *  else (the decay): release the wilderness the same way, and the free blocks of at least
+ *    HC_DECAY_BLOCK bytes that stayed free for a whole period (marks).  In a valley (free bytes
+ *    >= 3/4 of the heap below the wilderness) the heap is coalesced first (the walk is worth it
+ *    then, and it is what gives back memory held in quick lists; the merged blocks have new
+ *    sizes, so their marks start again); in a valley at two period ends in a row (a program
+ *    past its peak) every such block not yet released is released without waiting for marks. */
+static size_t hc_os_purge(size_t pad, int all)
+{
+    if (!hc.ready || hc.base == NULL || hc.end == hc.base)
+        return 0;
+    size_t done = 0, seen = 0;
+    int valley = hc_free_bytes() >= (size_t)(hc.top - hc.first) / 4 * 3;
+    hc.os.valleys = valley && !all ? hc.os.valleys + 1 : 0;
+    if (all || valley)
+        hc_coalesce_complete();
+    valley = hc.os.valleys >= 2; /* a valley at two period ends in a row: past the peak */
+    /* 1. The wilderness: the header at hc.top stays, the pages from top + pad up go. */
+    char *from = hc_page_up(hc.top + HC_HDR + (pad < (size_t)(hc.end - hc.top) ? pad : 0));
+    char *to = hc_page_up(hc.clean < hc.end ? hc.clean : hc.end);
+    if (from < to) {
+        done += hc_os_release(from, to);
+        hc.clean = from > hc.top + HC_HDR ? from : hc.top + HC_HDR;
+    }
+    /* 2. Free blocks of the big list: header, links, mark and trailer stay. */
+    unsigned first = hc_index(all ? 2 * hc_page() : HC_DECAY_BLOCK);
+    for (int j = hc_bit_next(hc.map, first); j >= 0; j = hc_bit_next(hc.map, (unsigned)j + 1)) {
+        hc_off heads[2] = { hc.lists[j].unco, hc.lists[j].coal };
+        for (int k = 0; k < 2; k++)
+            for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
+                char *b = hc_at(o);
+                uint32_t size = (uint32_t)hc_size(b), mark = *hc_mark(b);
+                if (mark == (size | HC_MARK_RELEASED) && !all)
+                    continue;
+                if (mark != (size | HC_MARK_SEEN) && !all && !valley) {
+                    *hc_mark(b) = size | HC_MARK_SEEN;
+                    seen += size;
+                    continue;
+                }
+                done += hc_os_release(hc_page_up(b + HC_GRANULE), hc_page_down(b + size - HC_HDR));
+                *hc_mark(b) = size | HC_MARK_RELEASED;
+            }
+    }
+    /* Blocks only seen this time stay counted as unreleased, so the next period comes. */
+    hc.os.free_purged = hc_free_bytes() - seen;
+    hc.os.purges++;
+    hc.os.purged_bytes += done;
+    return done;
+}
+
+#if DECAY_MS > 0
+static uint64_t hc_os_now_ms(void)
+{
+    struct timespec t;
+#ifdef CLOCK_MONOTONIC_COARSE
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &t) != 0)
+#endif
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* The decay, on every HC_DECAY_EVERY-th allocation slow path.  Periods of DECAY_MS: while a
+ * period runs, the low-water mark of unreleased free memory is kept; at its end, what stayed
+ * free throughout (the low-water mark) is released if it reaches decay_bytes.  A program that
+ * keeps reusing its free memory never pays for a purge; one that freed and went quiet does,
+ * within two periods. */
+static HC_NOINLINE void hc_os_decay(void)
+{
+    size_t dirty = hc_os_dirty();
+    if (dirty < hc.os.decay_bytes) {
+        hc.os.deadline = 0;
+        return;
+    }
+    uint64_t now = hc_os_now_ms();
+    if (!hc.os.deadline) {
+        hc.os.deadline = now + (uint64_t)(DECAY_MS);
+        hc.os.low = dirty;
+        return;
+    }
+    if (dirty < hc.os.low)
+        hc.os.low = dirty;
+    if (now < hc.os.deadline)
+        return;
+    if (hc.os.low >= hc.os.decay_bytes)
+        hc_os_purge(hc.os.top_pad, 0);
+    hc.os.deadline = now + (uint64_t)(DECAY_MS);
+    hc.os.low = hc_os_dirty();
+}
+#endif
+
+/* On every allocation slow path, with the lock held: the decay's clock, read now and then. */
+static inline void hc_os_tick(void)
+{
+#if DECAY_MS > 0
+    if (hc_unlikely(++hc.os.ticks % HC_DECAY_EVERY == 0) && !hc.os.decay_off)
+        hc_os_decay();
+#endif
+}
