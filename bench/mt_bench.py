@@ -128,11 +128,12 @@ def allocators(args) -> dict[str, Path | None]:
         if not lib.exists():
             raise BenchError("build/libhcmalloc.so is not built: run `make` first, or give --hc")
         out["hc-generic"] = lib
-        try:
-            out["hc-tcache-off"] = hc_build(["TCACHE_COUNT=0"])
-            BUILT["hc-tcache-off"] = "generic, TCACHE_COUNT=0"
-        except Exception as e:  # a missing knob or a build error: say so, go on without it
-            print(f"mt_bench: no hc-tcache-off build ({e}); left out", file=sys.stderr)
+        if not args.allocators or "hc-tcache-off" in args.allocators:
+            try:
+                out["hc-tcache-off"] = hc_build(["TCACHE_COUNT=0"])
+                BUILT["hc-tcache-off"] = "generic, TCACHE_COUNT=0"
+            except Exception as e:  # a missing knob or a build error: say so, go on without
+                print(f"mt_bench: no hc-tcache-off build ({e}); left out", file=sys.stderr)
     if args.allocators:
         unknown = [a for a in args.allocators if a not in out]
         if unknown:
