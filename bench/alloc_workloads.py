@@ -79,6 +79,25 @@ END { n = asorti(count, keys); for (k in line) total += length(line[k]); print n
 """
 
 
+# The issue-9 workload: plain python3 (pymalloc on, so only blocks over 512 bytes reach malloc)
+# building and dropping strings, bytes objects and dicts of 8 B .. 1 MiB.
+PYTHON_CHURN = r"""
+import random
+rng = random.Random(9)
+keep = []
+for r in range(300):
+    objs = []
+    for i in range(400):
+        n = int(2 ** rng.uniform(3, 20))
+        k = i % 3
+        objs.append("x" * n if k == 0 else bytes(n) if k == 1 else {j: j for j in range(n // 64)})
+    keep.append(objs[rng.randrange(len(objs))])
+    if len(keep) > 50:
+        keep.pop(rng.randrange(len(keep)))
+print(len(keep))
+"""
+
+
 def _words(path: Path, lines: int) -> None:
     rng = random.Random(20060101)
     vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 14)))
@@ -97,8 +116,19 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
     # PYTHONMALLOC=malloc: every object through malloc, not Python's own small-object pool.
     found.append(Workload("python", [python, str(workdir / "containers.py")],
                           {"PYTHONMALLOC": "malloc"}, "python3: build and drop containers"))
+    (workdir / "churn.py").write_text(PYTHON_CHURN)
+    found.append(Workload("python-pymalloc", [python, str(workdir / "churn.py")],
+                          {"PYTHONHASHSEED": "0"},
+                          "python3 (pymalloc on): strings, bytes, dicts of 8 B .. 1 MiB"))
     gcc = shutil.which("gcc")
     if gcc:
+        large = workdir / "large_blocks"
+        built = subprocess.run([gcc, "-O2", "-o", str(large),
+                                str(Path(__file__).resolve().parent / "large_blocks.c")],
+                               capture_output=True)
+        if built.returncode == 0:
+            found.append(Workload("large", [str(large), "40000"], {},
+                                  "large_blocks.c: 64 live blocks of 64 KiB .. 4 MiB replaced 40,000 times"))
         cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True,
                              text=True).stdout.strip()
         if cc1 and Path(cc1).exists():

@@ -62,28 +62,25 @@ static HC_UNUSED char *hc_coalesce_incremental(size_t size)
 }
 
 /* Complete coalescing (§3.8, §3.11): every free block of the heap, quick lists included.
- *  1. Turn each quick-list block into an ordinary free block (clear inuse, write the trailer,
- *     clear the next block's prev-inuse bit) and empty the quick lists.
- *  2. Forget every list: the walk below lists each free block again.
- *  3. Walk the heap from the first block to the wilderness; merge each run of free blocks into
- *     one and put it on the coalesced sub-list of its size, or into the wilderness if the run
- *     ends there. */
+ *  1. Forget every list and quick list: the walk below lists each free block again.
+ *  2. Walk the heap from the first block to the wilderness.  A block is free if its inuse bit is
+ *     clear or it is on a quick list (inuse and quick bits both set, §3.10), so the quick lists
+ *     need no walk of their own (a walk in their LIFO order, all over the heap, was most of the
+ *     cost of a complete coalescing of a heap of many small blocks).
+ *  3. Merge each run of free blocks into one: header, trailer, the next block's prev-inuse bit
+ *     cleared (a quick-list block left it set); put it on the coalesced sub-list of its size, or
+ *     into the wilderness if the run ends there. */
+static inline int hc_free_or_quick(char *b)
+{
+    return (*hc_hdr(b) & (HC_INUSE | HC_QUICK)) != HC_INUSE;
+}
+
 static void hc_coalesce_complete(void)
 {
     HC_ARENA_HERE;
     if (!hc.ready || hc.end == hc.base)
         return;
-    for (unsigned i = 1; i <= HC_QL_MAX; i++) {
-        for (hc_off o = hc.ql[i]; o;) {
-            char *b = hc_at(o);
-            o = *hc_link_next(b);
-            size_t s = hc_size(b);
-            *hc_hdr(b) &= ~(HC_INUSE | HC_QUICK);
-            hc_set_trailer(b, s);
-            hc_clear_pinuse(b + s);
-        }
-        hc.ql[i] = 0;
-    }
+    memset(hc.ql, 0, sizeof hc.ql);
     memset(hc.lists, 0, sizeof hc.lists);
     memset(hc.map, 0, sizeof hc.map);
     memset(hc.unco, 0, sizeof hc.unco);
@@ -94,12 +91,12 @@ static void hc_coalesce_complete(void)
     char *b = hc.first;
     while (b < hc.top) {
         size_t size = hc_size(b);
-        if (hc_is_inuse(b)) {
+        if (!hc_free_or_quick(b)) {
             b += size;
             continue;
         }
         char *next = b + size;
-        while (next != hc.top && !hc_is_inuse(next) && size + hc_size(next) <= HC_MAX_BLOCK) {
+        while (next != hc.top && hc_free_or_quick(next) && size + hc_size(next) <= HC_MAX_BLOCK) {
             size += hc_size(next);
             next = b + size;
         }
@@ -107,6 +104,7 @@ static void hc_coalesce_complete(void)
         if (hc_wild_absorb(b, size))
             break;
         hc_set_trailer(b, size);
+        hc_clear_pinuse(next);
         hc_list_push(b, 1);
         b = next;
     }

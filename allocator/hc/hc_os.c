@@ -17,25 +17,24 @@
  *    heap's lock only (every path that reads it holds it).
  *
  *  - Memory given back (DECAY_MS, DECAY_BYTES; hc_os_purge, also malloc_trim).  Free memory that
- *    stayed free is released with madvise(MADV_DONTNEED): the heap is completely coalesced
- *    (§3.8, quick lists included), the wilderness's written pages above its top are released,
- *    and so are the whole pages inside the free blocks of the big list.  MADV_DONTNEED rather
- *    than MADV_FREE: the resident size drops at once (MADV_FREE pages stay counted in RSS until
- *    the kernel is short of memory, so a user watching RSS, or a container limit, sees nothing),
- *    and a released page reads as zero, which calloc's clean-memory tracking relies on.  The
- *    decay is evaluated on allocation slow-path calls: every HC_DECAY_EVERY-th reads a cheap
- *    clock (CLOCK_MONOTONIC_COARSE, a vDSO read); when at least DECAY_BYTES of free memory are
- *    unreleased a deadline DECAY_MS ahead is set, and the first check past it purges.  There is
- *    no background thread: creating one would end the single-threaded process's lock-free path
- *    (hc_lock.h), so a program that makes no allocator calls at all keeps its memory until its
- *    next call (or its own malloc_trim).  Purging leaves heap_bytes and the footprint as they
- *    were: they count address space taken from the OS in HEAP_UNIT steps (the paper's measure),
- *    not resident pages; malloc_info reports what was released.
+ *    stayed free is released with madvise(MADV_DONTNEED): the wilderness's written pages above
+ *    its top, and the whole pages inside the free blocks of the big list (hc_os_purge says which
+ *    and when).  MADV_DONTNEED rather than MADV_FREE: the resident size drops at once (MADV_FREE
+ *    pages stay counted in RSS until the kernel is short of memory, so a user watching RSS, or a
+ *    container limit, sees nothing), and a released page reads as zero, which calloc's
+ *    clean-memory tracking relies on.  The decay is evaluated on allocation slow paths, each
+ *    reading a cheap clock (CLOCK_MONOTONIC_COARSE: a vDSO load of a value the kernel updates
+ *    every tick), in periods of DECAY_MS (hc_os_decay).  There is no background thread:
+ *    creating one would end the single-threaded process's lock-free path (hc_lock.h), so a
+ *    program that makes no allocator calls keeps its memory until its next slow-path call (or
+ *    its own malloc_trim).  Purging leaves heap_bytes and the footprint as they were: they count
+ *    address space taken from the OS in HEAP_UNIT steps (the paper's measure), not resident
+ *    pages; malloc_info reports what was released.
  */
 #include "hc_block.h"
 #include <time.h>
 
-#define HC_DECAY_EVERY 8u                 /* slow-path allocations between clock reads */
+#define HC_DECAY_EVERY 1u                 /* slow-path allocations between clock reads */
 #define HC_COMMIT_MIN ((size_t)1 << 16)   /* mprotect commit: at least this, or heap / 8 */
 #define HC_DECAY_BLOCK ((size_t)1 << 16)  /* the decay releases free blocks from this size up */
 
@@ -159,6 +158,9 @@ static HC_UNUSED size_t hc_os_dirty(void)
 #define HC_MARK_RELEASED 0x5u
 static inline uint32_t *hc_mark(char *b) { return (uint32_t *)(void *)(b + 12); }
 
+/* A valley: free bytes at least 3/4 of the heap below the wilderness. */
+static inline int hc_os_valley(void) { return hc_free_bytes() >= (size_t)(hc.top - hc.first) / 4 * 3; }
+
 /* Release free pages; the bytes released.  Called with the lock held.
  *  all (malloc_trim): coalesce the whole heap (§3.8), release the wilderness above top + pad and
  *    the whole pages inside every free block of at least two pages.
@@ -166,18 +168,19 @@ static inline uint32_t *hc_mark(char *b) { return (uint32_t *)(void *)(b + 12); 
  *    HC_DECAY_BLOCK bytes that stayed free for a whole period (marks).  In a valley (free bytes
  *    >= 3/4 of the heap below the wilderness) the heap is coalesced first (the walk is worth it
  *    then, and it is what gives back memory held in quick lists; the merged blocks have new
- *    sizes, so their marks start again); in a valley at two period ends in a row (a program
- *    past its peak) every such block not yet released is released without waiting for marks. */
+ *    sizes, so their marks start again); in a valley that held throughout a whole period (a
+ *    program past its peak) every such block not yet released is released without waiting for
+ *    marks. */
 static size_t hc_os_purge(size_t pad, int all)
 {
     if (!hc.ready || hc.base == NULL || hc.end == hc.base)
         return 0;
     size_t done = 0, seen = 0;
-    int valley = hc_free_bytes() >= (size_t)(hc.top - hc.first) / 4 * 3;
+    int valley = hc_os_valley();
     hc.os.valleys = valley && !all ? hc.os.valleys + 1 : 0;
     if (all || valley)
         hc_coalesce_complete();
-    valley = hc.os.valleys >= 2; /* a valley at two period ends in a row: past the peak */
+    valley = hc.os.valleys >= 2; /* a valley throughout a whole period: past the peak */
     /* 1. The wilderness: the header at hc.top stays, the pages from top + pad up go. */
     char *from = hc_page_up(hc.top + HC_HDR + (pad < (size_t)(hc.end - hc.top) ? pad : 0));
     char *to = hc_page_up(hc.clean < hc.end ? hc.clean : hc.end);
@@ -222,7 +225,7 @@ static uint64_t hc_os_now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
-/* The decay, on every HC_DECAY_EVERY-th allocation slow path.  Periods of DECAY_MS: while a
+/* The decay, on allocation slow paths (every HC_DECAY_EVERY-th).  Periods of DECAY_MS: while a
  * period runs, the low-water mark of unreleased free memory is kept; at its end, what stayed
  * free throughout (the low-water mark) is released if it reaches decay_bytes.  A program that
  * keeps reusing its free memory never pays for a purge; one that freed and went quiet does,
@@ -238,10 +241,13 @@ static HC_NOINLINE void hc_os_decay(void)
     if (!hc.os.deadline) {
         hc.os.deadline = now + (uint64_t)(DECAY_MS);
         hc.os.low = dirty;
+        hc.os.valleys = (unsigned)hc_os_valley();
         return;
     }
     if (dirty < hc.os.low)
         hc.os.low = dirty;
+    if (hc.os.valleys && !hc_os_valley())
+        hc.os.valleys = 0; /* a valley counts only if it held at every check of the period */
     if (now < hc.os.deadline)
         return;
     if (hc.os.low >= hc.os.decay_bytes)

@@ -7,6 +7,8 @@
  *                      read of the resident size.  Prints "rss_peak_kib N", then
  *                      "released_ms M rss_kib R" when RSS fell below 32 MiB, or
  *                      "timeout rss_kib R" after 3 s.
+ *        hc_os series [MS]  the decay's wait for MS ms (default 3000), printing "t_ms rss_kib"
+ *                      at every poll (bench/decay_plot.py plots it).
  *        hc_os trim    the same allocation and frees, then malloc_trim(0): prints
  *                      "trim RET rss_kib R" right after it.
  * Standard glibc API only, so the same binary runs on glibc and, under LD_PRELOAD, on HC.
@@ -99,9 +101,17 @@ int main(int argc, char **argv)
         return 0;
     }
     double t0 = now_ms();
+    int series = !strcmp(mode, "series");
+    double until = series && argc > 2 ? atof(argv[2]) : 3000;
     for (;;) {
         long rss = rss_kib();
         double t = now_ms() - t0;
+        if (series) {
+            printf("%.1f %ld\n", t, rss);
+            if (t > until)
+                return 0;
+            goto poll;
+        }
         if (rss >= 0 && rss < LIMIT_KIB) {
             printf("released_ms %.0f rss_kib %ld\n", t, rss);
             return 0;
@@ -112,6 +122,7 @@ int main(int argc, char **argv)
                 malloc_info(0, stdout);
             return 0;
         }
+    poll:;
         char *volatile p = malloc(8192);
         p[0] = 1;
         free(p);
