@@ -141,3 +141,17 @@ def test_python_makes_no_more_os_calls_than_glibc(hcmalloc_so, tmp_path):
     total = {name: sum(c.get(k, 0) for k in OS_CALLS) for name, c in (("glibc", glibc), ("hc", hc))}
     print(f"glibc {glibc} -> {total['glibc']}; hc {hc} -> {total['hc']}")
     assert total["hc"] <= 1.2 * total["glibc"], (glibc, hc)
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["debug", "release"])
+def test_stress_with_constant_purging(c_program, hc_library, debug):
+    """The randomized stress (tests/c/hc_stress.c: every live byte keeps its pattern) with the
+    decay purging at every period of 1 ms from 4 KiB of free memory: released pages, marks and
+    the decay's complete coalescings never touch a live block, and in the debug build every
+    heap invariant holds after each call."""
+    lib = hc_library(knobs.resolve("generic", ["DECAY_MS=1", "DECAY_BYTES=4096"]), debug=debug)
+    ops, slots = (30_000, 400) if debug else (1_000_000, 2000)
+    res = subprocess.run([str(c_program("hc_stress")), str(ops), "11", str(slots)],
+                         capture_output=True, text=True, timeout=120, env=preload_env(lib))
+    assert res.returncode == 0 and res.stdout.startswith(f"ok ops={ops} "), \
+        res.stdout + res.stderr[-3000:]
