@@ -12,7 +12,7 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 # (folder, globs inside it) shipped under hctune/_data/<folder>/
 DATA = {
-    "configs": ("**/*.toml",),
+    "configs": ("**/*.toml", "**/*.txt"),
     "templates": ("**/*",),
     "allocator": ("**/*.c", "**/*.h", "**/*.mk"),
     "pintool": ("*.c", "*.h", "*.cpp", "*.mk"),
