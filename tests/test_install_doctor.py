@@ -103,3 +103,11 @@ def test_compare_leaves_out_a_missing_allocator(monkeypatch):
 def test_doctor_reads_the_one_package_list():
     pk = doctor.packages()
     assert pk["build-essential"][0] is True and pk["libjemalloc2"][0] is False
+
+
+def test_emitted_provenance_carries_version_and_commit(tmp_path):
+    import importlib.metadata
+
+    from hctune import emit
+    _, prov = emit.choose_setting(tmp_path / "h.db", None, None, "generic", ())
+    assert prov["hctune"].startswith(importlib.metadata.version("hctune") + " (commit ")
