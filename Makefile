@@ -1,7 +1,7 @@
 # hctune — build everything, run the tests, run the demo.
 #   make        the allocator builds, the tracer, the replay harness and baselines (build/)
-#   make test   everything above, the C test programs, then the pytest suite
-#   make demo   profile a real program, tune HC to it, emit malloc.c, compare (a few minutes)
+#   make test   the Debian packages (scripts/setup-deps.sh), everything above, the C test programs, the pytest suite
+#   make demo   the Debian packages, then: profile a real program, tune HC to it, emit malloc.c, compare (a few minutes)
 # Each component adds its rules in its own fragment (allocator/, pintool/, allocator/replay/)
 # and appends its products to ALL and its test programs to TEST_BINS.
 
@@ -35,10 +35,20 @@ include allocator/replay/replay.mk
 .PHONY: build-all
 build-all: $(ALL)
 
-test: all $(TEST_BINS)
+# Both first install the missing Debian packages (configs/debian-packages.txt; as root) or
+# print the one `sudo apt-get install` line that is needed.
+.PHONY: deps
+deps:
+	@bash scripts/setup-deps.sh
+
+test:
+	@bash scripts/setup-deps.sh
+	$(MAKE) all $(TEST_BINS)
 	$(VENV)/bin/pytest -q -rs tests
 
-demo: all
+demo:
+	@bash scripts/setup-deps.sh
+	$(MAKE) all
 	bash bench/demo.sh
 
 clean:

@@ -21,7 +21,6 @@ import os
 import subprocess
 from pathlib import Path
 
-from hctune import paths
 from hctune.errors import HctuneError
 
 # name -> (file names to look for, Debian package that ships them)
@@ -101,10 +100,8 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
     if name in SYSTEM:
         return Allocator(name, find_system(name))
     if name in BUILT:
-        lib = paths.BUILD / BUILT[name]
-        if not lib.exists():
-            raise HctuneError(f"{lib} is missing; run `make` in the hctune checkout")
-        return Allocator(name, lib)
+        from hctune import native
+        return Allocator(name, native.path(BUILT[name]))
     if "/" in name or name.endswith(".so") or ".so." in name:
         lib = Path(name).expanduser().resolve()
         if not lib.is_file():

@@ -41,6 +41,9 @@ def compiler_identity(cc: str) -> str:
     try:
         out = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True,
                              timeout=30, check=False)
+    except FileNotFoundError:
+        raise HctuneError(f"no C compiler {cc!r}: install the Debian package build-essential "
+                          f"(or set CC)") from None
     except (OSError, subprocess.SubprocessError) as e:
         raise HctuneError(f"cannot run the C compiler {cc!r}: {e}") from None
     if out.returncode != 0:
@@ -57,7 +60,7 @@ def cache_key(source: str, cc: str, flags: tuple[str, ...]) -> str:
 
 
 def build_hc(setting: dict, debug: bool = False, db=None) -> Path:
-    """build/cache/<key>/libhc.so for this setting, compiled if not cached; recorded in db's
+    """<HC build cache>/<key>/libhc.so for this setting, compiled if not cached; recorded in db's
     builds table when a Database is given."""
     from hctune import render  # the HC allocator's part; imported late so the rest loads alone
 
@@ -76,29 +79,57 @@ def build_hc(setting: dict, debug: bool = False, db=None) -> Path:
 
 
 def _compile(source: str, cc: str, flags: tuple[str, ...], final: Path) -> None:
-    paths.CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-", dir=paths.CACHE))
-    try:
+    def compile_in(tmp: Path) -> list[str]:
         (tmp / "malloc.c").write_text(source)
         cmd = [*shlex.split(cc), *flags, "-o", str(tmp / LIBRARY), str(tmp / "malloc.c")]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise BuildError(f"cannot run {cc}: {e}") from None
+        res = run_compiler(cmd, cc, "HC")
         if res.returncode != 0:
             (tmp / "build.log").write_text(res.stderr)
-            first = next((ln for ln in res.stderr.splitlines() if "error" in ln),
-                         res.stderr.strip().splitlines()[0] if res.stderr.strip() else "")
             raise BuildError(f"HC failed to compile ({' '.join(cmd[:1] + list(flags))}): "
-                             f"{first.strip()[:300]}")
+                             f"{first_error(res.stderr)}")
+        return cmd
+
+    build_into(final, LIBRARY, compile_in)
+
+
+def run_compiler(cmd: list[str], cc: str, what: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    except FileNotFoundError:
+        raise BuildError(f"cannot build {what}: no C compiler {cc!r} (install the Debian package "
+                         f"build-essential, or set CC)") from None
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"cannot build {what}: cannot run {cc}: {e}") from None
+
+
+def first_error(stderr: str) -> str:
+    """The compiler's first error line, e.g. a missing header ("fatal error: x.h: No such file")."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "error" in ln), lines[0] if lines else "")
+    return first[:300]
+
+
+def build_into(final: Path, product: str, compile_in) -> Path:
+    """Make the cache entry `final` (a directory holding `product`) unless it exists.
+
+    `compile_in(tmp)` writes `product` into a fresh private directory `tmp` next to `final`
+    and returns the command it ran; the directory is then renamed into place (atomic: readers
+    see a complete entry or none; when two processes race, the loser discards its copy)."""
+    if (final / product).exists():
+        return final / product
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-", dir=final.parent))
+    try:
+        cmd = compile_in(tmp)
         (tmp / "cmd").write_text(" ".join(shlex.quote(c) for c in cmd) + "\n")
         try:
-            os.rename(tmp, final)  # atomic: readers see a complete directory or none
+            os.rename(tmp, final)
         except OSError:
-            if not (final / LIBRARY).exists():
-                # not a lost race but a damaged entry (someone deleted the library): replace it
+            if not (final / product).exists():
+                # not a lost race but a damaged entry (someone deleted the product): replace it
                 shutil.rmtree(final, ignore_errors=True)
                 os.rename(tmp, final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    return final / product

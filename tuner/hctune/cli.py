@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from hctune import __version__, commands
+from hctune import VERSION_TEXT, commands
 from hctune.errors import HctuneError, database_error_line, is_database_error, os_error_line
 
 
@@ -19,7 +19,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="hctune")
+@click.version_option(VERSION_TEXT, prog_name="hctune", message="%(prog)s %(version)s")
 @click.option("--db", "db_path", envvar="HCTUNE_DB", default="hctune.db", show_default=True,
               type=click.Path(dir_okay=False), help="Results database (SQLite file).")
 @click.pass_context

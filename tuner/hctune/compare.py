@@ -17,15 +17,23 @@ DEFAULT_ALLOCATORS = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "kingsley")
 DEFAULT_PRESETS = ("generic",)
 
 
-def entries(allocator_names, preset_names) -> list[dict]:
+def entries(allocator_names, preset_names, optional=(), skipped=None) -> list[dict]:
     """What to measure: one entry per baseline allocator, one per HC preset.  Every name is
-    checked (and every HC setting built) before anything is measured."""
+    checked (and every HC setting built) before anything is measured.  A name in `optional`
+    whose library is not installed is left out, its reason appended to `skipped`."""
     out = []
     for name in allocator_names:
         if name == "hc":
             raise HctuneError("name HC settings with --presets, not in --allocators")
-        out.append({"label": name, "allocator": name, "setting": None,
-                    "alloc": allocators.resolve(name)})
+        try:
+            alloc = allocators.resolve(name)
+        except HctuneError as e:
+            if name not in optional:
+                raise
+            if skipped is not None:
+                skipped.append(f"{name} left out: {e}")
+            continue
+        out.append({"label": name, "allocator": name, "setting": None, "alloc": alloc})
     for p in preset_names:
         setting = knobs.preset(p)
         out.append({"label": f"hc:{p}", "allocator": "hc", "preset": p, "setting": setting,
@@ -37,12 +45,13 @@ def entries(allocator_names, preset_names) -> list[dict]:
 
 def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRESETS,
             rounds: int = 5, repeat: int = 3, timeout: float | None = replay.DEFAULT_TIMEOUT,
-            progress=None, on_result=None, threads: str = "auto") -> dict:
+            progress=None, on_result=None, threads: str = "auto", optional=()) -> dict:
     """Measure every entry `rounds` times, interleaved; `progress(done, total, label)` is called
     after each run, `on_result(entry, result)` for every single measurement."""
     if not isinstance(rounds, int) or rounds < 1:
         raise HctuneError(f"--repeat (rounds) must be at least 1, not {rounds!r}")
-    todo = entries(allocator_names, preset_names)
+    skipped: list[str] = []
+    todo = entries(allocator_names, preset_names, optional, skipped)
     runs = {e["label"]: [] for e in todo}
     total, done = rounds * len(todo), 0
     for _ in range(rounds):
@@ -66,7 +75,7 @@ def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRES
     return {"trace": str(trace), "command": first.get("command"), "ops": first["ops"],
             "max_live_bytes": first["max_live_bytes"], "rounds": rounds, "repeat": repeat,
             "threads": first.get("threads", 1), "replay_threads": first.get("replay_threads", 1),
-            "baseline": base["label"], "rows": rows}
+            "baseline": base["label"], "rows": rows, "skipped": skipped}
 
 
 def summarise(entry: dict, results: list[dict]) -> dict:

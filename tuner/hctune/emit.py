@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hctune import __version__
+from hctune import VERSION_TEXT
 from hctune import knobs as _knobs
 from hctune import templating
 from hctune.db import Database
@@ -74,7 +74,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         setting = _knobs.resolve(preset, sets)
         prov.update(trace="none (a preset, not tuned to a trace)", objective=f"preset {preset}",
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
-                    date=date, hctune=__version__)
+                    date=date, hctune=VERSION_TEXT)
         return setting, prov
     from hctune import validate as _validate
     from hctune.search import results  # only a study-based emit needs Optuna
@@ -118,7 +118,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         prov.update(_validate.provenance(real))
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
-    prov.update(date=date, hctune=__version__)
+    prov.update(date=date, hctune=VERSION_TEXT)
     return setting, prov
 
 

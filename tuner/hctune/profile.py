@@ -20,15 +20,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hctune import paths
+from hctune import native, paths
 from hctune.errors import HctuneError
 from hctune.trace import spec
 from hctune.trace.reader import TraceError
 from hctune.trace.register import register
 from hctune.trace.stats import stats as trace_stats
 
-TRACER = paths.BUILD / "libhctrace.so"
-PIN_TOOL = paths.BUILD / "hctrace_pin.so"
+PIN_TOOL = paths.BUILD / "hctrace_pin.so"    # `make pintool PIN_ROOT=...` in a checkout
 DEFAULT_DIR = Path("hctune-traces")
 _PT_INTERP = 3
 
@@ -107,11 +106,9 @@ def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False
     if timestamps:
         env["HCTRACE_TIME"] = "1"
     if tracer == "preload":
-        if not TRACER.exists():
-            raise HctuneError(f"the tracer is not built ({TRACER.relative_to(paths.ROOT)}): "
-                              "run make")
+        tracer_so = native.path("libhctrace.so")
         env["HCTRACE_OUT"] = str(out)
-        env["LD_PRELOAD"] = " ".join(filter(None, [str(TRACER), env.get("LD_PRELOAD", "")]))
+        env["LD_PRELOAD"] = " ".join(filter(None, [str(tracer_so), env.get("LD_PRELOAD", "")]))
         return argv, env
     pin_root = os.environ.get("PIN_ROOT")
     if not pin_root:

@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hctune import __version__, knobs, templating
+from hctune import VERSION_TEXT, __version__, knobs, templating
 from hctune.errors import HctuneError
 from hctune.files import write_atomic
 
@@ -59,7 +59,7 @@ def _provenance_rows(provenance: dict | None) -> list[tuple[str, list[str]]]:
         return []
     rows = dict(provenance)
     rows.setdefault("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-    rows.setdefault("hctune", __version__)
+    rows.setdefault("hctune", VERSION_TEXT)
     out = []
     for key, value in rows.items():
         if isinstance(value, dict):

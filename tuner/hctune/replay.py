@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hctune import allocators, paths
+from hctune import allocators, native
 from hctune.errors import HctuneError
 
 METRICS = ("time", "instructions")
@@ -50,10 +50,8 @@ class ReplayError(HctuneError):
 
 
 def harness() -> Path:
-    exe = paths.BUILD / "hcreplay"
-    if not exe.exists():
-        raise HctuneError(f"{exe} is missing; run `make` in the hctune checkout")
-    return exe
+    """The replay harness: the checkout's build/hcreplay, or compiled into the user cache."""
+    return native.path("hcreplay")
 
 
 def _check_trace(trace) -> Path:

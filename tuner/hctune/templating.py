@@ -1,4 +1,5 @@
-"""The one Jinja2 environment: templates/ for pages and malloc.c, allocator/ for the C it inlines."""
+"""The one Jinja2 environment: templates/ for pages and malloc.c, allocator/ for the C it inlines
+(both from hctune.paths.data_dir(): the checkout or the installed package data)."""
 
 import functools
 
@@ -10,7 +11,8 @@ from hctune import paths
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(paths.TEMPLATES), str(paths.ALLOCATOR)]),
+        loader=jinja2.FileSystemLoader([str(paths.data_dir() / "templates"),
+                                         str(paths.data_dir() / "allocator")]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=jinja2.select_autoescape(["html"]),

@@ -31,6 +31,10 @@ def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
     from rich.console import Console
     from rich.progress import Progress
 
+    # the default list leaves out allocators that are not installed (and says so); named ones
+    # must be there
+    default = ctx.get_parameter_source("names") == click.core.ParameterSource.DEFAULT
+    optional = tuple(allocators.SYSTEM) if default else ()
     with Database(ctx.obj["db_path"]) as db:
         if trace is None:
             trace = replay.latest_trace(db)
@@ -53,7 +57,9 @@ def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
             result = compare.compare(trace, allocators.parse_list(names),
                                      allocators.parse_list(presets), rounds=rounds,
                                      repeat=inner, progress=progress, on_result=store,
-                                     threads=threads)
+                                     threads=threads, optional=optional)
+    for note in result["skipped"]:
+        click.echo(f"hctune: note: {note}", err=True)
     if as_json:
         click.echo(json.dumps(result, indent=1, sort_keys=True))
     else:

@@ -14,13 +14,22 @@ import json
 import subprocess
 from pathlib import Path
 
-from hctune import paths
 from hctune.trace import spec
 from hctune.trace.reader import Trace, TraceError, open_trace
 
 SMALL_LIMIT = 1024      # Hasan & Chang 2006, Tables 1, 3, 4: "small" is 1 KiB or less
 GRAPH_POINTS = 2000
-TOOL = paths.BUILD / "hctrace-tool"
+
+
+def _tool() -> Path | None:
+    """hctrace-tool (the checkout's build, or compiled into the user cache), None if it cannot
+    be built here (then the pure-Python definition serves)."""
+    from hctune import native
+    from hctune.errors import HctuneError
+    try:
+        return native.path("hctrace-tool")
+    except HctuneError:
+        return None
 
 
 def _bin(size: int) -> int:
@@ -143,13 +152,14 @@ def compute(trace: Trace, points: int = GRAPH_POINTS) -> dict:
 def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = None) -> dict:
     """Statistics of the trace at path (C tool when built, else pure Python)."""
     path = Path(path)
-    if use_tool is None:
-        use_tool = TOOL.exists()
-    if not use_tool:
+    tool = _tool() if use_tool is not False else None
+    if use_tool and tool is None:
+        raise TraceError("hctrace-tool cannot be built here (see `hctune doctor`)")
+    if tool is None:
         return compute(open_trace(path), points)
     if not path.is_file():
         open_trace(path)   # raises the reader's one-line error for a missing file / directory
-    r = subprocess.run([str(TOOL), "stats", str(path), str(points)], capture_output=True,
+    r = subprocess.run([str(tool), "stats", str(path), str(points)], capture_output=True,
                        text=True)
     if r.returncode != 0:
         lines = (r.stderr or "hctrace-tool failed").strip().splitlines() or ["hctrace-tool failed"]
