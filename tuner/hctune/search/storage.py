@@ -183,9 +183,10 @@ def open_storage(url: str, owner: str | None = None) -> optuna.storages.RDBStora
                 _serialise_sqlite(storage.engine)
             storage.owner = owner
             return storage
-        except sqlalchemy.exc.OperationalError as e:
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError) as e:
             # Another process (another machine, on PostgreSQL) made the tables between our
-            # check and our CREATE TABLE: they exist now, so try again.
+            # check and our CREATE TABLE: they exist now, so try again.  (SQLite says so with
+            # an OperationalError, PostgreSQL's DuplicateTable is a ProgrammingError.)
             if "already exists" not in str(e):
                 first = str(e).strip().splitlines()[0]
                 raise HctuneError(f"cannot use storage {redact(url)}: {first}") from None
