@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hctune.errors import HctuneError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS = {
     1: """
@@ -60,6 +60,22 @@ _MIGRATIONS = {
         options_json TEXT,
         created TEXT NOT NULL
     );
+    """,
+    # 2: the queue of studies `hctune serve` accepted and `hctune worker` processes run.
+    2: """
+    CREATE TABLE hc_queue (
+        id INTEGER PRIMARY KEY,
+        study TEXT NOT NULL UNIQUE,  -- the Optuna study name (hc_studies.name once started)
+        trace_ids TEXT NOT NULL,     -- JSON list of hc_traces.id
+        options_json TEXT NOT NULL,  -- hctune.search.study.Options fields the form set
+        state TEXT NOT NULL,         -- queued | running | done | failed
+        error TEXT,                  -- one line, when failed
+        workers INTEGER NOT NULL DEFAULT 0,  -- workers that joined it so far
+        created TEXT NOT NULL,
+        started TEXT,
+        finished TEXT
+    );
+    CREATE INDEX hc_queue_by_state ON hc_queue (state, id);
     """,
 }
 
@@ -201,6 +217,41 @@ class Database:
     def latest_study(self):
         return self.conn.execute("SELECT * FROM hc_studies ORDER BY created DESC, rowid DESC"
                                  " LIMIT 1").fetchone()
+
+    # ---- the queue (hctune serve / hctune worker) ----
+
+    def enqueue(self, study, trace_ids, options: dict) -> int:
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM hc_queue WHERE study = ?", (study,)).fetchone():
+                raise HctuneError(f"study {study!r} is already queued")
+            cur = c.execute("INSERT INTO hc_queue (study, trace_ids, options_json, state, created)"
+                            " VALUES (?,?,?,'queued',?)",
+                            (study, json.dumps(list(trace_ids)),
+                             json.dumps(options, sort_keys=True), now()))
+            return cur.lastrowid
+
+    def claim(self):
+        """The oldest queued study, else the oldest running one (several workers split a study:
+        Optuna's storage hands each its own trials), now marked running; None when idle. The
+        write lock SQLite takes at BEGIN IMMEDIATE makes the read-and-mark one atomic step."""
+        with self.transaction() as c:
+            row = c.execute("SELECT * FROM hc_queue WHERE state IN ('queued', 'running')"
+                            " ORDER BY state = 'running', id LIMIT 1").fetchone()
+            if row is None:
+                return None
+            c.execute("UPDATE hc_queue SET state = 'running', workers = workers + 1,"
+                      " started = COALESCE(started, ?) WHERE id = ?", (now(), row["id"]))
+            return c.execute("SELECT * FROM hc_queue WHERE id = ?", (row["id"],)).fetchone()
+
+    def finish_queued(self, qid: int, error: str | None = None):
+        with self.transaction() as c:
+            c.execute("UPDATE hc_queue SET state = ?, error = ?, finished = ? WHERE id = ?"
+                      " AND state = 'running'", ("failed" if error else "done", error, now(), qid))
+
+    def queued(self, study=None):
+        if study is not None:
+            return self.conn.execute("SELECT * FROM hc_queue WHERE study = ?", (study,)).fetchone()
+        return self.conn.execute("SELECT * FROM hc_queue ORDER BY id DESC").fetchall()
 
 
 def open_db(path) -> Database:
