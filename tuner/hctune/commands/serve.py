@@ -22,6 +22,17 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _die_with_parent():
+    """Linux: the local workers get SIGTERM when the server goes, however it goes (uvicorn
+    re-raises the signal that stopped it, so a `finally` alone is not enough)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8300, show_default=True)
@@ -56,7 +67,7 @@ def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
         cmd = [sys.executable, "-m", "hctune", "--db", db_path, "worker"]
         if storage:
             cmd += ["--storage", storage]
-        procs.append(subprocess.Popen(cmd))
+        procs.append(subprocess.Popen(cmd, preexec_fn=_die_with_parent))
     click.echo(f"hctune serve: http://{host}:{port}/ (API at /docs; {workers} local workers)",
                err=True)
     try:
