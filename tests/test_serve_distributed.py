@@ -27,7 +27,7 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         status, t = srv.upload(trace.read_bytes())
         assert status == 201, t
         status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], "trials": TRIALS,
-                                                         "name": "split"})
+                                                         "name": "split", "compare_rounds": 0})
         assert status == 201, s
         procs = [worker(db, "--storage", pg.url, log=tmp_path / f"worker{i}.log")
                  for i in range(2)]

@@ -68,6 +68,8 @@ class StudyRequest(BaseModel):
     repeat: int = Field(1, ge=1, le=20)
     seed: int | None = None
     name: str | None = None
+    compare_rounds: int = Field(3, ge=0, le=20, description="rounds of measuring the other "
+                                "allocators once the search is done (0: none)")
     # Validation (real runs of the program) is not offered here yet: hctune validate is being
     # written separately; the form leaves it out.
 

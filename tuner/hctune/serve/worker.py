@@ -27,6 +27,26 @@ def options_of(row, storage: str | None) -> _study.Options:
                           seed=o.get("seed"))
 
 
+def compare_others(db_path, paths, rounds: int, log=print) -> None:
+    """Measure the other allocators installed here (jemalloc, mimalloc, tcmalloc, ...) on the
+    study's traces, interleaved (hctune.compare), into hc_measurements, where the study's page
+    and report read them beside glibc and the tuned HC."""
+    from hctune import allocators, compare
+    names = []
+    for n in compare.DEFAULT_ALLOCATORS:
+        try:
+            allocators.resolve(n)
+            names.append(n)
+        except HctuneError:
+            pass   # not installed on this worker
+    with Database(db_path) as db:
+        for path in paths:
+            tid = db.trace_by_path(path)["id"]
+            compare.compare(path, names, (), rounds=rounds, repeat=1, on_result=lambda e, r: (
+                db.add_measurement(tid, r["allocator"], None, "time", 1, r)))
+    log(f"compared {', '.join(names)} on {len(paths)} trace(s)")
+
+
 def run_one(db_path, row, storage: str | None, log=print) -> None:
     """Work on one claimed study until it holds its trials (or its timeout passes)."""
     with Database(db_path) as db:
@@ -44,7 +64,12 @@ def run_one(db_path, row, storage: str | None, log=print) -> None:
         # by a worker's death elsewhere (its trial failed) simply goes round again.
         if opts.timeout is not None or target is None or res["finished"] >= target:
             log(f"study {row['study']}: {res['finished']} finished, {res['failed']} failed")
-            return
+            break
+    rounds = json.loads(row["options_json"]).get("compare_rounds", 3)
+    with Database(db_path) as db:
+        q = db.queued(row["study"])
+    if rounds and q is not None and q["state"] == "running":   # not twice if another finished
+        compare_others(db_path, paths, rounds, log)
 
 
 def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
