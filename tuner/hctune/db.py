@@ -68,7 +68,7 @@ _MIGRATIONS = {
         study TEXT NOT NULL UNIQUE,  -- the Optuna study name (hc_studies.name once started)
         trace_ids TEXT NOT NULL,     -- JSON list of hc_traces.id
         options_json TEXT NOT NULL,  -- hctune.search.study.Options fields the form set
-        state TEXT NOT NULL,         -- queued | running | done | failed
+        state TEXT NOT NULL,         -- queued | running | comparing | done | failed
         error TEXT,                  -- one line, when failed
         workers INTEGER NOT NULL DEFAULT 0,  -- workers that joined it so far
         created TEXT NOT NULL,
@@ -246,7 +246,15 @@ class Database:
     def finish_queued(self, qid: int, error: str | None = None):
         with self.transaction() as c:
             c.execute("UPDATE hc_queue SET state = ?, error = ?, finished = ? WHERE id = ?"
-                      " AND state = 'running'", ("failed" if error else "done", error, now(), qid))
+                      " AND state IN ('running', 'comparing')",
+                      ("failed" if error else "done", error, now(), qid))
+
+    def start_comparing(self, qid: int) -> bool:
+        """Move a running study to `comparing`; True for the one worker that did it (so the
+        other allocators are measured once, and idle workers no longer join the study)."""
+        with self.transaction() as c:
+            return c.execute("UPDATE hc_queue SET state = 'comparing' WHERE id = ?"
+                             " AND state = 'running'", (qid,)).rowcount == 1
 
     def queued(self, study=None):
         if study is not None:

@@ -405,7 +405,7 @@ def create_app(cfg: Config) -> FastAPI:
             rows = [study_brief(q) for q in db.queued()]
         st = {}
         for r in rows:
-            if r["state"] in ("running", "done"):
+            if r["state"] != "queued":
                 s = load_optuna(r["name"])
                 st[r["name"]] = None if s is None else _study.summary(s, r["options"]["objective"])
         return page("serve_studies.html.j2", request, studies=rows, summaries=st,

@@ -47,8 +47,9 @@ def compare_others(db_path, paths, rounds: int, log=print) -> None:
     log(f"compared {', '.join(names)} on {len(paths)} trace(s)")
 
 
-def run_one(db_path, row, storage: str | None, log=print) -> None:
-    """Work on one claimed study until it holds its trials (or its timeout passes)."""
+def run_one(db_path, row, storage: str | None, log=print) -> bool:
+    """Work on one claimed study until it holds its trials (or its timeout passes); True when
+    this worker closed it (the others that ran it leave its state alone)."""
     with Database(db_path) as db:
         paths = []
         for tid in json.loads(row["trace_ids"]):
@@ -67,9 +68,10 @@ def run_one(db_path, row, storage: str | None, log=print) -> None:
             break
     rounds = json.loads(row["options_json"]).get("compare_rounds", 3)
     with Database(db_path) as db:
-        q = db.queued(row["study"])
-    if rounds and q is not None and q["state"] == "running":   # not twice if another finished
+        mine = db.start_comparing(row["id"])   # not twice when several workers ran the study
+    if rounds and mine:
         compare_others(db_path, paths, rounds, log)
+    return mine
 
 
 def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
@@ -84,15 +86,17 @@ def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> 
             time.sleep(IDLE_SECONDS)
             continue
         log(f"worker: study {row['study']} (queue #{row['id']})")
+        closes = True
         try:
-            run_one(db_path, row, storage, log)
+            closes = run_one(db_path, row, storage, log)
             err = None
         except HctuneError as e:
             err = str(e)
         except Exception as e:  # noqa: BLE001 - a study's failure must not kill the worker
             err = f"{type(e).__name__}: {e}".splitlines()[0]
-        with Database(db_path) as db:
-            db.finish_queued(row["id"], err)
+        if closes or err:
+            with Database(db_path) as db:
+                db.finish_queued(row["id"], err)
         if err:
             log(f"worker: study {row['study']} failed: {err}")
         done += 1
