@@ -15,6 +15,7 @@ import re
 import secrets
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import optuna
@@ -32,6 +33,7 @@ from hctune.search import study as _study
 from hctune.search.storage import open_storage, redact
 
 DEFAULT_MAX_UPLOAD = 256 << 20
+TRIALS_TTL = 1.0   # seconds a study's trials list is served from memory
 FORMATS = ("hctune", "text", "mtrace")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -262,7 +264,21 @@ def create_app(cfg: Config) -> FastAPI:
         out["comparison"] = comparison(q) if q["state"] == "done" else None
         return out
 
+    cache: dict[str, tuple[float, list]] = {}
+    cache_lock = threading.Lock()
+
     def trials_of(st) -> list[dict]:
+        """The study's trials, computed at most once a second however many clients poll (a
+        live page polls every second; Optuna reads every trial with its attributes)."""
+        with cache_lock:
+            hit = cache.get(st.study_name)
+            if hit is not None and time.monotonic() - hit[0] < TRIALS_TTL:
+                return hit[1]
+            rows = _trials_rows(st)
+            cache[st.study_name] = (time.monotonic(), rows)
+            return rows
+
+    def _trials_rows(st) -> list[dict]:
         rows = []
         for t in st.get_trials(deepcopy=False):
             a = t.user_attrs
