@@ -120,6 +120,12 @@ class Database:
         self.conn.execute("COMMIT")
 
     def _migrate(self):
+        try:   # the common case, an up-to-date schema, takes no write lock
+            row = self.conn.execute("SELECT version FROM hc_schema").fetchone()
+            if row is not None and row[0] == SCHEMA_VERSION:
+                return
+        except sqlite3.OperationalError:
+            pass   # no hc_schema yet
         with self.transaction() as c:
             c.execute("CREATE TABLE IF NOT EXISTS hc_schema (version INTEGER NOT NULL)")
             row = c.execute("SELECT version FROM hc_schema").fetchone()

@@ -259,24 +259,29 @@ def create_app(cfg: Config) -> FastAPI:
     def study_full(q) -> dict:
         out = study_brief(q)
         st = load_optuna(q["study"])
-        out["trials"] = [] if st is None else trials_of(st)
+        out["trials"] = [] if st is None else trials_of(st, q["state"])[0]
         out["summary"] = None if st is None else _study.summary(st, out["options"]["objective"])
         out["comparison"] = comparison(q) if q["state"] == "done" else None
         return out
 
-    cache: dict[str, tuple[float, list]] = {}
+    cache: dict[tuple[str, str], tuple[float, list, bytes]] = {}
     cache_lock = threading.Lock()
 
-    def trials_of(st) -> list[dict]:
-        """The study's trials, computed at most once a second however many clients poll (a
-        live page polls every second; Optuna reads every trial with its attributes)."""
+    def trials_of(st, state: str) -> tuple[list[dict], bytes]:
+        """The study's trials (and their JSON), computed at most once a second however many
+        clients poll (a live page polls every second; Optuna reads every trial with its
+        attributes). A change of the study's state is always seen at once."""
+        key = (st.study_name, state)
         with cache_lock:
-            hit = cache.get(st.study_name)
+            hit = cache.get(key)
             if hit is not None and time.monotonic() - hit[0] < TRIALS_TTL:
-                return hit[1]
+                return hit[1], hit[2]
             rows = _trials_rows(st)
-            cache[st.study_name] = (time.monotonic(), rows)
-            return rows
+            blob = json.dumps(rows, separators=(",", ":")).encode()
+            for k in [k for k in cache if k[0] == st.study_name]:
+                del cache[k]
+            cache[key] = (time.monotonic(), rows, blob)
+            return rows, blob
 
     def _trials_rows(st) -> list[dict]:
         rows = []
@@ -342,9 +347,11 @@ def create_app(cfg: Config) -> FastAPI:
 
     @app.get("/api/studies/{name}/trials", tags=["studies"])
     def api_trials(name: str):
-        queue_row(name)
+        q = queue_row(name)
         st = load_optuna(name)
-        return [] if st is None else trials_of(st)
+        if st is None:
+            return []
+        return Response(trials_of(st, q["state"])[1], media_type="application/json")
 
     # ---- emit ----
 
