@@ -6,6 +6,7 @@ import signal
 import socket
 import time
 
+import optuna
 import pytest
 
 from search_support import Postgres, need_hc, record_gawk_trace
@@ -13,7 +14,7 @@ from serve_support import Served, worker
 
 pytestmark = pytest.mark.timeout(240)
 
-TRIALS = 10
+TRIALS = 16
 
 
 def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
@@ -27,7 +28,8 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         status, t = srv.upload(trace.read_bytes())
         assert status == 201, t
         status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], "trials": TRIALS,
-                                                         "name": "split", "compare_rounds": 0})
+                                                         "name": "split", "compare_rounds": 0,
+                                                         "repeat": 3})
         assert status == 201, s
         procs = [worker(db, "--storage", pg.url, log=tmp_path / f"worker{i}.log")
                  for i in range(2)]
@@ -37,10 +39,16 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         victim_done = []
         deadline = time.time() + 150
         while time.time() < deadline:   # both have finished trials; the victim is mid-trial
-            trials = srv.request("GET", "/api/studies/split/trials")[1]
+            # read straight from the storage: the API serves trials up to a second old
+            try:
+                st = optuna.load_study(study_name="split", storage=pg.url)
+            except KeyError:   # not created yet
+                time.sleep(0.2)
+                continue
             by = {}
-            for x in trials:
-                by.setdefault((x["worker"], x["state"]), []).append(x["number"])
+            for x in st.get_trials(deepcopy=False):
+                by.setdefault((x.user_attrs.get("worker"), x.state.name.lower()),
+                              []).append(x.number)
             if all((w, "complete") in by for w in ids) and (victim_id, "running") in by:
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
