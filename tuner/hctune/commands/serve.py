@@ -60,6 +60,8 @@ def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
     db_path = ctx.obj["db_path"]
     Database(db_path).close()   # create or upgrade the schema before anything reads it
     url = storage or default_url(db_path)
+    from hctune.search.storage import open_storage
+    open_storage(url)   # a bad or unreachable URL: one line now, not an error per request
     data = Path(data_dir) if data_dir else Path(str(Path(db_path).resolve()) + ".serve")
     cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20)
     procs = []
