@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hctune.errors import HctuneError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS = {
     1: """
@@ -100,6 +100,22 @@ _MIGRATIONS = {
     );
     CREATE INDEX hc_real_runs_by_validation ON hc_real_runs (validation_id, candidate);
     """,
+    # 3: the queue of studies `hctune serve` accepted and `hctune worker` processes run.
+    3: """
+    CREATE TABLE hc_queue (
+        id INTEGER PRIMARY KEY,
+        study TEXT NOT NULL UNIQUE,  -- the Optuna study name (hc_studies.name once started)
+        trace_ids TEXT NOT NULL,     -- JSON list of hc_traces.id
+        options_json TEXT NOT NULL,  -- hctune.search.study.Options fields the form set
+        state TEXT NOT NULL,         -- queued | running | comparing | done | failed
+        error TEXT,                  -- one line, when failed
+        workers INTEGER NOT NULL DEFAULT 0,  -- workers that joined it so far
+        created TEXT NOT NULL,
+        started TEXT,
+        finished TEXT
+    );
+    CREATE INDEX hc_queue_by_state ON hc_queue (state, id);
+    """,
 }
 
 
@@ -143,6 +159,12 @@ class Database:
         self.conn.execute("COMMIT")
 
     def _migrate(self):
+        try:   # the common case, an up-to-date schema, takes no write lock
+            row = self.conn.execute("SELECT version FROM hc_schema").fetchone()
+            if row is not None and row[0] == SCHEMA_VERSION:
+                return
+        except sqlite3.OperationalError:
+            pass   # no hc_schema yet
         with self.transaction() as c:
             c.execute("CREATE TABLE IF NOT EXISTS hc_schema (version INTEGER NOT NULL)")
             row = c.execute("SELECT version FROM hc_schema").fetchone()
@@ -313,6 +335,49 @@ class Database:
     def real_runs(self, validation_id):
         return self.conn.execute("SELECT * FROM hc_real_runs WHERE validation_id = ? ORDER BY id",
                                  (validation_id,)).fetchall()
+
+    # ---- the queue (hctune serve / hctune worker) ----
+
+    def enqueue(self, study, trace_ids, options: dict) -> int:
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM hc_queue WHERE study = ?", (study,)).fetchone():
+                raise HctuneError(f"study {study!r} is already queued")
+            cur = c.execute("INSERT INTO hc_queue (study, trace_ids, options_json, state, created)"
+                            " VALUES (?,?,?,'queued',?)",
+                            (study, json.dumps(list(trace_ids)),
+                             json.dumps(options, sort_keys=True), now()))
+            return cur.lastrowid
+
+    def claim(self):
+        """The oldest queued study, else the oldest running one (several workers split a study:
+        Optuna's storage hands each its own trials), now marked running; None when idle. The
+        write lock SQLite takes at BEGIN IMMEDIATE makes the read-and-mark one atomic step."""
+        with self.transaction() as c:
+            row = c.execute("SELECT * FROM hc_queue WHERE state IN ('queued', 'running')"
+                            " ORDER BY state = 'running', id LIMIT 1").fetchone()
+            if row is None:
+                return None
+            c.execute("UPDATE hc_queue SET state = 'running', workers = workers + 1,"
+                      " started = COALESCE(started, ?) WHERE id = ?", (now(), row["id"]))
+            return c.execute("SELECT * FROM hc_queue WHERE id = ?", (row["id"],)).fetchone()
+
+    def finish_queued(self, qid: int, error: str | None = None):
+        with self.transaction() as c:
+            c.execute("UPDATE hc_queue SET state = ?, error = ?, finished = ? WHERE id = ?"
+                      " AND state IN ('running', 'comparing')",
+                      ("failed" if error else "done", error, now(), qid))
+
+    def start_comparing(self, qid: int) -> bool:
+        """Move a running study to `comparing`; True for the one worker that did it (so the
+        other allocators are measured once, and idle workers no longer join the study)."""
+        with self.transaction() as c:
+            return c.execute("UPDATE hc_queue SET state = 'comparing' WHERE id = ?"
+                             " AND state = 'running'", (qid,)).rowcount == 1
+
+    def queued(self, study=None):
+        if study is not None:
+            return self.conn.execute("SELECT * FROM hc_queue WHERE study = ?", (study,)).fetchone()
+        return self.conn.execute("SELECT * FROM hc_queue ORDER BY id DESC").fetchall()
 
 
 def open_db(path) -> Database:

@@ -1,0 +1,107 @@
+"""Helpers for the `hctune serve` tests: start the real server (and workers) as subprocesses on
+a free loopback port, and talk HTTP to it with the standard library."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from search_support import _free_port
+
+
+class Served:
+    """`hctune serve` on 127.0.0.1:<free port>; stop() ends it and the workers it started."""
+
+    def __init__(self, db: Path, *args, env=None):
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.db = db
+        self.log = open(db.parent / f"serve-{self.port}.log", "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hctune", "--db", str(db), "serve", "--port", str(self.port),
+             *map(str, args)], stdout=self.log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"serve exited {self.proc.returncode}: {self.output()}")
+            try:
+                urllib.request.urlopen(self.base + "/openapi.json", timeout=2).read()
+                return
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        raise AssertionError(f"serve did not start: {self.output()}")
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-4000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+    def request(self, method, path, body=None, headers=None, token=None):
+        """(status, parsed JSON or bytes) of one request; never raises on 4xx/5xx."""
+        headers = dict(headers or {})
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                status, ctype, data = r.status, r.headers.get("content-type", ""), r.read()
+        except urllib.error.HTTPError as e:
+            status, ctype, data = e.code, e.headers.get("content-type", ""), e.read()
+        return status, (json.loads(data) if ctype.startswith("application/json") else data)
+
+    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None):
+        boundary = secrets.token_hex(12)
+        parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\n'
+                 f'{fmt}\r\n'.encode(),
+                 f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+                 f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+                 .encode(), data, f"\r\n--{boundary}--\r\n".encode()]
+        return self.request("POST", "/api/traces", b"".join(parts),
+                            {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+                            token=token)
+
+    def wait_study(self, name, timeout=120, until=("done", "failed")) -> dict:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            status, s = self.request("GET", f"/api/studies/{name}")
+            assert status == 200, s
+            if s["state"] in until:
+                return s
+            time.sleep(0.5)
+        raise AssertionError(f"study {name} not finished in {timeout}s: {s['state']}\n"
+                             f"{self.output()}")
+
+
+def worker(db: Path, *args, log: Path):
+    return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "worker",
+                             *map(str, args)], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def compiles(source: bytes, tmp: Path) -> None:
+    src = tmp / "malloc.c"
+    src.write_bytes(source)
+    r = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-fPIC", "-c", str(src), "-o",
+                        str(tmp / "malloc.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -1,0 +1,111 @@
+"""`hctune serve` over HTTP: a real server on a loopback port, a real trace (gawk under the
+LD_PRELOAD tracer), a worker that runs the study, and the tuned malloc.c that comes back."""
+
+import subprocess
+import sys
+
+import pytest
+
+from search_support import need_hc, record_gawk_trace
+from serve_support import Served, compiles
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    need_hc()
+    return record_gawk_trace(tmp_path_factory.mktemp("trace") / "gawk.trace")
+
+
+def test_upload_study_worker_emit(trace, tmp_path):
+    srv = Served(tmp_path / "hctune.db", "--workers", 1)
+    try:
+        status, t = srv.upload(trace.read_bytes())
+        assert status == 201, t
+        assert t["events"] > 0 and "gawk" in t["program"]
+        status, lst = srv.request("GET", "/api/traces")
+        assert status == 200 and [x["id"] for x in lst] == [t["id"]]
+        status, s = srv.request("POST", "/api/studies",
+                                {"traces": [t["id"]], "objective": "mem", "trials": 3,
+                                 "name": "api"})
+        assert status == 201 and s["state"] == "queued", s
+        s = srv.wait_study("api")
+        assert s["state"] == "done", s
+        done = [x for x in s["trials"] if x["state"] == "complete"]
+        assert len(done) >= 3 and all(x["mem_ratio"] > 0 for x in done)
+        best = s["summary"]["best_mem"]
+        assert best["mem_ratio"] == min(x["mem_ratio"] for x in done if x["feasible"])
+        names = {a["allocator"] for a in s["comparison"][0]["allocators"]}
+        assert {"glibc", "hc tuned"} <= names and len(names) >= 3, names  # + the others here
+        status, src = srv.request("GET", "/api/studies/api/emit/malloc.c")
+        knob, value = best["setting"].split(",")[1].split("=")
+        assert status == 200 and f"{knob} default: {value}".encode() in src
+        compiles(src, tmp_path)
+        status, src1 = srv.request("GET", f"/api/studies/api/emit/malloc.c?trial={done[1]['number']}")
+        assert status == 200 and b"trial" in src1
+        for f in ("malloc.mk", "hcmalloc.cmake", "libhcmalloc.so"):
+            status, body = srv.request("GET", f"/api/studies/api/emit/{f}")
+            assert status == 200 and body, f
+        assert body[:4] == b"\x7fELF"
+        status, page = srv.request("GET", "/api/studies/api/report.html")
+        assert status == 200 and page.count(b"<svg") >= 2
+        for path in ("/studies", "/traces", f"/traces/{t['id']}", "/studies/api"):
+            status, page = srv.request("GET", path)
+            assert status == 200 and b"hctune" in page, path
+        status, spec = srv.request("GET", "/openapi.json")
+        assert {"/api/traces", "/api/studies", "/api/studies/{name}/trials",
+                "/api/studies/{name}/emit/{file}"} <= set(spec["paths"])
+    finally:
+        srv.stop()
+
+
+def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
+    token = "s3cret-token"
+    db = tmp_path / "hctune.db"
+    srv = Served(db, "--token", token, "--max-upload", 1, "--data-dir", tmp_path / "data")
+    try:
+        good = trace.read_bytes()
+        assert srv.upload(good)[0] == 401                      # no token
+        assert srv.upload(good, token="wrong")[0] == 403       # wrong token
+        status, err = srv.upload(b"not a trace at all" * 100, token=token)
+        assert status == 400 and "magic" in err["error"] and str(tmp_path) not in err["error"]
+        status, err = srv.upload(good[:len(good) // 2], token=token)   # truncated
+        assert status == 400, err
+        status, err = srv.upload(b"\0" * (2 << 20), token=token)        # over 1 MiB
+        assert status == 413, err
+        status, err = srv.upload(b"", token=token)
+        assert status == 400, err
+        status, err = srv.upload(b"+ 0x10 zz\n", fmt="text", token=token)
+        assert status == 400, err
+        status, err = srv.upload(good, fmt="../../x", token=token)
+        assert status == 400, err
+        status, err = srv.request("POST", "/api/studies", {"traces": [7], "trials": 3},
+                                  token=token)
+        assert status == 404 and "no trace #7" in err["error"]
+        status, err = srv.request("POST", "/api/studies", {"traces": [7], "trials": 3})
+        assert status == 401
+        status, err = srv.request("POST", "/api/studies", b"{not json",
+                                  {"Content-Type": "application/json"}, token=token)
+        assert status == 422 and "error" in err
+        assert srv.request("GET", "/api/studies/nothere/emit/malloc.c", token=token)[0] == 404
+        assert srv.request("GET", "/api/studies/nothere/emit/malloc.c")[0] == 401
+        # nothing stored by any of that
+        assert srv.request("GET", "/api/traces")[1] == []
+        assert srv.request("GET", "/api/studies")[1] == []
+        assert not any((tmp_path / "data").rglob("*.trace"))
+        assert not any((tmp_path / "data" / "tmp").iterdir())
+        # a path-like file name: stored under the server's own name, inside its directory
+        status, t = srv.upload(good, filename="../../../../etc/evil.trace", token=token)
+        assert status == 201, t
+        stored = list((tmp_path / "data" / "traces").iterdir())
+        assert [p.name for p in stored] == [f"{t['sha256']}.trace"]
+        assert not (tmp_path / "evil.trace").exists()
+    finally:
+        srv.stop()
+
+
+def test_other_address_needs_a_token(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"), "serve",
+                        "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("hctune: error:") and "--token" in r.stderr

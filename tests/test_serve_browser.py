@@ -1,0 +1,59 @@
+"""`hctune serve` in a real headless browser: Debian's chromium driven by Playwright (its
+driver ships in the wheel; no browser is downloaded). Upload a trace, start a study, watch its
+page update until it is done, download malloc.c and compile it."""
+
+import os
+import shutil
+
+import pytest
+
+from search_support import need_hc, record_gawk_trace
+from serve_support import Served, compiles
+
+pytestmark = pytest.mark.timeout(240)
+
+CHROMIUM = os.environ.get("HCTUNE_CHROMIUM", "/usr/bin/chromium")
+
+
+def test_upload_tune_download_in_chromium(tmp_path):
+    if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    need_hc()
+    trace = record_gawk_trace(tmp_path / "gawk.trace")
+    srv = Served(tmp_path / "hctune.db", "--workers", 1, "--token", "tok")
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox"])
+            page = browser.new_page(accept_downloads=True)
+            page.goto(srv.base + "/login")
+            page.fill("input[name=token]", "tok")
+            page.click("button[type=submit]")
+            page.goto(srv.base + "/traces")
+            page.set_input_files("input[name=file]", str(trace))
+            page.click("#upload")
+            page.wait_for_url("**/traces/1")
+            assert "events" in page.content()
+            page.goto(srv.base + "/studies")
+            page.fill("input[name=trials]", "3")
+            page.click("#start")
+            page.wait_for_url("**/studies/web-*")
+            # the page polls the JSON API and fills itself in while the worker runs
+            page.wait_for_function("document.getElementById('state').textContent === 'done'",
+                                   timeout=120_000)
+            page.wait_for_selector("#trials tbody tr")
+            assert page.locator("#trials tbody tr").count() >= 3
+            assert "footprint" in page.inner_text("#best")
+            assert page.locator("#pareto circle").count() >= 3
+            with page.expect_download() as dl:
+                page.click("#dl-malloc")
+            path = dl.value.path()
+            compiles(open(path, "rb").read(), tmp_path)
+            if os.environ.get("HCTUNE_SCREENSHOT"):
+                page.set_viewport_size({"width": 1100, "height": 900})
+                page.screenshot(path=os.environ["HCTUNE_SCREENSHOT"], full_page=False)
+            browser.close()
+    finally:
+        srv.stop()

@@ -1,0 +1,84 @@
+"""`hctune serve`: the web app and JSON API (hctune.serve.app) under uvicorn, plus N local
+workers (`hctune worker` processes) when asked."""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from hctune.errors import HctuneError
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _die_with_parent():
+    """Linux: the local workers get SIGTERM when the server goes, however it goes (uvicorn
+    re-raises the signal that stopped it, so a `finally` alone is not enough)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8300, show_default=True)
+@click.option("--storage", default=None,
+              help="Optuna storage URL (default: the --db SQLite file).")
+@click.option("--token", envvar="HCTUNE_TOKEN", default=None,
+              help="Every write and download needs it; required off loopback.")
+@click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Local `hctune worker` processes to start.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Where uploads and emitted files go (default: <db>.serve/ beside the db).")
+@click.option("--max-upload", type=click.IntRange(1), default=256, show_default=True,
+              metavar="MB", help="Largest trace upload, in MiB.")
+@click.pass_context
+def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
+    """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
+    import uvicorn
+
+    from hctune.db import Database
+    from hctune.search.storage import default_url
+    from hctune.serve.app import Config, create_app
+
+    if not _loopback(host) and not token:
+        raise HctuneError(f"--host {host} is not a loopback address: give --token")
+    db_path = ctx.obj["db_path"]
+    Database(db_path).close()   # create or upgrade the schema before anything reads it
+    url = storage or default_url(db_path)
+    from hctune.search.storage import open_storage
+    open_storage(url)   # a bad or unreachable URL: one line now, not an error per request
+    data = Path(data_dir) if data_dir else Path(str(Path(db_path).resolve()) + ".serve")
+    cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20)
+    procs = []
+    for _ in range(workers):
+        cmd = [sys.executable, "-m", "hctune", "--db", db_path, "worker"]
+        if storage:
+            cmd += ["--storage", storage]
+        procs.append(subprocess.Popen(cmd, preexec_fn=_die_with_parent))
+    click.echo(f"hctune serve: http://{host}:{port}/ (API at /docs; {workers} local workers)",
+               err=True)
+    try:
+        uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()

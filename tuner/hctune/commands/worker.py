@@ -1,0 +1,21 @@
+"""`hctune worker`: run the studies `hctune serve` queued (a thin layer over hctune.serve.worker)."""
+
+from __future__ import annotations
+
+import click
+
+from hctune.serve import worker as _worker
+
+
+@click.command("worker")
+@click.option("--storage", default=None,
+              help="Optuna storage URL (default: the --db SQLite file); the same as the "
+                   "server's. postgresql://... lets workers on several machines split a study.")
+@click.option("--once", is_flag=True, help="Stop when the queue is empty.")
+@click.pass_context
+def command(ctx, storage, once):
+    """Take queued studies and run their trials, until interrupted."""
+    from hctune.search.storage import default_url, open_storage
+    open_storage(storage or default_url(ctx.obj["db_path"]))   # a bad URL: one line, now
+    _worker.loop(ctx.obj["db_path"], storage, once=once,
+                 log=lambda m: click.echo(m, err=True))

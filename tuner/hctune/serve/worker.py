@@ -1,0 +1,102 @@
+"""`hctune worker`: take studies from the queue (hc_queue) and run their trials through
+hctune.search.study.run, the same code `hctune search` runs. Several workers may run one study:
+each calls run() on the same Optuna storage, which hands every worker its own trials; a worker
+killed mid-trial leaves that trial RUNNING until Optuna's heartbeat check fails it
+(hctune.search.storage: HEARTBEAT_SECONDS, GRACE_SECONDS), and the others carry on."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from hctune.db import Database
+from hctune.errors import HctuneError
+from hctune.search import study as _study
+from hctune.search.storage import default_url
+
+IDLE_SECONDS = 1.0
+
+
+def options_of(row, storage: str | None) -> _study.Options:
+    o = json.loads(row["options_json"])
+    return _study.Options(objective=o.get("objective", "mem"), metric=o.get("metric", "time"),
+                          trials=o.get("trials", 20), timeout=o.get("timeout"),
+                          study=row["study"], storage=storage,
+                          max_memory_overhead=o.get("max_memory_overhead"),
+                          max_slowdown=o.get("max_slowdown"), repeat=o.get("repeat", 1),
+                          seed=o.get("seed"))
+
+
+def compare_others(db_path, paths, rounds: int, log=print) -> None:
+    """Measure the other allocators installed here (jemalloc, mimalloc, tcmalloc, ...) on the
+    study's traces, interleaved (hctune.compare), into hc_measurements, where the study's page
+    and report read them beside glibc and the tuned HC."""
+    from hctune import allocators, compare
+    names = []
+    for n in compare.DEFAULT_ALLOCATORS:
+        try:
+            allocators.resolve(n)
+            names.append(n)
+        except HctuneError:
+            pass   # not installed on this worker
+    with Database(db_path) as db:
+        for path in paths:
+            tid = db.trace_by_path(path)["id"]
+            compare.compare(path, names, (), rounds=rounds, repeat=1, on_result=lambda e, r: (
+                db.add_measurement(tid, r["allocator"], None, "time", 1, r)))
+    log(f"compared {', '.join(names)} on {len(paths)} trace(s)")
+
+
+def run_one(db_path, row, storage: str | None, log=print) -> bool:
+    """Work on one claimed study until it holds its trials (or its timeout passes); True when
+    this worker closed it (the others that ran it leave its state alone)."""
+    with Database(db_path) as db:
+        paths = []
+        for tid in json.loads(row["trace_ids"]):
+            t = db.trace(tid)
+            if t is None:
+                raise HctuneError(f"trace #{tid} is no longer in the database")
+            paths.append(t["path"])
+    opts = options_of(row, storage or default_url(db_path))
+    target = opts.trials
+    while True:
+        res = _study.run(db_path, paths, opts)
+        # run() stops when the study as a whole holds `target` finished trials; a run cut short
+        # by a worker's death elsewhere (its trial failed) simply goes round again.
+        if opts.timeout is not None or target is None or res["finished"] >= target:
+            log(f"study {row['study']}: {res['finished']} finished, {res['failed']} failed")
+            break
+    rounds = json.loads(row["options_json"]).get("compare_rounds", 3)
+    with Database(db_path) as db:
+        mine = db.start_comparing(row["id"])   # not twice when several workers ran the study
+    if rounds and mine:
+        compare_others(db_path, paths, rounds, log)
+    return mine
+
+
+def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
+    """Claim and run studies until interrupted (or, with once, until the queue is empty)."""
+    done = 0
+    while True:
+        with Database(db_path) as db:
+            row = db.claim()
+        if row is None:
+            if once:
+                return done
+            time.sleep(IDLE_SECONDS)
+            continue
+        log(f"worker: study {row['study']} (queue #{row['id']})")
+        closes = True
+        try:
+            closes = run_one(db_path, row, storage, log)
+            err = None
+        except HctuneError as e:
+            err = str(e)
+        except Exception as e:  # noqa: BLE001 - a study's failure must not kill the worker
+            err = f"{type(e).__name__}: {e}".splitlines()[0]
+        if closes or err:
+            with Database(db_path) as db:
+                db.finish_queued(row["id"], err)
+        if err:
+            log(f"worker: study {row['study']} failed: {err}")
+        done += 1
