@@ -344,29 +344,18 @@ void *realloc(void *p, size_t n)
             goto done;
         }
     }
-    if (hc_cur == was || HC_SINGLE_THREADED()) {
-        q = hc_malloc_locked(n);
-        if (q) {
-            memcpy(q, p, old < n ? old : n);
-            hc_free_locked(p);
-            HC_COUNT(realloc_moved, 1);
-            HC_COUNT(allocs_total, -1); /* a move is one realloc, not a new allocation */
-            HC_COUNT(frees, -1);
-        }
-    } else {
-        /* p lives in another thread's arena: move it to this thread's by the public paths. */
-        HC_CHECK();
-        hc_unlock(held);
-        hc_use(was);
-        q = malloc(n);
-        if (q) {
-            memcpy(q, p, old < n ? old : n);
-            free(p);
-        }
-        return q;
+    int here = hc_cur == was || HC_SINGLE_THREADED();
+    if (here && (q = hc_malloc_locked(n)) != NULL) {
+        memcpy(q, p, old < n ? old : n);
+        hc_free_locked(p);
+        HC_COUNT(realloc_moved, 1);
+        HC_COUNT(allocs_total, -1); /* a move is one realloc, not a new allocation */
+        HC_COUNT(frees, -1);
+        goto done;
     }
-    if (!q && hc_cur != hc_arenas) {
-        /* The arena cannot serve n here (mapped blocks are arena 0's): move by the public paths. */
+    if (!here || hc_cur != hc_arenas) {
+        /* p lives in another thread's arena, or this arena cannot serve n (mapped blocks are
+         * arena 0's): move it by the public paths, outside this arena's lock. */
         HC_CHECK();
         hc_unlock(held);
         hc_use(was);

@@ -15,7 +15,9 @@ def environment() -> jinja2.Environment:
                                          str(paths.data_dir() / "allocator")]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        autoescape=jinja2.select_autoescape(["html"]),
+        # HTML pages are named *.html.j2: escape what they show (a trace's command line comes
+        # from whoever uploaded it); the emitted malloc.c has its own overlay (render.py).
+        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
     )
 
 
