@@ -101,7 +101,7 @@ struct hc_os_state {
     uint64_t deadline;     /* CLOCK_MONOTONIC_COARSE ms at which the decay's period ends */
     size_t low;            /* the period's low-water mark of unreleased free memory */
     unsigned valleys;      /* period ends in a row at which the heap was mostly free */
-    uint64_t ticks;        /* x86: the time-stamp counter at the last decay check; else slow paths counted */
+    uint64_t ticks;        /* allocation slow paths, counted to read the clock now and then */
     uint64_t purges;       /* purges done (decay and malloc_trim) */
     uint64_t purged_bytes; /* bytes released by them (pages released again counted again) */
 };
