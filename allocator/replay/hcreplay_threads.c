@@ -18,7 +18,7 @@
  * setting its WAITER bit; a thread passing the turn wakes the word's sleepers when the bit was
  * set (one atomic exchange per hand-off, a system call only when someone sleeps). */
 #define _GNU_SOURCE
-#include "hcreplay.h"
+#include "hcreplay_op.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -36,7 +36,6 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
-#define PAGE 4096u
 #define SPINS 64  /* polls before yielding: a hand-off on another core takes ~100 ns */
 #define YIELDS 16 /* yields before sleeping on the futex */
 #define WAITER 0x80000000u /* in turn[slot]: some thread sleeps on this word */
@@ -68,17 +67,6 @@ struct worker {
     pthread_barrier_t *start;
     uint64_t failed;
 };
-
-static inline void touch(char *p, uint64_t size)
-{
-    uint64_t in_page = (uintptr_t)p & (PAGE - 1);
-    if (__builtin_expect(size == 0, 0))
-        return;
-    p[0] = 1;
-    if (__builtin_expect(in_page + size > PAGE, 0))
-        for (uint64_t off = PAGE - in_page; off < size; off += PAGE)
-            p[off] = 1;
-}
 
 static void wait_turn(_Atomic uint32_t *turn, uint32_t me)
 {
@@ -118,52 +106,11 @@ __attribute__((noinline)) static uint64_t run_stream(struct hcr_mt *mt, unsigned
     _Atomic uint32_t *turn = mt->turn;
     uint64_t failed = 0;
     for (; op < end; op++) {
-        uint32_t slot = op->slot;
         if (op->op & HCR_WAIT)
-            wait_turn(&turn[slot], me);
-        void *p;
-        switch (op->op & HCR_OP_MASK) {
-        case HCR_MALLOC:
-            p = malloc(op->size);
-            break;
-        case HCR_CALLOC:
-            p = calloc(1, op->size);
-            break;
-        case HCR_MEMALIGN:
-            if (posix_memalign(&p, (size_t)1 << op->align_log2 < sizeof(void *)
-                                       ? sizeof(void *)
-                                       : (size_t)1 << op->align_log2,
-                               op->size))
-                p = NULL;
-            break;
-        case HCR_REALLOC:
-            p = realloc(slots[slot], op->size);
-            if (!p) {
-                if (op->size == 0)
-                    slots[slot] = NULL;
-                else
-                    failed++;
-                goto pass;
-            }
-            slots[slot] = p;
-            if (touch_pages)
-                touch(p, op->size);
-            goto pass;
-        case HCR_FREE:
-            free(slots[slot]);
-            slots[slot] = NULL;
-            goto pass;
-        default:
-            __builtin_unreachable();
-        }
-        slots[slot] = p;
-        if (!p)
-            failed++;
-        else if (touch_pages)
-            touch(p, op->size);
-    pass:
+            wait_turn(&turn[op->slot], me);
+        failed += hcr_apply(op->op & HCR_OP_MASK, op, slots, touch_pages);
         if (op->hand)
-            pass_turn(&turn[slot], (uint32_t)op->hand - 1);
+            pass_turn(&turn[op->slot], (uint32_t)op->hand - 1);
     }
     return failed;
 }
