@@ -98,6 +98,11 @@ print(len(keep))
 """
 
 
+def python_churn(rounds: int = 300) -> str:
+    """The python-pymalloc workload's script (tests/test_allocator_os.py runs a shorter one)."""
+    return PYTHON_CHURN.replace("range(300)", f"range({rounds})", 1)
+
+
 def _words(path: Path, lines: int) -> None:
     rng = random.Random(20060101)
     vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 14)))

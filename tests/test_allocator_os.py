@@ -3,6 +3,7 @@ self-adjusting mmap threshold, memory given back (decay, malloc_trim), glibc's m
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import preload_env
+from conftest import ROOT, preload_env
 from hctune import knobs, paths
 from hctune.render import render_malloc
 
@@ -91,21 +92,16 @@ def test_glibc_api_under_preload(c_program, hcmalloc_so):
 
 # Strings, bytes objects and dicts of 8 B to 1 MiB built and dropped by plain python3 (pymalloc
 # on: only blocks over 512 bytes reach malloc); a few survive each round.
-PYTHON_CHURN = r"""
-import random
-rng = random.Random(9)
-keep = []
-for r in range(150):
-    objs = []
-    for i in range(400):
-        n = int(2 ** rng.uniform(3, 20))
-        k = i % 3
-        objs.append("x" * n if k == 0 else bytes(n) if k == 1 else {j: j for j in range(n // 64)})
-    keep.append(objs[rng.randrange(len(objs))])
-    if len(keep) > 50:
-        keep.pop(rng.randrange(len(keep)))
-print(len(keep))
-"""
+def _python_churn() -> str:
+    """bench/alloc_workloads.py's python-pymalloc script, at half its rounds."""
+    spec = importlib.util.spec_from_file_location("alloc_workloads",
+                                                  ROOT / "bench" / "alloc_workloads.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module.python_churn(rounds=150)
+
+
 OS_CALLS = ("mmap", "munmap", "mprotect", "madvise")
 
 
@@ -135,7 +131,7 @@ def test_python_makes_no_more_os_calls_than_glibc(hcmalloc_so, tmp_path):
     glibc's brk calls (its heap growth and trimming) are not in the sum: HC makes none."""
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     script = tmp_path / "churn.py"
-    script.write_text(PYTHON_CHURN)
+    script.write_text(_python_churn())
     glibc = syscall_counts([python, str(script)], None, tmp_path)
     hc = syscall_counts([python, str(script)], hcmalloc_so, tmp_path)
     total = {name: sum(c.get(k, 0) for k in OS_CALLS) for name, c in (("glibc", glibc), ("hc", hc))}
