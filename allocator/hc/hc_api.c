@@ -154,39 +154,33 @@ static inline struct hc_state *hc_owner(void *p)
     return a ? a : hc_arenas;
 }
 
-/* A thread's free of a block its cache may hold: checked as free() checks it (the debug build
- * walks the heap for it, under the lock), then cached, making room first if need be. */
-static int hc_free_cached(void *p)
-{
-    struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
-    size_t size;
-    if (!a || !hc_arena_block(a, p, &size) || size > HC_TC_SIZE)
-        return 0;
-#if HC_DEBUG
-    struct hc_state *was = hc_cur;
-    hc_use(a);
-    int held = hc_lock();
-    hc_check_free_arg(p);
-    hc_unlock(held);
-    hc_use(was);
-#endif
-    return hc_tc_flush_push(p, (unsigned)(size / HC_GRANULE));
-}
-
+/* free's slow path.  With threads, a heap block of any arena that the thread cache holds (free's
+ * fast path checks only the thread's own arena) is cached: at once when its class has room,
+ * else through the flush, after the debug build's walk has proved it a live block.  Anything
+ * else goes to the lock of the arena it lives in (arena 0 for mapped or foreign pointers, whose
+ * checks reject the latter). */
 static HC_NOINLINE void hc_free_slow(void *p)
 {
     if (!p)
         return;
     if (HC_TC_ON && !HC_SINGLE_THREADED()) {
-        /* A block of another thread's arena (free's fast path checks only its own): cached
-         * at once when its class has room, else through the flush. */
-        struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+        struct hc_state *a = hc_arena_of(p);
         size_t size;
-        if (!HC_DEBUG && a && hc_arena_block(a, p, &size) && size <= HC_TC_SIZE &&
-            hc_tc_push(p, (unsigned)(size / HC_GRANULE)))
-            return;
-        if (hc_free_cached(p))
-            return;
+        if (a && hc_arena_block(a, p, &size) && size <= HC_TC_SIZE) {
+            unsigned i = (unsigned)(size / HC_GRANULE);
+            if (!HC_DEBUG && hc_tc_push(p, i))
+                return;
+#if HC_DEBUG
+            struct hc_state *was = hc_cur;
+            hc_use(a);
+            int held = hc_lock();
+            hc_check_free_arg(p);
+            hc_unlock(held);
+            hc_use(was);
+#endif
+            if (hc_tc_flush_push(p, i))
+                return;
+        }
     }
     struct hc_state *was = hc_cur, *owner = hc_owner(p);
     if (owner != was)
@@ -282,7 +276,7 @@ void *calloc(size_t count, size_t size)
  * free) -- no lock either way.  NULL: not such a block; realloc goes the locked way (§3.12). */
 static void *hc_tc_realloc(void *p, size_t n)
 {
-    struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+    struct hc_state *a = hc_arena_of(p);
     size_t have, want = hc_request_size(n);
     if (!a || !hc_arena_block(a, p, &have) || have > HC_TC_SIZE)
         return NULL;
@@ -480,7 +474,7 @@ size_t malloc_usable_size(void *p)
     if (!p)
         return 0;
     /* The caller owns the block, so its size bits do not change under us: no lock. */
-    if (HC_NARENAS == 1 ? hc_in_heap(p) : hc_arena_of(p) != NULL)
+    if (hc_arena_of(p) != NULL)
         return hc_size(hc_block_of(p)) - HC_HDR;
     return hc_mmap_len(p) - hc_mmap_off(p);
 }

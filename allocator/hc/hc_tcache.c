@@ -162,7 +162,7 @@ static unsigned hc_tc_release(void *p)
     for (; p; n++) {
         void *next = *(void **)p;
         char *b = hc_block_of(p);
-        struct hc_state *a = HC_NARENAS == 1 ? hc_arenas : hc_arena_of(p);
+        struct hc_state *a = hc_arena_of(p);
         if (a != locked) {
             if (locked) {
                 HC_CHECK();
