@@ -9,9 +9,11 @@ measured once is never built or replayed again, and glibc is measured once per t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import socket
 import threading
 from pathlib import Path
 
@@ -103,6 +105,8 @@ class Evaluator:
         self._lock = threading.Lock()
         self.reference_setting = reference_setting   # generic HC, for the perf default limit
         self._references: dict[int, dict] = {}
+        self._measuring_lock = threading.Lock()
+        self._measuring_locks: dict[tuple, threading.Lock] = {}
 
     def _db(self) -> Database:
         db = getattr(self._local, "db", None)
@@ -126,8 +130,9 @@ class Evaluator:
 
     def stored(self, trace: Trace, allocator: str, setting: dict | None):
         key = _knobs.key(setting) if setting is not None else None
+        # this machine's own: a shared database holds other machines' times too
         rows = self._db().measurements(trace_id=trace.id, allocator=allocator, setting=key,
-                                       metric=self.metric)
+                                       metric=self.metric, host=socket.gethostname())
         if setting is None:
             rows = [r for r in rows if r["setting"] is None]
         # a multi-threaded trace measured on one thread (before the threaded replay, or with
@@ -142,20 +147,29 @@ class Evaluator:
         return results[-1] if results else None
 
     def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
-        """(result, cached): a stored measurement, or a new one (built, replayed, stored)."""
-        found = self.stored(trace, allocator, setting)
-        if found is not None:
-            return found, True
-        fn = self._measure_fn
-        if fn is None:
-            from hctune import replay  # the replay harness's library (another part of hctune)
-            fn = replay.measure
-        result = fn(trace.path, allocator=allocator, setting=setting,
-                                repeat=self.repeat, metric=self.metric)
-        self._db().add_measurement(trace.id, allocator,
-                                   _knobs.key(setting) if setting is not None else None,
-                                   self.metric, self.repeat, result)
-        return result, False
+        """(result, cached): a stored measurement, or a new one (built, replayed, stored). Two
+        threads (--jobs) asking for the same one at once measure it once: the second waits."""
+        key = _knobs.key(setting) if setting is not None else None
+        with self._measuring(trace.id, allocator, key):
+            found = self.stored(trace, allocator, setting)
+            if found is not None:
+                return found, True
+            fn = self._measure_fn
+            if fn is None:
+                from hctune import replay  # the replay harness's library (another part)
+                fn = replay.measure
+            result = fn(trace.path, allocator=allocator, setting=setting,
+                        repeat=self.repeat, metric=self.metric)
+            self._db().add_measurement(trace.id, allocator, key, self.metric, self.repeat,
+                                       result)
+            return result, False
+
+    @contextlib.contextmanager
+    def _measuring(self, *what):
+        with self._measuring_lock:
+            lock = self._measuring_locks.setdefault(what, threading.Lock())
+        with lock:
+            yield
 
     def baseline(self, trace: Trace, allocator: str = "glibc") -> dict:
         """The allocator's measurement on `trace`, measured once and then reused (from memory
