@@ -30,7 +30,7 @@ def rows_for(db_path, trace, studies, repeat: int) -> list[dict]:
     with Database(db_path) as db:
         trace_row = db.trace_by_path(trace)
         if studies is None:
-            studies = [r["name"] for r in db.conn.execute("SELECT name, trace_ids FROM hc_studies")
+            studies = [r["name"] for r in db.query("SELECT name, trace_ids FROM hc_studies")
                        if trace_row is not None and json.loads(r["trace_ids"]) == [trace_row["id"]]]
         settings = [("hc generic", space.for_search(knobs.preset("generic")))]
         for name in studies:

@@ -39,7 +39,7 @@ NAME = "load"
 def make_study(db: Path, trials: int) -> str:
     with Database(db) as d:
         d.enqueue(NAME, [1], {"objective": "mem", "metric": "time", "trials": trials * 2})
-        d.conn.execute("UPDATE hc_queue SET state = 'running'")
+        d.query("UPDATE hc_queue SET state = 'running'")
     url = default_url(db)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     st = optuna.create_study(study_name=NAME, storage=open_storage(url))

@@ -16,7 +16,7 @@ def test_trace_registration_is_idempotent(tmp_path):
         assert db.latest_trace()["id"] == b
         m = db.add_measurement(a, "glibc", None, "time", 3, {"ops": 10})
         assert [r["id"] for r in db.measurements(trace_id=a)] == [m]
-        assert len(db.conn.execute("SELECT * FROM hc_baselines").fetchall()) == 1
+        assert len(db.query("SELECT * FROM hc_baselines")) == 1
 
 
 def test_reopen_keeps_data_and_version(tmp_path):
@@ -25,7 +25,7 @@ def test_reopen_keeps_data_and_version(tmp_path):
         db.add_study("s", "mem", [1], "sqlite:///x")
     with Database(path) as db:
         assert db.study("s")["objective"] == "mem"
-        assert db.conn.execute("SELECT version FROM hc_schema").fetchone()[0] == SCHEMA_VERSION
+        assert db.query_one("SELECT version FROM hc_schema")[0] == SCHEMA_VERSION
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -81,7 +81,7 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path):
                                            "verdict": "v"})
         assert db.latest_validation("s")["winner"] == "hc generic"
         assert len(db.real_runs(vid)) == 1
-        assert db.conn.execute("SELECT version FROM hc_schema").fetchone()[0] == SCHEMA_VERSION
+        assert db.query_one("SELECT version FROM hc_schema")[0] == SCHEMA_VERSION
     with Database(path) as db:
         tid = db.add_trace(tmp_path / "new", "bb", invocation={"argv": ["./app"], "cwd": "/w",
                                                                "stdin": None})

@@ -21,7 +21,9 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(VERSION_TEXT, prog_name="hctune", message="%(prog)s %(version)s")
 @click.option("--db", "db_path", envvar="HCTUNE_DB", default="hctune.db", show_default=True,
-              type=click.Path(dir_okay=False), help="Results database (SQLite file).")
+              type=click.Path(dir_okay=False),
+              help="Results database: a SQLite file, or postgresql://user@host/db to share "
+                   "traces, studies and the service's queue between machines.")
 @click.pass_context
 def cli(ctx: click.Context, db_path: str):
     """Profile a program's heap, tune the HC allocator to it, emit a tuned malloc.c.

@@ -1,22 +1,33 @@
-"""hctune's own tables in the results database (SQLite by default; Optuna's tables share the file).
+"""hctune's own tables in the results database: a SQLite file by default (Optuna's tables share
+it), or a PostgreSQL server that the machines of a team share (`--db postgresql://...`).
 
 Schema changes bump SCHEMA_VERSION and add a step to _MIGRATIONS; old databases are upgraded on
-open. Every write is one transaction, so a crash or Ctrl-C never leaves a half-written row.
+open. The steps are written in SQLite's words; on PostgreSQL the same text runs with its types
+mapped (_POSTGRES_TYPES). Every write is one transaction, so a crash or Ctrl-C never leaves a
+half-written row. SQL goes through SQLAlchemy Core (its drivers, parameters and pooling).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
+import re
 import socket
 import sqlite3
+import threading
 from pathlib import Path
+
+import sqlalchemy
+import sqlalchemy.event
+import sqlalchemy.exc
+import sqlalchemy.pool
 
 from hctune.errors import HctuneError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS = {
     1: """
@@ -116,28 +127,165 @@ _MIGRATIONS = {
     );
     CREATE INDEX hc_queue_by_state ON hc_queue (state, id);
     """,
+    # 4: trace contents, for databases that several machines share: a worker on another
+    # machine than the one that profiled or received a trace reads it from here.
+    4: """
+    CREATE TABLE hc_trace_data (
+        sha256 TEXT NOT NULL,        -- hc_traces.sha256
+        part INTEGER NOT NULL,       -- 0, 1, ...: the file in TRACE_PART-byte pieces, in order
+        data BLOB NOT NULL,
+        PRIMARY KEY (sha256, part)
+    );
+    """,
 }
 
+# SQLite's types in the steps above, as PostgreSQL spells them (SQLite's INTEGER is 64-bit and
+# an INTEGER PRIMARY KEY numbers its rows itself).
+_POSTGRES_TYPES = ((r"\bINTEGER PRIMARY KEY\b", "BIGSERIAL PRIMARY KEY"), (r"\bINTEGER\b", "BIGINT"),
+                   (r"\bREAL\b", "DOUBLE PRECISION"), (r"\bBLOB\b", "BYTEA"))
 
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+TRACE_PART = 4 << 20
+
+
+
+def now(precise: bool = False) -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="microseconds" if precise else "seconds")
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def database_url(target) -> str:
+    """The SQLAlchemy URL of a results database named by a path or a URL."""
+    text = str(target)
+    if _URL.match(text):
+        if not re.match(r"^(sqlite|postgresql(\+psycopg2)?)://", text):
+            raise HctuneError(f"database {redact(text)!r}: use a SQLite file or "
+                              "postgresql://user@host/db")
+        return text
+    return f"sqlite:///{Path(text).resolve()}"
+
+
+def is_url(target) -> bool:
+    return _URL.match(str(target)) is not None
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+_engines: dict[str, sqlalchemy.engine.Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def _engine(url: str) -> sqlalchemy.engine.Engine:
+    """One engine per database and process. SQLite opens the file afresh for each Database (as
+    cheap as a pool, and right when the file is replaced); PostgreSQL keeps a pool."""
+    with _engines_lock:
+        eng = _engines.get(url)
+        if eng is not None:
+            return eng
+        if url.startswith("sqlite"):
+            eng = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool,
+                                           connect_args={"timeout": 60},
+                                           isolation_level="AUTOCOMMIT")
+
+            @sqlalchemy.event.listens_for(eng, "connect")
+            def _pragmas(dbapi_connection, record):
+                dbapi_connection.execute("PRAGMA journal_mode=WAL")
+                dbapi_connection.execute("PRAGMA foreign_keys=ON")
+        else:
+            eng = sqlalchemy.create_engine(url, pool_size=4, max_overflow=16, pool_pre_ping=True,
+                                           connect_args={"connect_timeout": 10},
+                                           isolation_level="AUTOCOMMIT")
+        _engines[url] = eng
+        return eng
+
+
+class Row(dict):
+    """A result row: by column name, or by position as sqlite3.Row allows."""
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
+
+
+class _Session:
+    """What Database.transaction() yields: execute(sql, **params) -> result, with one() and
+    all() for the rows."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def execute(self, sql: str, **params):
+        return _Result(self._conn.execute(sqlalchemy.text(sql), params))
+
+
+class _Result:
+    def __init__(self, result):
+        self._r = result
+        self.rowcount = result.rowcount
+
+    def one(self) -> Row | None:
+        m = self._r.mappings().fetchone() if self._r.returns_rows else None
+        return None if m is None else Row(m)
+
+    def all(self) -> list[Row]:
+        return [Row(m) for m in self._r.mappings()] if self._r.returns_rows else []
+
+    def scalar(self):
+        row = self.one()
+        return None if row is None else row[0]
+
+
+def _is_driver_error(e: BaseException) -> bool:
+    return isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg2")
+
+
+@contextlib.contextmanager
+def _driver_errors():
+    """SQLAlchemy's wrapping taken off: the driver's own error (sqlite3's, psycopg2's), which
+    hctune.cli prints as one line naming the database."""
+    try:
+        yield
+    except sqlalchemy.exc.DBAPIError as e:
+        if isinstance(e.orig, BaseException):
+            raise e.orig from None
+        raise
 
 
 class Database:
-    """A connection to the results database; use as a context manager or call close()."""
+    """A connection to the results database (a SQLite path, or a URL); use as a context manager
+    or call close()."""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise HctuneError(f"database {self.path} is a directory")
+    def __init__(self, target: str | os.PathLike):
+        self.target = str(target)
+        if not is_url(target) and Path(target).is_dir():
+            raise HctuneError(f"database {target} is a directory")
+        self.url = database_url(target)
+        self.where = redact(self.url) if is_url(target) else str(target)
+        self.dialect = "sqlite" if self.url.startswith("sqlite") else "postgresql"
+        # A shared database (a server) holds the traces' contents too: its workers may run on
+        # machines that do not have the files.
+        self.shared = self.dialect != "sqlite"
+        self._conn = None
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._conn = _engine(self.url).connect()
             self._migrate()
-        except sqlite3.DatabaseError as e:
-            raise HctuneError(f"cannot open database {self.path}: {e}") from None
+        except Exception as e:
+            self.close()
+            if isinstance(e, sqlalchemy.exc.DBAPIError):
+                e = e.orig
+            if not _is_driver_error(e):
+                raise
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise HctuneError(f"cannot open database {self.where}: {first}") from None
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self):
         return self
@@ -146,66 +294,105 @@ class Database:
         self.close()
 
     def close(self):
-        self.conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def query(self, sql: str, **params) -> list[Row]:
+        """The rows of one statement, outside any transaction (each read sees the latest
+        committed state)."""
+        with _driver_errors():
+            return _Result(self._conn.execute(sqlalchemy.text(sql), params)).all()
+
+    def query_one(self, sql: str, **params) -> Row | None:
+        rows = self.query(sql, **params)
+        return rows[0] if rows else None
 
     @contextlib.contextmanager
     def transaction(self):
-        self.conn.execute("BEGIN IMMEDIATE")
+        """One transaction: all of it or none. On SQLite it takes the write lock at once (BEGIN
+        IMMEDIATE), so a read-then-write inside it is atomic across processes; PostgreSQL's
+        READ COMMITTED plus row locks (FOR UPDATE) and unique keys do the same there."""
+        with _driver_errors():
+            self._conn.exec_driver_sql("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
+            try:
+                yield _Session(self._conn)
+            except BaseException:
+                self._conn.exec_driver_sql("ROLLBACK")
+                raise
+            self._conn.exec_driver_sql("COMMIT")
+
+    def _ddl(self, stmt: str) -> str:
+        if self.dialect == "postgresql":
+            for pattern, repl in _POSTGRES_TYPES:
+                stmt = re.sub(pattern, repl, stmt)
+        return stmt
+
+    def _schema_version(self) -> int | None:
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            row = self.query_one("SELECT version FROM hc_schema")
+        except Exception as e:   # the driver's "no such table" (no transaction is left open)
+            if not _is_driver_error(e) or "hc_schema" not in str(e):
+                raise
+            return None
+        return None if row is None else row[0]
 
     def _migrate(self):
-        try:   # the common case, an up-to-date schema, takes no write lock
-            row = self.conn.execute("SELECT version FROM hc_schema").fetchone()
-            if row is not None and row[0] == SCHEMA_VERSION:
-                return
-        except sqlite3.OperationalError:
-            pass   # no hc_schema yet
+        if self._schema_version() == SCHEMA_VERSION:   # the common case takes no lock
+            return
         with self.transaction() as c:
+            if self.dialect == "postgresql":
+                # machines starting together on an empty database: one creates the tables
+                c.execute("SELECT pg_advisory_xact_lock(7231040017)")
             c.execute("CREATE TABLE IF NOT EXISTS hc_schema (version INTEGER NOT NULL)")
-            row = c.execute("SELECT version FROM hc_schema").fetchone()
-            version = row[0] if row else 0
+            version = c.execute("SELECT version FROM hc_schema").scalar()
+            fresh = version is None
+            version = version or 0
             if version > SCHEMA_VERSION:
-                raise HctuneError(f"database {self.path} has schema {version}, newer than this "
+                raise HctuneError(f"database {self.where} has schema {version}, newer than this "
                                   f"hctune ({SCHEMA_VERSION}); upgrade hctune")
             for v in range(version + 1, SCHEMA_VERSION + 1):
                 for stmt in _MIGRATIONS[v].split(";"):
                     if stmt.strip():
-                        c.execute(stmt)
-            if row is None:
-                c.execute("INSERT INTO hc_schema VALUES (?)", (SCHEMA_VERSION,))
+                        c.execute(self._ddl(stmt))
+            if fresh:
+                c.execute("INSERT INTO hc_schema VALUES (:v)", v=SCHEMA_VERSION)
             else:
-                c.execute("UPDATE hc_schema SET version = ?", (SCHEMA_VERSION,))
+                c.execute("UPDATE hc_schema SET version = :v", v=SCHEMA_VERSION)
 
     # ---- traces ----
 
     def add_trace(self, path, sha256, command=None, tracer=None, events=None, size_bytes=None,
                   stats=None, invocation: dict | None = None) -> int:
-        """Register a trace (idempotent by content hash); returns its id."""
+        """Register a trace (idempotent by content hash); returns its id. In a shared database
+        the file's contents are stored too (hc_trace_data), when the file is here."""
         path = str(Path(path).resolve())
+        inv = invocation or {}
+        inv_cols = {"argv": json.dumps(inv["argv"]) if inv.get("argv") else None,
+                    "cwd": inv.get("cwd"), "stdin": inv.get("stdin")}
         with self.transaction() as c:
-            row = c.execute("SELECT id FROM hc_traces WHERE sha256 = ?", (sha256,)).fetchone()
-            inv = invocation or {}
-            inv_cols = (json.dumps(inv["argv"]) if inv.get("argv") else None, inv.get("cwd"),
-                        inv.get("stdin"))
-            if row:
-                c.execute("UPDATE hc_traces SET path = ? WHERE id = ?", (path, row[0]))
+            tid = c.execute("SELECT id FROM hc_traces WHERE sha256 = :sha", sha=sha256).scalar()
+            if tid is not None:
+                c.execute("UPDATE hc_traces SET path = :path WHERE id = :id", path=path, id=tid)
                 if invocation:
-                    c.execute("UPDATE hc_traces SET argv_json = ?, cwd = ?, stdin_path = ?"
-                              " WHERE id = ?", (*inv_cols, row[0]))
-                return row[0]
-            cur = c.execute(
-                "INSERT INTO hc_traces (path, sha256, command, tracer, events, size_bytes,"
-                " stats_json, created, argv_json, cwd, stdin_path)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (path, sha256, command, tracer, events, size_bytes,
-                 json.dumps(stats, sort_keys=True) if stats is not None else None, now(),
-                 *inv_cols))
-            return cur.lastrowid
+                    c.execute("UPDATE hc_traces SET argv_json = :argv, cwd = :cwd,"
+                              " stdin_path = :stdin WHERE id = :id", id=tid, **inv_cols)
+            else:
+                tid = c.execute(
+                    "INSERT INTO hc_traces (path, sha256, command, tracer, events, size_bytes,"
+                    " stats_json, created, argv_json, cwd, stdin_path) VALUES (:path, :sha,"
+                    " :command, :tracer, :events, :size, :stats, :created, :argv, :cwd, :stdin)"
+                    " ON CONFLICT (sha256) DO NOTHING RETURNING id",
+                    path=path, sha=sha256, command=command, tracer=tracer, events=events,
+                    size=size_bytes, created=now(), **inv_cols,
+                    stats=json.dumps(stats, sort_keys=True) if stats is not None else None,
+                ).scalar()
+                if tid is None:   # registered by another machine meanwhile (PostgreSQL)
+                    tid = c.execute("SELECT id FROM hc_traces WHERE sha256 = :sha",
+                                    sha=sha256).scalar()
+            if self.shared and Path(path).is_file():
+                self._store_trace_data(c, sha256, Path(path))
+            return tid
 
     @staticmethod
     def invocation(trace_row) -> dict | None:
@@ -218,166 +405,232 @@ class Database:
 
     def set_trace_stats(self, trace_id: int, stats: dict):
         with self.transaction() as c:
-            c.execute("UPDATE hc_traces SET stats_json = ? WHERE id = ?",
-                      (json.dumps(stats, sort_keys=True), trace_id))
+            c.execute("UPDATE hc_traces SET stats_json = :st WHERE id = :id",
+                      st=json.dumps(stats, sort_keys=True), id=trace_id)
 
     def trace(self, trace_id: int):
-        return self.conn.execute("SELECT * FROM hc_traces WHERE id = ?", (trace_id,)).fetchone()
+        return self.query_one("SELECT * FROM hc_traces WHERE id = :id", id=trace_id)
 
     def trace_by_path(self, path):
-        return self.conn.execute("SELECT * FROM hc_traces WHERE path = ? ORDER BY id DESC",
-                                 (str(Path(path).resolve()),)).fetchone()
+        return self.query_one("SELECT * FROM hc_traces WHERE path = :p ORDER BY id DESC",
+                              p=str(Path(path).resolve()))
 
     def latest_trace(self):
         """The most recently registered trace, or None."""
-        return self.conn.execute("SELECT * FROM hc_traces ORDER BY id DESC LIMIT 1").fetchone()
+        return self.query_one("SELECT * FROM hc_traces ORDER BY id DESC LIMIT 1")
 
     def traces(self):
-        return self.conn.execute("SELECT * FROM hc_traces ORDER BY id").fetchall()
+        return self.query("SELECT * FROM hc_traces ORDER BY id")
+
+    # ---- trace contents (shared databases) ----
+
+    @staticmethod
+    def _store_trace_data(c, sha256: str, path: Path):
+        """The file's contents in TRACE_PART pieces, within the caller's transaction (all or
+        none); nothing when they are stored already. The file must hash to `sha256`."""
+        if c.execute("SELECT 1 FROM hc_trace_data WHERE sha256 = :sha AND part = 0",
+                     sha=sha256).one():
+            return
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            part = 0
+            while chunk := f.read(TRACE_PART):
+                h.update(chunk)
+                c.execute("INSERT INTO hc_trace_data (sha256, part, data) VALUES (:sha, :part,"
+                          " :data)", sha=sha256, part=part, data=chunk)
+                part += 1
+        if h.hexdigest() != sha256:
+            raise HctuneError(f"trace {path} changed while it was being stored; register it "
+                              "again")
+
+    def has_trace_data(self, sha256: str) -> bool:
+        return self.query_one("SELECT 1 FROM hc_trace_data WHERE sha256 = :sha AND part = 0",
+                              sha=sha256) is not None
+
+    def read_trace_data(self, sha256: str, out) -> bool:
+        """Write the stored contents of trace `sha256` to the open binary file `out`; False when
+        the database does not hold them. One piece is read at a time."""
+        n = self.query_one("SELECT COUNT(*) AS n FROM hc_trace_data WHERE sha256 = :sha",
+                           sha=sha256)["n"]
+        if not n:
+            return False
+        for part in range(n):
+            row = self.query_one("SELECT data FROM hc_trace_data WHERE sha256 = :sha AND"
+                                 " part = :part", sha=sha256, part=part)
+            if row is None:
+                raise HctuneError(f"trace {sha256[:12]}: piece {part} is missing in the database")
+            out.write(bytes(row["data"]))
+        return True
 
     # ---- builds ----
 
     def add_build(self, key, setting, library, compiler=None, cflags=None):
         with self.transaction() as c:
-            c.execute("INSERT OR REPLACE INTO hc_builds VALUES (?,?,?,?,?,?)",
-                      (key, setting, str(library), compiler, cflags, now()))
+            c.execute("INSERT INTO hc_builds (key, setting, library, compiler, cflags, created)"
+                      " VALUES (:key, :setting, :library, :compiler, :cflags, :created)"
+                      " ON CONFLICT (key) DO UPDATE SET setting = excluded.setting,"
+                      " library = excluded.library, compiler = excluded.compiler,"
+                      " cflags = excluded.cflags, created = excluded.created",
+                      key=key, setting=setting, library=str(library), compiler=compiler,
+                      cflags=cflags, created=now())
 
     def build(self, key):
-        return self.conn.execute("SELECT * FROM hc_builds WHERE key = ?", (key,)).fetchone()
+        return self.query_one("SELECT * FROM hc_builds WHERE key = :key", key=key)
 
     # ---- measurements ----
 
     def add_measurement(self, trace_id, allocator, setting, metric, repeat, result: dict) -> int:
         with self.transaction() as c:
-            cur = c.execute(
+            return c.execute(
                 "INSERT INTO hc_measurements (trace_id, allocator, setting, metric, repeat,"
-                " result_json, host, created) VALUES (?,?,?,?,?,?,?,?)",
-                (trace_id, allocator, setting, metric, repeat,
-                 json.dumps(result, sort_keys=True), socket.gethostname(), now()))
-            return cur.lastrowid
+                " result_json, host, created) VALUES (:tid, :allocator, :setting, :metric,"
+                " :repeat, :result, :host, :created) RETURNING id",
+                tid=trace_id, allocator=allocator, setting=setting, metric=metric, repeat=repeat,
+                result=json.dumps(result, sort_keys=True), host=socket.gethostname(),
+                created=now()).scalar()
 
-    def measurements(self, trace_id=None, allocator=None, setting=None, metric=None):
-        sql, args = "SELECT * FROM hc_measurements WHERE 1=1", []
+    def measurements(self, trace_id=None, allocator=None, setting=None, metric=None, host=None):
+        sql, args = "SELECT * FROM hc_measurements WHERE 1=1", {}
         for col, val in (("trace_id", trace_id), ("allocator", allocator),
-                         ("setting", setting), ("metric", metric)):
+                         ("setting", setting), ("metric", metric), ("host", host)):
             if val is not None:
-                sql += f" AND {col} = ?"
-                args.append(val)
-        return self.conn.execute(sql + " ORDER BY id", args).fetchall()
+                sql += f" AND {col} = :{col}"
+                args[col] = val
+        return self.query(sql + " ORDER BY id", **args)
 
     # ---- studies ----
 
     def add_study(self, name, objective, trace_ids, storage, options=None):
         with self.transaction() as c:
-            c.execute("INSERT OR IGNORE INTO hc_studies VALUES (?,?,?,?,?,?)",
-                      (name, objective, json.dumps(list(trace_ids)), storage,
-                       json.dumps(options or {}, sort_keys=True), now()))
+            c.execute("INSERT INTO hc_studies (name, objective, trace_ids, storage, options_json,"
+                      " created) VALUES (:name, :objective, :traces, :storage, :options,"
+                      " :created) ON CONFLICT (name) DO NOTHING",
+                      name=name, objective=objective, traces=json.dumps(list(trace_ids)),
+                      storage=storage, options=json.dumps(options or {}, sort_keys=True),
+                      created=now(precise=True))
 
     def study(self, name):
-        return self.conn.execute("SELECT * FROM hc_studies WHERE name = ?", (name,)).fetchone()
+        return self.query_one("SELECT * FROM hc_studies WHERE name = :name", name=name)
+
+    def study_names(self) -> list[str]:
+        return [r["name"] for r in self.query("SELECT name FROM hc_studies ORDER BY created")]
 
     def latest_study(self, objective: str | None = None, trace_ids=None):
         """The latest study, or the latest of `objective` (on exactly `trace_ids` when given)."""
-        sql, args = "SELECT * FROM hc_studies WHERE 1=1", []
+        sql, args = "SELECT * FROM hc_studies WHERE 1=1", {}
         if objective is not None:
-            sql += " AND objective = ?"
-            args.append(objective)
+            sql += " AND objective = :objective"
+            args["objective"] = objective
         if trace_ids is not None:
-            sql += " AND trace_ids = ?"
-            args.append(json.dumps(list(trace_ids)))
-        return self.conn.execute(sql + " ORDER BY created DESC, rowid DESC LIMIT 1",
-                                 args).fetchone()
+            sql += " AND trace_ids = :traces"
+            args["traces"] = json.dumps(list(trace_ids))
+        # `created` has microseconds (older rows: seconds, then the row order decides)
+        order = "rowid" if self.dialect == "sqlite" else "name"
+        return self.query_one(sql + f" ORDER BY created DESC, {order} DESC LIMIT 1", **args)
 
     # ---- validations (real runs of the program) ----
 
     def add_validation(self, study, objective, argv, cwd, stdin_path, runs) -> int:
         with self.transaction() as c:
-            cur = c.execute(
+            return c.execute(
                 "INSERT INTO hc_validations (study, objective, argv_json, cwd, stdin_path, runs,"
-                " status, host, created) VALUES (?,?,?,?,?,?,'running',?,?)",
-                (study, objective, json.dumps(list(argv)), str(cwd), stdin_path, runs,
-                 socket.gethostname(), now()))
-            return cur.lastrowid
+                " status, host, created) VALUES (:study, :objective, :argv, :cwd, :stdin, :runs,"
+                " 'running', :host, :created) RETURNING id",
+                study=study, objective=objective, argv=json.dumps(list(argv)), cwd=str(cwd),
+                stdin=stdin_path, runs=runs, host=socket.gethostname(), created=now()).scalar()
+
+    _REAL_RUN_COLS = ("candidate", "allocator", "setting", "trial", "round", "wall_s", "user_s",
+                      "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem")
 
     def add_real_run(self, validation_id, run: dict) -> int:
-        cols = ("candidate", "allocator", "setting", "trial", "round", "wall_s", "user_s",
-                "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem")
+        cols = self._REAL_RUN_COLS
         with self.transaction() as c:
-            cur = c.execute(
+            return c.execute(
                 f"INSERT INTO hc_real_runs (validation_id, {', '.join(cols)}, created)"
-                f" VALUES (?, {', '.join('?' * len(cols))}, ?)",
-                (validation_id, *(run.get(k) for k in cols), now()))
-            return cur.lastrowid
+                f" VALUES (:validation_id, {', '.join(':' + k for k in cols)}, :created)"
+                " RETURNING id",
+                validation_id=validation_id, created=now(),
+                **{k: run.get(k) for k in cols}).scalar()
 
     def finish_validation(self, validation_id, status, summary: dict | None = None):
         s = summary or {}
         w = s.get("winner") or {}
         with self.transaction() as c:
-            c.execute("UPDATE hc_validations SET status = ?, winner = ?, winner_setting = ?,"
-                      " verdict = ?, summary_json = ?, finished = ? WHERE id = ?",
-                      (status, w.get("candidate"), w.get("setting"), s.get("verdict"),
-                       json.dumps(summary, sort_keys=True) if summary else None, now(),
-                       validation_id))
+            c.execute("UPDATE hc_validations SET status = :status, winner = :winner,"
+                      " winner_setting = :setting, verdict = :verdict, summary_json = :summary,"
+                      " finished = :finished WHERE id = :id",
+                      status=status, winner=w.get("candidate"), setting=w.get("setting"),
+                      verdict=s.get("verdict"),
+                      summary=json.dumps(summary, sort_keys=True) if summary else None,
+                      finished=now(), id=validation_id)
 
     def validation(self, validation_id):
-        return self.conn.execute("SELECT * FROM hc_validations WHERE id = ?",
-                                 (validation_id,)).fetchone()
+        return self.query_one("SELECT * FROM hc_validations WHERE id = :id", id=validation_id)
 
     def latest_validation(self, study: str | None = None, done: bool = True):
-        sql, args = "SELECT * FROM hc_validations WHERE 1=1", []
+        sql, args = "SELECT * FROM hc_validations WHERE 1=1", {}
         if study is not None:
-            sql += " AND study = ?"
-            args.append(study)
+            sql += " AND study = :study"
+            args["study"] = study
         if done:
             sql += " AND status = 'done'"
-        return self.conn.execute(sql + " ORDER BY id DESC LIMIT 1", args).fetchone()
+        return self.query_one(sql + " ORDER BY id DESC LIMIT 1", **args)
 
     def real_runs(self, validation_id):
-        return self.conn.execute("SELECT * FROM hc_real_runs WHERE validation_id = ? ORDER BY id",
-                                 (validation_id,)).fetchall()
+        return self.query("SELECT * FROM hc_real_runs WHERE validation_id = :id ORDER BY id",
+                          id=validation_id)
 
     # ---- the queue (hctune serve / hctune worker) ----
 
     def enqueue(self, study, trace_ids, options: dict) -> int:
-        with self.transaction() as c:
-            if c.execute("SELECT 1 FROM hc_queue WHERE study = ?", (study,)).fetchone():
-                raise HctuneError(f"study {study!r} is already queued")
-            cur = c.execute("INSERT INTO hc_queue (study, trace_ids, options_json, state, created)"
-                            " VALUES (?,?,?,'queued',?)",
-                            (study, json.dumps(list(trace_ids)),
-                             json.dumps(options, sort_keys=True), now()))
-            return cur.lastrowid
+        try:
+            with self.transaction() as c:
+                if c.execute("SELECT 1 FROM hc_queue WHERE study = :s", s=study).one():
+                    raise HctuneError(f"study {study!r} is already queued")
+                return c.execute(
+                    "INSERT INTO hc_queue (study, trace_ids, options_json, state, created)"
+                    " VALUES (:study, :traces, :options, 'queued', :created) RETURNING id",
+                    study=study, traces=json.dumps(list(trace_ids)),
+                    options=json.dumps(options, sort_keys=True), created=now()).scalar()
+        except Exception as e:   # queued by another server between the check and the insert
+            if type(e).__name__ in ("IntegrityError", "UniqueViolation"):
+                raise HctuneError(f"study {study!r} is already queued") from None
+            raise
 
     def claim(self):
         """The oldest queued study, else the oldest running one (several workers split a study:
         Optuna's storage hands each its own trials), now marked running; None when idle. The
-        write lock SQLite takes at BEGIN IMMEDIATE makes the read-and-mark one atomic step."""
+        read-and-mark is one atomic step: SQLite's write lock, taken at BEGIN IMMEDIATE, or
+        PostgreSQL's row lock (FOR UPDATE SKIP LOCKED: workers claiming at once take
+        different rows, or wait for none)."""
+        lock = " FOR UPDATE SKIP LOCKED" if self.dialect == "postgresql" else ""
         with self.transaction() as c:
-            row = c.execute("SELECT * FROM hc_queue WHERE state IN ('queued', 'running')"
-                            " ORDER BY state = 'running', id LIMIT 1").fetchone()
+            row = c.execute("SELECT id FROM hc_queue WHERE state IN ('queued', 'running')"
+                            f" ORDER BY state = 'running', id LIMIT 1{lock}").one()
             if row is None:
                 return None
             c.execute("UPDATE hc_queue SET state = 'running', workers = workers + 1,"
-                      " started = COALESCE(started, ?) WHERE id = ?", (now(), row["id"]))
-            return c.execute("SELECT * FROM hc_queue WHERE id = ?", (row["id"],)).fetchone()
+                      " started = COALESCE(started, :now) WHERE id = :id",
+                      now=now(), id=row["id"])
+            return c.execute("SELECT * FROM hc_queue WHERE id = :id", id=row["id"]).one()
 
     def finish_queued(self, qid: int, error: str | None = None):
         with self.transaction() as c:
-            c.execute("UPDATE hc_queue SET state = ?, error = ?, finished = ? WHERE id = ?"
-                      " AND state IN ('running', 'comparing')",
-                      ("failed" if error else "done", error, now(), qid))
+            c.execute("UPDATE hc_queue SET state = :state, error = :error, finished = :now"
+                      " WHERE id = :id AND state IN ('running', 'comparing')",
+                      state="failed" if error else "done", error=error, now=now(), id=qid)
 
     def start_comparing(self, qid: int) -> bool:
         """Move a running study to `comparing`; True for the one worker that did it (so the
         other allocators are measured once, and idle workers no longer join the study)."""
         with self.transaction() as c:
-            return c.execute("UPDATE hc_queue SET state = 'comparing' WHERE id = ?"
-                             " AND state = 'running'", (qid,)).rowcount == 1
+            return c.execute("UPDATE hc_queue SET state = 'comparing' WHERE id = :id"
+                             " AND state = 'running'", id=qid).rowcount == 1
 
     def queued(self, study=None):
         if study is not None:
-            return self.conn.execute("SELECT * FROM hc_queue WHERE study = ?", (study,)).fetchone()
-        return self.conn.execute("SELECT * FROM hc_queue ORDER BY id DESC").fetchall()
+            return self.query_one("SELECT * FROM hc_queue WHERE study = :s", s=study)
+        return self.query("SELECT * FROM hc_queue ORDER BY id DESC")
 
 
 def open_db(path) -> Database:

@@ -22,20 +22,24 @@ def os_error_line(e: OSError) -> str:
 def database_error_line(e: Exception, db_path: str | None) -> str:
     """A database error as one line: sqlite3's name the results file; SQLAlchemy's and
     Optuna's come from the study's storage (the same file by default, or a server)."""
-    import sqlite3
     cause = e
-    while cause.__cause__ is not None and not isinstance(cause, sqlite3.Error):
+    while cause.__cause__ is not None and not _driver_error(cause):
         cause = cause.__cause__              # Optuna wraps SQLAlchemy, which wraps the driver
     orig = getattr(cause, "orig", None) or cause
     text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-    if isinstance(e, sqlite3.Error) and db_path:
-        return f"database {db_path}: {text}"
+    if _driver_error(e) and db_path:         # hctune.db raises the driver's own errors
+        from hctune.db import redact
+        return f"database {redact(str(db_path))}: {text}"
     return f"study storage: {text}"
 
 
-def is_database_error(e: BaseException) -> bool:
+def _driver_error(e: BaseException) -> bool:
     import sqlite3
-    if isinstance(e, sqlite3.Error):
+    return isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg2")
+
+
+def is_database_error(e: BaseException) -> bool:
+    if _driver_error(e):
         return True
     mod, name = type(e).__module__ or "", type(e).__name__
     return (mod.startswith("sqlalchemy") and name in (

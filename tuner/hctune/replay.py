@@ -199,7 +199,8 @@ def latest_trace(db) -> Path:
     if row is None:
         raise HctuneError("no trace given and none in the database; run `hctune profile "
                           "./app args` first, or name a trace file")
-    return Path(row["path"])
+    from hctune.trace import store
+    return store.local_path(db, row)
 
 
 def summary(r: dict) -> str:

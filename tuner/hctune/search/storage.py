@@ -19,6 +19,7 @@ import sqlalchemy
 import sqlalchemy.event
 import sqlalchemy.exc
 
+from hctune.db import database_url, redact
 from hctune.errors import HctuneError
 
 # A worker that stops beating (killed, machine lost) has its RUNNING trial failed by the next
@@ -28,12 +29,9 @@ GRACE_SECONDS = 30
 
 
 def default_url(db_path) -> str:
-    return f"sqlite:///{Path(db_path).resolve()}"
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and the database."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    """Optuna's storage when none is named: the results database itself (its SQLite file, or
+    the PostgreSQL database hctune's tables are in)."""
+    return database_url(db_path)
 
 
 def _serialise_sqlite(engine):

@@ -109,19 +109,32 @@ def register_trace(db: Database, path) -> _obj.Trace:
     return _obj.Trace.from_row(db.trace(tid))
 
 
+def registered_trace(db: Database, trace_id: int) -> _obj.Trace:
+    """A trace already in the database, by id, with the path of its file on this machine
+    (hctune.trace.store: a shared database's copy when the file is elsewhere)."""
+    from hctune.trace import store
+    row = db.trace(trace_id)
+    if row is None:
+        raise HctuneError(f"trace #{trace_id} is no longer in the database")
+    return dataclasses.replace(_obj.Trace.from_row(row), path=str(store.local_path(db, row)))
+
+
 def resolve_traces(db: Database, paths) -> list[_obj.Trace]:
-    """The named traces, or the latest one profiled when none is named."""
+    """The named traces (files, or ids of registered traces), or the latest one profiled when
+    none is named."""
     if paths:
-        traces = [register_trace(db, p) for p in paths]
+        traces = [registered_trace(db, p) if isinstance(p, int) else register_trace(db, p)
+                  for p in paths]
         uniq = {t.id: t for t in traces}
         return list(uniq.values())
     row = db.latest_trace()
     if row is None:
         raise HctuneError("no trace named and none in the database; run `hctune profile ./app` "
                           "first or name a trace file")
-    if not Path(row["path"]).is_file():
+    from hctune.trace import store
+    if not store.available(db, row):
         raise HctuneError(f"the latest trace {row['path']} no longer exists; name a trace file")
-    return [_obj.Trace.from_row(row)]
+    return [registered_trace(db, row["id"])]
 
 
 # ---- names ----
@@ -476,12 +489,14 @@ def load(db: Database, name: str | None):
     row = db.study(name) if name else db.latest_study()
     if row is None:
         if name:
-            known = [r["name"] for r in db.conn.execute("SELECT name FROM hc_studies")]
+            known = db.study_names()
             raise HctuneError(f"no study named {name!r}"
                               + (f"; known: {', '.join(known)}" if known else
                                  "; run `hctune search` first"))
         raise HctuneError("no study in the database; run `hctune search` first")
     url = row["storage"]
+    if "***" in url and url == redact(db.url):
+        url = db.url          # the results database itself, opened with its password
     if "***" in url:
         raise HctuneError(f"study {row['name']} lives in {url}; its password is not stored, "
                           "pass --storage")
