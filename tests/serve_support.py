@@ -20,11 +20,11 @@ from search_support import _free_port
 class Served:
     """`hctune serve` on 127.0.0.1:<free port>; stop() ends it and the workers it started."""
 
-    def __init__(self, db: Path, *args, env=None):
+    def __init__(self, db, *args, env=None, log_dir: Path | None = None):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.db = db
-        self.log = open(db.parent / f"serve-{self.port}.log", "w+")
+        self.log = open((log_dir or Path(db).parent) / f"serve-{self.port}.log", "w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hctune", "--db", str(db), "serve", "--port", str(self.port),
              *map(str, args)], stdout=self.log, stderr=subprocess.STDOUT, env=env,
@@ -94,9 +94,10 @@ class Served:
                              f"{self.output()}")
 
 
-def worker(db: Path, *args, log: Path):
+def worker(db, *args, log: Path, env=None):
     return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "worker",
-                             *map(str, args)], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+                             *map(str, args)], stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            env=env)
 
 
 def compiles(source: bytes, tmp: Path) -> None:

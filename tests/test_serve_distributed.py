@@ -1,16 +1,22 @@
-"""Several `hctune worker` processes on one PostgreSQL storage split one study that `hctune
-serve` queued; killing one in the middle of a trial loses none of its finished trials and the
-study still finishes."""
+"""The service on a PostgreSQL server, as on several machines: `hctune serve` and two `hctune
+worker` processes share nothing but the database (hctune's tables, the queue, the uploaded
+trace's contents and Optuna's trials are all in it; each worker has its own cache directory and
+the server's copy of the trace is gone). They split one study; killing one in the middle of a
+trial loses none of its finished trials and the study still finishes; the CLI reads the same
+database."""
 
+import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 
 import optuna
 import pytest
 
 from search_support import Postgres, need_hc, record_gawk_trace
-from serve_support import Served, worker
+from serve_support import Served, compiles, worker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -21,17 +27,21 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
     need_hc()
     trace = record_gawk_trace(tmp_path / "gawk.trace")
     pg = Postgres(tmp_path).start()
-    db = tmp_path / "hctune.db"
-    srv = Served(db, "--storage", pg.url)
+    server = tmp_path / "server"
+    server.mkdir()
+    srv = Served(pg.url, "--data-dir", server / "data", log_dir=server)
     procs = []
     try:
         status, t = srv.upload(trace.read_bytes())
         assert status == 201, t
+        for f in (server / "data" / "traces").iterdir():   # not on any worker's disk
+            f.unlink()
         status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], "trials": TRIALS,
                                                          "name": "split", "compare_rounds": 0,
                                                          "repeat": 3})
         assert status == 201, s
-        procs = [worker(db, "--storage", pg.url, log=tmp_path / f"worker{i}.log")
+        procs = [worker(pg.url, log=tmp_path / f"worker{i}.log",
+                        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / f"machine{i}")})
                  for i in range(2)]
         ids = {f"{socket.gethostname()}:{p.pid}": p for p in procs}
         victim_done = []
@@ -64,6 +74,19 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         assert {x["worker"] for x in done} == set(ids)        # both workers' trials are there
         assert set(victim_done) <= {x["number"] for x in done}  # none of the victim's lost
         assert len({x["number"] for x in done}) == len(done)
+        for i in range(2):   # each "machine" read the trace from the database
+            copy = tmp_path / f"machine{i}" / "hctune" / "traces" / f"{t['sha256']}.trace"
+            assert copy.read_bytes() == trace.read_bytes()
+        assert not list(tmp_path.glob("**/*.db"))             # no SQLite file anywhere
+
+        # the CLI on the same database, side by side with the service
+        out = tmp_path / "cli"
+        out.mkdir()
+        r = subprocess.run([sys.executable, "-m", "hctune", "--db", pg.url, "emit", "--study",
+                            "split", "-o", str(out / "malloc.c")], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        compiles((out / "malloc.c").read_bytes(), out)
     finally:
         for p in procs:
             if p.poll() is None:

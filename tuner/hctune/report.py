@@ -57,10 +57,12 @@ def _trace_stats(row) -> dict | None:
 
 def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict) -> list[dict]:
     """Footprint vs max live bytes for every allocator measured on the trace (latest row each),
-    HC as generic and as tuned."""
+    HC as generic and as tuned. In a database several machines share, the rows are one
+    machine's: the one that measured the most of them (times of two machines do not compare)."""
     generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
     tuned_key = _knobs.key(tuned)
-    latest = {}
+    by_host: dict[str, dict] = {}
+    last_id: dict[str, int] = {}
     for m in db.measurements(trace_id=trace_id):
         if m["allocator"] == "hc":
             label = {generic_key: "hc generic", tuned_key: "hc tuned"}.get(m["setting"])
@@ -68,8 +70,12 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict) -> li
                 continue
         else:
             label = m["allocator"]
+        latest = by_host.setdefault(m["host"], {})
+        last_id[m["host"]] = m["id"]
         if m["metric"] == metric or label not in latest:
             latest[label] = json.loads(m["result_json"])
+    latest = max(by_host.items(), key=lambda h: (len(h[1]), last_id[h[0]]))[1] \
+        if by_host else {}
     rows = []
     for label in sorted(latest):
         r = latest[label]

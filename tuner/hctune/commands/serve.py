@@ -37,13 +37,14 @@ def _die_with_parent():
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8300, show_default=True)
 @click.option("--storage", default=None,
-              help="Optuna storage URL (default: the --db SQLite file).")
+              help="Optuna storage URL (default: the --db database).")
 @click.option("--token", envvar="HCTUNE_TOKEN", default=None,
               help="Every write and download needs it; required off loopback.")
 @click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Local `hctune worker` processes to start.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Where uploads and emitted files go (default: <db>.serve/ beside the db).")
+              help="Where uploads and emitted files go (default: <db>.serve/ beside a SQLite "
+                   "db, else the user's hctune data directory).")
 @click.option("--max-upload", type=click.IntRange(1), default=256, show_default=True,
               metavar="MB", help="Largest trace upload, in MiB.")
 @click.pass_context
@@ -51,7 +52,8 @@ def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
     """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
     import uvicorn
 
-    from hctune.db import Database
+    from hctune import paths
+    from hctune.db import Database, is_url
     from hctune.search.storage import default_url
     from hctune.serve.app import Config, create_app
 
@@ -62,7 +64,12 @@ def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
     url = storage or default_url(db_path)
     from hctune.search.storage import open_storage
     open_storage(url)   # a bad or unreachable URL: one line now, not an error per request
-    data = Path(data_dir) if data_dir else Path(str(Path(db_path).resolve()) + ".serve")
+    if data_dir:
+        data = Path(data_dir)
+    elif is_url(db_path):            # a database server: this machine's data directory
+        data = paths.data_dir() / "serve"
+    else:
+        data = Path(str(Path(db_path).resolve()) + ".serve")
     cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20)
     procs = []
     for _ in range(workers):

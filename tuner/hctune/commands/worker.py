@@ -9,8 +9,7 @@ from hctune.serve import worker as _worker
 
 @click.command("worker")
 @click.option("--storage", default=None,
-              help="Optuna storage URL (default: the --db SQLite file); the same as the "
-                   "server's. postgresql://... lets workers on several machines split a study.")
+              help="Optuna storage URL (default: the --db database); the same as the server's.")
 @click.option("--once", is_flag=True, help="Stop when the queue is empty.")
 @click.pass_context
 def command(ctx, storage, once):

@@ -31,6 +31,7 @@ from hctune.errors import HctuneError
 from hctune.search import objective as _obj
 from hctune.search import study as _study
 from hctune.search.storage import open_storage, redact
+from hctune.trace import store
 
 DEFAULT_MAX_UPLOAD = 256 << 20
 TRIALS_TTL = 1.0   # seconds a study's trials list is served from memory
@@ -322,7 +323,7 @@ def create_app(cfg: Config) -> FastAPI:
                 row = db.trace(tid)
                 if row is None:
                     raise HTTPException(404, f"no trace #{tid}")
-                if not Path(row["path"]).is_file():
+                if not store.available(db, row):
                     raise HTTPException(409, f"trace #{tid}'s file {Path(row['path']).name} "
                                              "is gone")
             if db.queued(name) is not None or db.study(name) is not None:

@@ -27,7 +27,7 @@ def options_of(row, storage: str | None) -> _study.Options:
                           seed=o.get("seed"))
 
 
-def compare_others(db_path, paths, rounds: int, log=print) -> None:
+def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
     """Measure the other allocators installed here (jemalloc, mimalloc, tcmalloc, ...) on the
     study's traces, interleaved (hctune.compare), into hc_measurements, where the study's page
     and report read them beside glibc and the tuned HC."""
@@ -40,27 +40,23 @@ def compare_others(db_path, paths, rounds: int, log=print) -> None:
         except HctuneError:
             pass   # not installed on this worker
     with Database(db_path) as db:
-        for path in paths:
-            tid = db.trace_by_path(path)["id"]
+        for tid in trace_ids:
+            path = _study.registered_trace(db, tid).path
             compare.compare(path, names, (), rounds=rounds, repeat=1, on_result=lambda e, r: (
                 db.add_measurement(tid, r["allocator"], None, "time", 1, r)))
-    log(f"compared {', '.join(names)} on {len(paths)} trace(s)")
+    log(f"compared {', '.join(names)} on {len(trace_ids)} trace(s)")
 
 
 def run_one(db_path, row, storage: str | None, log=print) -> bool:
     """Work on one claimed study until it holds its trials (or its timeout passes); True when
     this worker closed it (the others that ran it leave its state alone)."""
-    with Database(db_path) as db:
-        paths = []
-        for tid in json.loads(row["trace_ids"]):
-            t = db.trace(tid)
-            if t is None:
-                raise HctuneError(f"trace #{tid} is no longer in the database")
-            paths.append(t["path"])
+    # trace ids, not paths: the files may be on another machine (a shared database holds their
+    # contents, and run() reads them from it; hctune.trace.store)
+    trace_ids = json.loads(row["trace_ids"])
     opts = options_of(row, storage or default_url(db_path))
     target = opts.trials
     while True:
-        res = _study.run(db_path, paths, opts)
+        res = _study.run(db_path, trace_ids, opts)
         # run() stops when the study as a whole holds `target` finished trials; a run cut short
         # by a worker's death elsewhere (its trial failed) simply goes round again.
         if opts.timeout is not None or target is None or res["finished"] >= target:
@@ -70,7 +66,7 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     with Database(db_path) as db:
         mine = db.start_comparing(row["id"])   # not twice when several workers ran the study
     if rounds and mine:
-        compare_others(db_path, paths, rounds, log)
+        compare_others(db_path, trace_ids, rounds, log)
     return mine
 
 
