@@ -4,6 +4,7 @@ workers (`hctune worker` processes) when asked."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,11 +73,12 @@ def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
         data = Path(str(Path(db_path).resolve()) + ".serve")
     cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20)
     procs = []
+    # the database and storage URLs (passwords and all) by environment, not on a command line
+    # that `ps` shows
+    env = {**os.environ, "HCTUNE_DB": db_path, **({"HCTUNE_STORAGE": storage} if storage else {})}
     for _ in range(workers):
-        cmd = [sys.executable, "-m", "hctune", "--db", db_path, "worker"]
-        if storage:
-            cmd += ["--storage", storage]
-        procs.append(subprocess.Popen(cmd, preexec_fn=_die_with_parent))
+        procs.append(subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,
+                                      preexec_fn=_die_with_parent))
     click.echo(f"hctune serve: http://{host}:{port}/ (API at /docs; {workers} local workers)",
                err=True)
     try:

@@ -8,7 +8,7 @@ from hctune.serve import worker as _worker
 
 
 @click.command("worker")
-@click.option("--storage", default=None,
+@click.option("--storage", envvar="HCTUNE_STORAGE", default=None,
               help="Optuna storage URL (default: the --db database); the same as the server's.")
 @click.option("--once", is_flag=True, help="Stop when the queue is empty.")
 @click.pass_context
