@@ -22,9 +22,36 @@ import sqlalchemy.exc
 from hctune.errors import HctuneError
 
 # A worker that stops beating (killed, machine lost) has its RUNNING trial failed by the next
-# worker or the next run after this long (Optuna's heartbeat / fail_stale_trials).
+# worker or the next run after this long (Optuna's heartbeat / fail_stale_trials), and retried
+# once (retry_failed). The environment can shorten both (tests), e.g. HCTUNE_HEARTBEAT_SECONDS=1
+# HCTUNE_GRACE_SECONDS=3; they are read when a storage is opened.
 HEARTBEAT_SECONDS = 10
 GRACE_SECONDS = 30
+
+
+def _seconds(var: str, default: int) -> int:
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise HctuneError(f"{var} must be a whole number of seconds (at least 1), not {text!r}")
+    return value
+
+
+def heartbeat_seconds() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds: HCTUNE_HEARTBEAT_SECONDS and
+    HCTUNE_GRACE_SECONDS, else HEARTBEAT_SECONDS and GRACE_SECONDS. The grace period is kept
+    longer than the interval (Optuna fails a live trial otherwise)."""
+    beat = _seconds("HCTUNE_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS)
+    grace = _seconds("HCTUNE_GRACE_SECONDS", GRACE_SECONDS)
+    if grace <= beat:
+        raise HctuneError(f"HCTUNE_GRACE_SECONDS ({grace}) must be longer than the heartbeat "
+                          f"interval ({beat} s)")
+    return beat, grace
 
 
 def default_url(db_path) -> str:
@@ -129,8 +156,52 @@ class Storage(optuna.storages.RDBStorage):
         return ok
 
 
-def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int) -> list[int]:
-    """Mark FAIL the RUNNING trials of the study whose owner process is gone; their numbers."""
+# A retried trial's user attributes: where it comes from (the seed's label stays).
+RETRY_OF = "retry_of"
+
+
+def retry_failed(storage: optuna.storages.BaseStorage, study_id: int, failed) -> int | None:
+    """Queue the trial `failed` (FrozenTrial of a trial whose process died) again with the same
+    parameters, once: a retry that dies too is not retried. The new trial waits behind those
+    already queued (Optuna takes waiting trials in order). Its number, or None.
+
+    Optuna's RetryFailedTrialCallback(max_retry=1) would do the same but copy the dead trial's
+    attributes (its error, its worker, its owner) into the retry; this one keeps the seed's label
+    and the same system attributes Optuna's callback sets (failed_trial, retry_history), so
+    RetryFailedTrialCallback.retried_trial_number() reads it."""
+    history = list(failed.system_attrs.get("retry_history", []))
+    if history or not failed.params:
+        return None      # a retry already, or killed before it had its parameters
+    user = {RETRY_OF: failed.number}
+    if failed.user_attrs.get("seed"):
+        user["seed"] = failed.user_attrs["seed"]
+    # Queued the way study.enqueue_trial queues (fixed_params): a seed's values off the search
+    # grid (Hasan & Chang's QL_HIGH 72) are taken as they are, not checked against it.
+    tid = storage.create_new_trial(study_id, template_trial=optuna.trial.create_trial(
+        state=optuna.trial.TrialState.WAITING, user_attrs=user,
+        system_attrs={"fixed_params": dict(failed.params), "failed_trial": failed.number,
+                      "retry_history": [failed.number]}))
+    return storage.get_trial_number_from_id(tid)
+
+
+def _retry_quietly(storage, study_id: int, failed) -> None:
+    try:
+        retry_failed(storage, study_id, failed)
+    except Exception:  # noqa: BLE001 - a retry that cannot be queued must not stop the search
+        pass
+
+
+def _retry_callback(study, failed) -> None:
+    """RDBStorage's failed_trial_callback: trials Optuna's heartbeat check failed (a worker on
+    another machine stopped beating) are retried like those fail_orphans finds."""
+    _retry_quietly(study._storage, study._study_id, failed)
+
+
+def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int,
+                 retry: bool = True) -> list[int]:
+    """Mark FAIL the RUNNING trials of the study whose owner process is gone (and, with
+    `retry`, queue each once more with the same parameters: retry_failed); their numbers.
+    Cheap (one read of the study's running trials): workers call it between trials."""
     failed = []
     for t in storage.get_all_trials(study_id, deepcopy=False,
                                     states=(optuna.trial.TrialState.RUNNING,)):
@@ -141,6 +212,8 @@ def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int) -> list[int
                                             f"its process ({owner}) was killed")
                 if storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
                     failed.append(t.number)
+                    if retry:
+                        _retry_quietly(storage, study_id, storage.get_trial(t._trial_id))
     return failed
 
 
@@ -172,13 +245,15 @@ def open_storage(url: str, owner: str | None = None) -> optuna.storages.RDBStora
         raise HctuneError(f"storage {redact(url)!r} is not a database URL "
                           "(sqlite:///file.db or postgresql://user@host/db)")
     connect = {"timeout": 60} if url.startswith("sqlite") else {"connect_timeout": 10}
+    beat, grace = heartbeat_seconds()
     for attempt in range(5):
         try:
             with warnings.catch_warnings(), _schema_lock(url):
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 storage = Storage(
                     url, engine_kwargs={"connect_args": connect},
-                    heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
+                    heartbeat_interval=beat, grace_period=grace,
+                    failed_trial_callback=_retry_callback)
             if url.startswith("sqlite"):
                 _serialise_sqlite(storage.engine)
             storage.owner = owner
