@@ -144,16 +144,29 @@ class Storage(optuna.storages.RDBStorage):
         return super()._create_new_trial(study_id, template_trial)
 
     def set_trial_state_values(self, trial_id, state, values=None):
-        taking = state == optuna.trial.TrialState.RUNNING and self.owner
-        if taking:
-            # A queued (WAITING) trial this worker is taking: stamp it before it turns RUNNING,
-            # so it is never RUNNING without an owner, and again after, in case another worker
-            # racing for it stamped it in between (that one then finds it taken and moves on).
-            self.set_trial_system_attr(trial_id, OWNER, self.owner)
-        ok = super().set_trial_state_values(trial_id, state, values)
-        if ok and taking:
-            self.set_trial_system_attr(trial_id, OWNER, self.owner)
-        return ok
+        if state != optuna.trial.TrialState.RUNNING or not self.owner:
+            return super().set_trial_state_values(trial_id, state, values)
+        # A queued (WAITING) trial this worker is taking: stamped and turned RUNNING in one
+        # transaction (the trial's row locked FOR UPDATE; SQLite: BEGIN IMMEDIATE), so it is never
+        # RUNNING without its owner, and a worker that loses the race for it stamps nothing.
+        # (Stamping in separate writes before and after let the loser's stamp land last: the
+        # trial then named a live worker and a killed winner's trial was never failed.)
+        # Optuna's own set_trial_state_values, with the stamp added.
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+        try:
+            with _create_scoped_session(self.scoped_session) as session:
+                trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
+                self.check_trial_is_updatable(trial_id, trial.state)
+                if trial.state != optuna.trial.TrialState.WAITING:
+                    return False
+                self._set_trial_attr_without_commit(session, models.TrialSystemAttributeModel,
+                                                    trial_id, OWNER, self.owner)
+                trial.state = optuna.trial.TrialState.RUNNING
+                trial.datetime_start = datetime.datetime.now()
+        except sqlalchemy.exc.IntegrityError:
+            return False
+        return True
 
 
 # A retried trial's user attributes: where it comes from (the seed's label stays).
@@ -170,7 +183,9 @@ def retry_failed(storage: optuna.storages.BaseStorage, study_id: int, failed) ->
     and the same system attributes Optuna's callback sets (failed_trial, retry_history), so
     RetryFailedTrialCallback.retried_trial_number() reads it."""
     history = list(failed.system_attrs.get("retry_history", []))
-    if history or not failed.params:
+    # its parameters: those it had drawn, and a queued seed's values it had not drawn yet
+    params = {**failed.system_attrs.get("fixed_params", {}), **failed.params}
+    if history or not params:
         return None      # a retry already, or killed before it had its parameters
     user = {RETRY_OF: failed.number}
     if failed.user_attrs.get("seed"):
@@ -179,7 +194,7 @@ def retry_failed(storage: optuna.storages.BaseStorage, study_id: int, failed) ->
     # grid (Hasan & Chang's QL_HIGH 72) are taken as they are, not checked against it.
     tid = storage.create_new_trial(study_id, template_trial=optuna.trial.create_trial(
         state=optuna.trial.TrialState.WAITING, user_attrs=user,
-        system_attrs={"fixed_params": dict(failed.params), "failed_trial": failed.number,
+        system_attrs={"fixed_params": params, "failed_trial": failed.number,
                       "retry_history": [failed.number]}))
     return storage.get_trial_number_from_id(tid)
 
