@@ -214,17 +214,29 @@ def _retry_callback(study, failed) -> None:
 
 def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int,
                  retry: bool = True) -> list[int]:
-    """Mark FAIL the RUNNING trials of the study whose owner process is gone (and, with
-    `retry`, queue each once more with the same parameters: retry_failed); their numbers.
-    Cheap (one read of the study's running trials): workers call it between trials."""
+    """Mark FAIL the RUNNING trials of the study whose owner process is gone from this
+    machine, or whose heartbeat is older than the grace period (an owner on another machine
+    that died or lost its network: what Optuna's own check fails, here with an error naming
+    it), and, with `retry`, queue each once more with the same parameters (retry_failed);
+    their numbers. Cheap (two reads of the study's running trials): workers call it between
+    trials."""
     failed = []
+    stale = set()
+    if getattr(storage, "get_heartbeat_interval", lambda: None)() is not None:
+        stale = set(storage._get_stale_trial_ids(study_id))
     for t in storage.get_all_trials(study_id, deepcopy=False,
                                     states=(optuna.trial.TrialState.RUNNING,)):
         owner = t.system_attrs.get(OWNER)
+        why = None
         if owner and worker_is_gone(owner):
+            why = f"its process ({owner}) was killed"
+        elif t._trial_id in stale:
+            grace = getattr(getattr(storage, "_backend", storage), "grace_period", None)
+            why = (f"its process ({owner or 'unknown'}) sent no heartbeat for more than "
+                   f"{grace} s")
+        if why:
             with contextlib.suppress(RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
-                storage.set_trial_user_attr(t._trial_id, "error",
-                                            f"its process ({owner}) was killed")
+                storage.set_trial_user_attr(t._trial_id, "error", why)
                 if storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
                     failed.append(t.number)
                     if retry:

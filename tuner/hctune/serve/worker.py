@@ -3,9 +3,9 @@ hctune.search.study.run, the same code `hctune search` runs. Several workers may
 each calls run() on the same Optuna storage, which hands every worker its own trials. A worker
 killed mid-trial leaves that trial RUNNING: a worker on the same machine fails it after its own
 next trial (hctune.search.storage.fail_orphans: the owner's pid is gone), one on another machine
-once Optuna's heartbeat check sees it silent (HEARTBEAT_SECONDS, GRACE_SECONDS, or the
-HCTUNE_HEARTBEAT_SECONDS / HCTUNE_GRACE_SECONDS environment); either way it is queued once more
-with the same parameters, and the others carry on.
+once its heartbeat has been silent for the grace period (HEARTBEAT_SECONDS, GRACE_SECONDS, or
+the HCTUNE_HEARTBEAT_SECONDS / HCTUNE_GRACE_SECONDS environment); either way it is queued once
+more with the same parameters, and the others carry on.
 
 Once the search is done, the worker that closes the study measures the other allocators on its
 traces and, when the study asked for it (validate_runs), runs the real program under the best
