@@ -119,8 +119,8 @@ def test_a_silent_worker_elsewhere_is_failed_by_the_heartbeat(tmp_path, monkeypa
     lost = {}
     for name in ("ours", "optunas"):
         study = optuna.create_study(study_name=name, storage=far)
-        with warnings.catch_warnings():  # Optuna: heartbeats are "supposed to be used with optimize"
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings():  # Optuna: heartbeats are "supposed to be used with
+            warnings.simplefilter("ignore")  # optimize"
             lost[name] = study.ask({"x": FloatDistribution(0, 1), "n": IntDistribution(1, 9)})
         far.record_heartbeat(lost[name]._trial_id)          # beat once, then fell silent
     here = open_storage(url, owner="x:1:1")

@@ -52,7 +52,8 @@ def test_a_study_validated_by_real_runs(app, tmp_path):
         assert status == 422 and "at least 3" in err["error"], err
         assert srv.request("GET", "/api/studies")[1] == []
         status, form = srv.request("GET", "/studies")
-        assert b'name="validate_runs"' in form and f'value="{up["id"]}" data-runnable="0"'.encode() in form
+        assert b'name="validate_runs"' in form
+        assert f'value="{up["id"]}" data-runnable="0"'.encode() in form
 
         common = {"objective": "perf", "trials": 3, "repeat": 1, "seed": 1, "compare_rounds": 0,
                   "validate_runs": RUNS, "validate_top": 1}
