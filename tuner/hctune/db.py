@@ -118,7 +118,7 @@ _MIGRATIONS = {
         study TEXT NOT NULL UNIQUE,  -- the Optuna study name (hc_studies.name once started)
         trace_ids TEXT NOT NULL,     -- JSON list of hc_traces.id
         options_json TEXT NOT NULL,  -- hctune.search.study.Options fields the form set
-        state TEXT NOT NULL,         -- queued | running | comparing | done | failed
+        state TEXT NOT NULL,         -- queued | running | comparing | validating | done | failed
         error TEXT,                  -- one line, when failed
         workers INTEGER NOT NULL DEFAULT 0,  -- workers that joined it so far
         created TEXT NOT NULL,
@@ -617,15 +617,22 @@ class Database:
     def finish_queued(self, qid: int, error: str | None = None):
         with self.transaction() as c:
             c.execute("UPDATE hc_queue SET state = :state, error = :error, finished = :now"
-                      " WHERE id = :id AND state IN ('running', 'comparing')",
+                      " WHERE id = :id AND state IN ('running', 'comparing', 'validating')",
                       state="failed" if error else "done", error=error, now=now(), id=qid)
 
     def start_comparing(self, qid: int) -> bool:
         """Move a running study to `comparing`; True for the one worker that did it (so the
         other allocators are measured once, and idle workers no longer join the study)."""
+        return self._advance(qid, "running", "comparing")
+
+    def start_validating(self, qid: int) -> bool:
+        """Move a comparing study to `validating` (real runs of its program, hctune.validate)."""
+        return self._advance(qid, "comparing", "validating")
+
+    def _advance(self, qid: int, old: str, new: str) -> bool:
         with self.transaction() as c:
-            return c.execute("UPDATE hc_queue SET state = 'comparing' WHERE id = :id"
-                             " AND state = 'running'", id=qid).rowcount == 1
+            return c.execute("UPDATE hc_queue SET state = :new WHERE id = :id AND state = :old",
+                             new=new, old=old, id=qid).rowcount == 1
 
     def queued(self, study=None):
         if study is not None:

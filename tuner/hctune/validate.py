@@ -502,17 +502,18 @@ def _limit(row, memory_limit) -> tuple[float | None, bool]:
 def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              runs: int = DEFAULT_RUNS, argv: list[str] | None = None, references: bool = True,
              extra=(), memory_limit: float | None = None, timeout: float | None = None,
-             progress=None, seed: int = 0) -> dict:
+             progress=None, seed: int = 0, storage: str | None = None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
-    on "build" and after every "run"; `extra` is [(label, library path[, env])]."""
+    on "build" and after every "run"; `extra` is [(label, library path[, env])]; `storage`: the
+    study's Optuna storage URL when the one hc_studies names lacks its password (workers)."""
     if runs < MIN_RUNS:
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
         raise HctuneError("--top must be at least 1")
     from hctune.search import study as _study
     with Database(db_path) as db:
-        row, st = _study.load(db, study)
+        row, st = _study.load(db, study, storage)
         prog = program_for(db, row, argv)
         cands, notes = candidates(db, row, st, top, references, extra, progress)
         launcher = hcrun()

@@ -23,9 +23,36 @@ from hctune.db import database_url, redact
 from hctune.errors import HctuneError
 
 # A worker that stops beating (killed, machine lost) has its RUNNING trial failed by the next
-# worker or the next run after this long (Optuna's heartbeat / fail_stale_trials).
+# worker or the next run after this long (Optuna's heartbeat / fail_stale_trials), and retried
+# once (retry_failed). The environment can shorten both (tests), e.g. HCTUNE_HEARTBEAT_SECONDS=1
+# HCTUNE_GRACE_SECONDS=3; they are read when a storage is opened.
 HEARTBEAT_SECONDS = 10
 GRACE_SECONDS = 30
+
+
+def _seconds(var: str, default: int) -> int:
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise HctuneError(f"{var} must be a whole number of seconds (at least 1), not {text!r}")
+    return value
+
+
+def heartbeat_seconds() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds: HCTUNE_HEARTBEAT_SECONDS and
+    HCTUNE_GRACE_SECONDS, else HEARTBEAT_SECONDS and GRACE_SECONDS. The grace period is kept
+    longer than the interval (Optuna fails a live trial otherwise)."""
+    beat = _seconds("HCTUNE_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS)
+    grace = _seconds("HCTUNE_GRACE_SECONDS", GRACE_SECONDS)
+    if grace <= beat:
+        raise HctuneError(f"HCTUNE_GRACE_SECONDS ({grace}) must be longer than the heartbeat "
+                          f"interval ({beat} s)")
+    return beat, grace
 
 
 def default_url(db_path) -> str:
@@ -115,30 +142,103 @@ class Storage(optuna.storages.RDBStorage):
         return super()._create_new_trial(study_id, template_trial)
 
     def set_trial_state_values(self, trial_id, state, values=None):
-        taking = state == optuna.trial.TrialState.RUNNING and self.owner
-        if taking:
-            # A queued (WAITING) trial this worker is taking: stamp it before it turns RUNNING,
-            # so it is never RUNNING without an owner, and again after, in case another worker
-            # racing for it stamped it in between (that one then finds it taken and moves on).
-            self.set_trial_system_attr(trial_id, OWNER, self.owner)
-        ok = super().set_trial_state_values(trial_id, state, values)
-        if ok and taking:
-            self.set_trial_system_attr(trial_id, OWNER, self.owner)
-        return ok
+        if state != optuna.trial.TrialState.RUNNING or not self.owner:
+            return super().set_trial_state_values(trial_id, state, values)
+        # A queued (WAITING) trial this worker is taking: stamped and turned RUNNING in one
+        # transaction (the trial's row locked FOR UPDATE; SQLite: BEGIN IMMEDIATE), so it is never
+        # RUNNING without its owner, and a worker that loses the race for it stamps nothing.
+        # (Stamping in separate writes before and after let the loser's stamp land last: the
+        # trial then named a live worker and a killed winner's trial was never failed.)
+        # Optuna's own set_trial_state_values, with the stamp added.
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+        try:
+            with _create_scoped_session(self.scoped_session) as session:
+                trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
+                self.check_trial_is_updatable(trial_id, trial.state)
+                if trial.state != optuna.trial.TrialState.WAITING:
+                    return False
+                self._set_trial_attr_without_commit(session, models.TrialSystemAttributeModel,
+                                                    trial_id, OWNER, self.owner)
+                trial.state = optuna.trial.TrialState.RUNNING
+                trial.datetime_start = datetime.datetime.now()
+        except sqlalchemy.exc.IntegrityError:
+            return False
+        return True
 
 
-def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int) -> list[int]:
-    """Mark FAIL the RUNNING trials of the study whose owner process is gone; their numbers."""
+# A retried trial's user attributes: where it comes from (the seed's label stays).
+RETRY_OF = "retry_of"
+
+
+def retry_failed(storage: optuna.storages.BaseStorage, study_id: int, failed) -> int | None:
+    """Queue the trial `failed` (FrozenTrial of a trial whose process died) again with the same
+    parameters, once: a retry that dies too is not retried. The new trial waits behind those
+    already queued (Optuna takes waiting trials in order). Its number, or None.
+
+    Optuna's RetryFailedTrialCallback(max_retry=1) would do the same but copy the dead trial's
+    attributes (its error, its worker, its owner) into the retry; this one keeps the seed's label
+    and the same system attributes Optuna's callback sets (failed_trial, retry_history), so
+    RetryFailedTrialCallback.retried_trial_number() reads it."""
+    history = list(failed.system_attrs.get("retry_history", []))
+    # its parameters: those it had drawn, and a queued seed's values it had not drawn yet
+    params = {**failed.system_attrs.get("fixed_params", {}), **failed.params}
+    if history or not params:
+        return None      # a retry already, or killed before it had its parameters
+    user = {RETRY_OF: failed.number}
+    if failed.user_attrs.get("seed"):
+        user["seed"] = failed.user_attrs["seed"]
+    # Queued the way study.enqueue_trial queues (fixed_params): a seed's values off the search
+    # grid (Hasan & Chang's QL_HIGH 72) are taken as they are, not checked against it.
+    tid = storage.create_new_trial(study_id, template_trial=optuna.trial.create_trial(
+        state=optuna.trial.TrialState.WAITING, user_attrs=user,
+        system_attrs={"fixed_params": params, "failed_trial": failed.number,
+                      "retry_history": [failed.number]}))
+    return storage.get_trial_number_from_id(tid)
+
+
+def _retry_quietly(storage, study_id: int, failed) -> None:
+    try:
+        retry_failed(storage, study_id, failed)
+    except Exception:  # noqa: BLE001 - a retry that cannot be queued must not stop the search
+        pass
+
+
+def _retry_callback(study, failed) -> None:
+    """RDBStorage's failed_trial_callback: trials Optuna's heartbeat check failed (a worker on
+    another machine stopped beating) are retried like those fail_orphans finds."""
+    _retry_quietly(study._storage, study._study_id, failed)
+
+
+def fail_orphans(storage: optuna.storages.RDBStorage, study_id: int,
+                 retry: bool = True) -> list[int]:
+    """Mark FAIL the RUNNING trials of the study whose owner process is gone from this
+    machine, or whose heartbeat is older than the grace period (an owner on another machine
+    that died or lost its network: what Optuna's own check fails, here with an error naming
+    it), and, with `retry`, queue each once more with the same parameters (retry_failed);
+    their numbers. Cheap (two reads of the study's running trials): workers call it between
+    trials."""
     failed = []
+    stale = set()
+    if getattr(storage, "get_heartbeat_interval", lambda: None)() is not None:
+        stale = set(storage._get_stale_trial_ids(study_id))
     for t in storage.get_all_trials(study_id, deepcopy=False,
                                     states=(optuna.trial.TrialState.RUNNING,)):
         owner = t.system_attrs.get(OWNER)
+        why = None
         if owner and worker_is_gone(owner):
+            why = f"its process ({owner}) was killed"
+        elif t._trial_id in stale:
+            grace = getattr(getattr(storage, "_backend", storage), "grace_period", None)
+            why = (f"its process ({owner or 'unknown'}) sent no heartbeat for more than "
+                   f"{grace} s")
+        if why:
             with contextlib.suppress(RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
-                storage.set_trial_user_attr(t._trial_id, "error",
-                                            f"its process ({owner}) was killed")
+                storage.set_trial_user_attr(t._trial_id, "error", why)
                 if storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
                     failed.append(t.number)
+                    if retry:
+                        _retry_quietly(storage, study_id, storage.get_trial(t._trial_id))
     return failed
 
 
@@ -170,13 +270,15 @@ def open_storage(url: str, owner: str | None = None) -> optuna.storages.RDBStora
         raise HctuneError(f"storage {redact(url)!r} is not a database URL "
                           "(sqlite:///file.db or postgresql://user@host/db)")
     connect = {"timeout": 60} if url.startswith("sqlite") else {"connect_timeout": 10}
+    beat, grace = heartbeat_seconds()
     for attempt in range(5):
         try:
             with warnings.catch_warnings(), _schema_lock(url):
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 storage = Storage(
                     url, engine_kwargs={"connect_args": connect},
-                    heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS)
+                    heartbeat_interval=beat, grace_period=grace,
+                    failed_trial_callback=_retry_callback)
             if url.startswith("sqlite"):
                 _serialise_sqlite(storage.engine)
             storage.owner = owner

@@ -389,6 +389,9 @@ def _optimize(study, ev, opts: Options, progress):
     fails = {"row": 0, "last": None}
 
     def after_trial(st: optuna.Study, frozen):
+        # A sibling process on this machine killed mid-trial (SIGKILL, OOM killer): its trial is
+        # failed and queued again now, not after Optuna's heartbeat grace period.
+        fail_orphans(st._storage, st._study_id)
         failed = None
         if frozen.state == TrialState.FAIL:
             fails["row"] += 1
@@ -484,8 +487,9 @@ def summary(study: optuna.Study, objective: str) -> dict:
     return out
 
 
-def load(db: Database, name: str | None):
-    """(hc_studies row, optuna.Study) for `name`, or for the latest study when None."""
+def load(db: Database, name: str | None, storage: str | None = None):
+    """(hc_studies row, optuna.Study) for `name`, or for the latest study when None; `storage`
+    (a URL with its password) in place of the one the row names."""
     row = db.study(name) if name else db.latest_study()
     if row is None:
         if name:
@@ -494,7 +498,7 @@ def load(db: Database, name: str | None):
                               + (f"; known: {', '.join(known)}" if known else
                                  "; run `hctune search` first"))
         raise HctuneError("no study in the database; run `hctune search` first")
-    url = row["storage"]
+    url = storage or row["storage"]
     if "***" in url and url == redact(db.url):
         url = db.url          # the results database itself, opened with its password
     if "***" in url:

@@ -26,6 +26,7 @@ from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTe
 from pydantic import BaseModel, Field, ValidationError
 
 from hctune import __version__, templating
+from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -73,8 +74,12 @@ class StudyRequest(BaseModel):
     name: str | None = None
     compare_rounds: int = Field(3, ge=0, le=20, description="rounds of measuring the other "
                                 "allocators once the search is done (0: none)")
-    # Validation (real runs of the program) is not offered here yet: hctune validate is being
-    # written separately; the form leaves it out.
+    validate_runs: int = Field(0, ge=0, le=100, description=(
+        "once the search is done, real runs of the profiled program per candidate on the "
+        f"worker's machine (hctune validate); 0: none, else at least {_validate.MIN_RUNS}. "
+        "Every trace must carry its command (profiled with `hctune profile`)"))
+    validate_top: int = Field(_validate.DEFAULT_TOP, ge=1, le=10, description=(
+        "how many of the study's best distinct settings the validation runs"))
 
 
 def _error(status: int, msg: str) -> JSONResponse:
@@ -145,7 +150,9 @@ def create_app(cfg: Config) -> FastAPI:
     def trace_json(row) -> dict:
         return {"id": row["id"], "program": row["command"], "events": row["events"],
                 "size_bytes": row["size_bytes"], "tracer": row["tracer"],
-                "created": row["created"], "sha256": row["sha256"]}
+                "created": row["created"], "sha256": row["sha256"],
+                # profiled with `hctune profile`: its command can run again (validation)
+                "runnable": Database.invocation(row) is not None}
 
     def list_traces() -> list[dict]:
         with Database(cfg.db_path) as db:
@@ -263,6 +270,27 @@ def create_app(cfg: Config) -> FastAPI:
         out["trials"] = [] if st is None else trials_of(st, q["state"])[0]
         out["summary"] = None if st is None else _study.summary(st, out["options"]["objective"])
         out["comparison"] = comparison(q) if q["state"] == "done" else None
+        out["validation"] = validation(q)
+        return out
+
+    def validation(q) -> dict | None:
+        """The study's latest validation (real runs, hctune.validate): its state, the number of
+        runs stored so far, and once done the verdict, the winner and every candidate's medians
+        and ratios (with intervals) beside the replay's prediction; or its one-line error."""
+        with Database(cfg.db_path) as db:
+            v = db.latest_validation(q["study"], done=False)
+            if v is None:
+                return None
+            stored = len(db.real_runs(v["id"]))
+        s = json.loads(v["summary_json"]) if v["summary_json"] else {}
+        out = {"id": v["id"], "status": v["status"], "runs": v["runs"], "stored_runs": stored,
+               "host": v["host"], "created": v["created"], "finished": v["finished"],
+               "error": s.get("error")}
+        if v["status"] == "failed" and out["error"] is None:
+            out["error"] = "the validation failed"
+        for k in ("verdict", "winner", "significant", "measure", "candidates", "notes",
+                  "output_check", "interval"):
+            out[k] = s.get(k)
         return out
 
     cache: dict[tuple[str, str], tuple[float, list, bytes]] = {}
@@ -318,6 +346,9 @@ def create_app(cfg: Config) -> FastAPI:
         if req.name is not None and not _NAME.match(req.name):
             raise HTTPException(422, "name: letters, digits, '_', '.', '-' (at most 64)")
         name = req.name or f"web-{req.objective}-{secrets.token_hex(4)}"
+        if 0 < req.validate_runs < _validate.MIN_RUNS:
+            raise HTTPException(422, f"validate_runs: 0 (no validation) or at least "
+                                     f"{_validate.MIN_RUNS} (intervals need several runs)")
         with Database(cfg.db_path) as db:
             for tid in req.traces:
                 row = db.trace(tid)
@@ -326,6 +357,10 @@ def create_app(cfg: Config) -> FastAPI:
                 if not store.available(db, row):
                     raise HTTPException(409, f"trace #{tid}'s file {Path(row['path']).name} "
                                              "is gone")
+                if req.validate_runs and db.invocation(row) is None:
+                    raise HTTPException(422, f"validate_runs: trace #{tid} carries no command to "
+                                             "run (uploaded or imported); validation needs "
+                                             "traces profiled with `hctune profile`")
             if db.queued(name) is not None or db.study(name) is not None:
                 raise HTTPException(409, f"a study named {name!r} exists")
             opts = req.model_dump(exclude={"traces", "name"})
@@ -439,7 +474,8 @@ def create_app(cfg: Config) -> FastAPI:
     def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
                        metric: str = Form("time"), trials: int = Form(20),
                        max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
-                       timeout: str = Form("")):
+                       timeout: str = Form(""), validate_runs: int = Form(0),
+                       validate_top: int = Form(_validate.DEFAULT_TOP)):
         def num(s):
             try:
                 return float(s) if s.strip() else None
@@ -448,7 +484,8 @@ def create_app(cfg: Config) -> FastAPI:
         try:
             req = StudyRequest(traces=traces, objective=objective, metric=metric, trials=trials,
                                max_memory_overhead=num(max_memory_overhead),
-                               max_slowdown=num(max_slowdown), timeout=num(timeout))
+                               max_slowdown=num(max_slowdown), timeout=num(timeout),
+                               validate_runs=validate_runs, validate_top=validate_top)
         except ValidationError as e:
             first = e.errors()[0]
             raise HTTPException(422, f"{'.'.join(map(str, first['loc']))}: {first['msg']}") \

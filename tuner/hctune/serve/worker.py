@@ -1,8 +1,15 @@
 """`hctune worker`: take studies from the queue (hc_queue) and run their trials through
 hctune.search.study.run, the same code `hctune search` runs. Several workers may run one study:
-each calls run() on the same Optuna storage, which hands every worker its own trials; a worker
-killed mid-trial leaves that trial RUNNING until Optuna's heartbeat check fails it
-(hctune.search.storage: HEARTBEAT_SECONDS, GRACE_SECONDS), and the others carry on."""
+each calls run() on the same Optuna storage, which hands every worker its own trials. A worker
+killed mid-trial leaves that trial RUNNING: a worker on the same machine fails it after its own
+next trial (hctune.search.storage.fail_orphans: the owner's pid is gone), one on another machine
+once its heartbeat has been silent for the grace period (HEARTBEAT_SECONDS, GRACE_SECONDS, or
+the HCTUNE_HEARTBEAT_SECONDS / HCTUNE_GRACE_SECONDS environment); either way it is queued once
+more with the same parameters, and the others carry on.
+
+Once the search is done, the worker that closes the study measures the other allocators on its
+traces and, when the study asked for it (validate_runs), runs the real program under the best
+settings: hctune.validate.validate, what `hctune validate` runs, on this worker's machine."""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ import time
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import study as _study
-from hctune.search.storage import default_url
+from hctune.search.storage import default_url, fail_orphans, open_storage
 
 IDLE_SECONDS = 1.0
 
@@ -47,6 +54,55 @@ def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
     log(f"compared {', '.join(names)} on {len(trace_ids)} trace(s)")
 
 
+def _invocation(db: Database, trace_ids) -> dict | None:
+    for tid in reversed(trace_ids):
+        inv = db.invocation(db.trace(tid))
+        if inv:
+            return inv
+    return None
+
+
+def validate_study(db_path, row, storage: str, log=print) -> dict | None:
+    """Real runs of the study's program under its best settings, generic HC, glibc and the
+    others installed here, when the study asked for them (options validate_runs, validate_top):
+    hctune.validate.validate, the same code `hctune validate` runs, on this machine. A program
+    that cannot run here (gone, another machine's path) or a validation that fails leaves a
+    failed validation with its one-line error in hc_validations; the search's results stay.
+    The summary, or None."""
+    o = json.loads(row["options_json"])
+    runs = o.get("validate_runs") or 0
+    if not runs:
+        return None
+    from hctune import validate as _validate
+    name = row["study"]
+    with Database(db_path) as db:
+        db.start_validating(row["id"])
+        before = db.latest_validation(name, done=False)
+    log(f"study {name}: validating, {runs} real runs per candidate")
+    try:
+        s = _validate.validate(db_path, name, top=o.get("validate_top", _validate.DEFAULT_TOP),
+                               runs=runs, storage=storage)
+        log(f"study {name}: {s['verdict']}")
+        return s
+    except HctuneError as e:
+        err = str(e)
+    except Exception as e:  # noqa: BLE001 - the search's results stay whatever happens here
+        err = f"{type(e).__name__}: {e}"
+    err = (err.splitlines() or [""])[0]
+    with Database(db_path) as db:
+        last = db.latest_validation(name, done=False)
+        if last is not None and (before is None or last["id"] != before["id"]):
+            vid = last["id"]        # validate() made the row, then failed (and closed it)
+        else:                       # failed before it made one: the program cannot run here
+            inv = _invocation(db, json.loads(row["trace_ids"])) or \
+                {"argv": [], "cwd": "", "stdin": None}
+            vid = db.add_validation(name, o.get("objective", "mem"), inv["argv"], inv["cwd"],
+                                    inv["stdin"], runs)
+        db.finish_validation(vid, "failed", {"error": err})
+    log(f"study {name}: validation failed: {err}")
+    return None
+
+
 def run_one(db_path, row, storage: str | None, log=print) -> bool:
     """Work on one claimed study until it holds its trials (or its timeout passes); True when
     this worker closed it (the others that ran it leave its state alone)."""
@@ -62,11 +118,17 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
         if opts.timeout is not None or target is None or res["finished"] >= target:
             log(f"study {row['study']}: {res['finished']} finished, {res['failed']} failed")
             break
+    # a sibling on this machine killed during this worker's last trial: no trial stays RUNNING
+    # (not retried: the study holds its trials)
+    st = open_storage(opts.storage)
+    fail_orphans(st, st.get_study_id_from_name(row["study"]), retry=False)
     rounds = json.loads(row["options_json"]).get("compare_rounds", 3)
     with Database(db_path) as db:
         mine = db.start_comparing(row["id"])   # not twice when several workers ran the study
     if rounds and mine:
         compare_others(db_path, trace_ids, rounds, log)
+    if mine:
+        validate_study(db_path, row, opts.storage, log)
     return mine
 
 

@@ -1,0 +1,156 @@
+"""A worker killed in the middle of a trial: its trial is failed, naming the dead process, and
+queued once more with the same parameters; the study still reaches its trial count and no
+finished trial is lost. On one machine a sibling worker sees the dead pid after its own next
+trial (fail_orphans); a worker on another machine is only seen silent by its heartbeat, whose
+durations the environment shortens here (HCTUNE_HEARTBEAT_SECONDS, HCTUNE_GRACE_SECONDS)."""
+
+import datetime
+import signal
+import socket
+import time
+import warnings
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution, IntDistribution
+
+from hctune.errors import HctuneError
+from hctune.search.storage import default_url, fail_orphans, open_storage
+from search_support import hctune, need_hc
+from serve_support import Served, worker
+
+pytestmark = pytest.mark.timeout(240)
+
+# The paper's 16 seeds are queued first and a retry waits behind them (Optuna takes waiting
+# trials in order): 18 finished trials run the retry of a seed killed early.
+TRIALS = 18
+FRESH = datetime.timedelta(seconds=0.3)
+
+
+def trials_by_number(url, name):
+    return {t.number: t for t in optuna.load_study(study_name=name, storage=url).trials}
+
+
+def test_a_killed_workers_trial_is_failed_and_retried(c_program, tmp_path):
+    need_hc()
+    app = c_program("validate_app")
+    # ~500,000 events: a trial (3 replays) takes most of a second
+    hctune(tmp_path / "profile.db", "profile", "-o", tmp_path / "app.hct", app, "200000",
+           cwd=tmp_path)
+    db = tmp_path / "hctune.db"
+    url = default_url(db)
+    srv = Served(db)
+    procs = []
+    try:
+        status, t = srv.upload((tmp_path / "app.hct").read_bytes())
+        assert status == 201, t
+        status, s = srv.request("POST", "/api/studies", {
+            "traces": [t["id"]], "trials": TRIALS, "name": "kill", "compare_rounds": 0,
+            "repeat": 3, "seed": 3})
+        assert status == 201, s
+        procs.append(worker(db, log=tmp_path / "worker0.log"))
+        victim = None
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                by = trials_by_number(url, "kill")
+            except KeyError:                  # the study is not created yet
+                time.sleep(0.1)
+                continue
+            mine = {n: x for n, x in by.items() if x.user_attrs.get("worker")}
+            if len(procs) == 1 and mine:      # the seeds are queued: a second worker joins
+                procs.append(worker(db, log=tmp_path / "worker1.log"))
+            ids = {f"{socket.gethostname()}:{p.pid}": p for p in procs}
+            # a trial that started moments ago, so it is still measuring when the kill lands
+            # (one about to finish could complete before the kill)
+            running = [x for x in mine.values() if x.state.name == "RUNNING"
+                       and x.user_attrs["worker"] in ids and x.params
+                       and datetime.datetime.now() - x.datetime_start < FRESH]
+            complete = {x.user_attrs["worker"] for x in mine.values()
+                        if x.state.name == "COMPLETE"}
+            if len(procs) == 2 and complete == set(ids) and running:
+                victim = running[0]
+                p = ids[victim.user_attrs["worker"]]
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+                break
+            if len(by) and all(x.state.name != "RUNNING" for x in by.values()) and \
+                    srv.request("GET", "/api/studies/kill")[1]["state"] == "done":
+                break
+            time.sleep(0.05)
+        assert victim is not None, "no worker was mid-trial while both had finished trials"
+        kept = {n for n, x in by.items() if x.state.name == "COMPLETE"}
+        s = srv.wait_study("kill", timeout=150)
+        assert s["state"] == "done", (s, srv.output())
+        by = trials_by_number(url, "kill")
+        dead = by[victim.number]
+        assert dead.state.name == "FAIL"
+        assert f"{socket.gethostname()}:{p.pid}:" in dead.user_attrs["error"]
+        assert "was killed" in dead.user_attrs["error"]
+        retries = [x for x in by.values() if x.user_attrs.get("retry_of") == victim.number]
+        assert len(retries) == 1, [(x.number, x.state, x.user_attrs) for x in by.values()]
+        # the same parameters (the victim may have been read while it still drew some)
+        assert dead.params.items() <= retries[0].params.items()
+        assert victim.params.items() <= retries[0].params.items()
+        if "setting" in dead.user_attrs:
+            assert retries[0].user_attrs["setting"] == dead.user_attrs["setting"]
+        assert retries[0].state.name == "COMPLETE"
+        done = {n for n, x in by.items() if x.state.name == "COMPLETE"}
+        assert len(done) >= TRIALS and kept <= done          # none of the finished lost
+        assert not [x for x in by.values() if x.state.name == "RUNNING"]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+        srv.stop()
+
+
+def test_a_silent_worker_elsewhere_is_failed_by_the_heartbeat(tmp_path, monkeypatch):
+    """A trial owned by a process on another machine is never judged by pid; once its heartbeat
+    is older than the grace period, a worker's check between trials (fail_orphans) fails it with
+    an error naming it, or Optuna's own check before a trial does (the storage's callback), and
+    either way it is queued again the same way."""
+    monkeypatch.setenv("HCTUNE_HEARTBEAT_SECONDS", "1")
+    monkeypatch.setenv("HCTUNE_GRACE_SECONDS", "2")
+    url = default_url(tmp_path / "hb.db")
+    far = open_storage(url, owner="another-machine:4242:1")
+    assert (far.heartbeat_interval, far.grace_period) == (1, 2)
+    lost = {}
+    for name in ("ours", "optunas"):
+        study = optuna.create_study(study_name=name, storage=far)
+        with warnings.catch_warnings():  # Optuna: heartbeats are "supposed to be used with
+            warnings.simplefilter("ignore")  # optimize"
+            lost[name] = study.ask({"x": FloatDistribution(0, 1), "n": IntDistribution(1, 9)})
+        far.record_heartbeat(lost[name]._trial_id)          # beat once, then fell silent
+    here = open_storage(url, owner="x:1:1")
+    studies = {n: optuna.load_study(study_name=n, storage=here) for n in lost}
+    assert fail_orphans(studies["ours"]._storage, studies["ours"]._study_id) == []  # not yet
+    # (SQLite keeps the heartbeat to the second: the grace period is over within 2-3 s)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 8:
+        if fail_orphans(studies["ours"]._storage, studies["ours"]._study_id):
+            break
+        time.sleep(0.25)
+    assert time.monotonic() - t0 >= 1.0          # not before the grace period
+    with warnings.catch_warnings():              # what study.optimize does before each trial
+        warnings.simplefilter("ignore")
+        optuna.storages.fail_stale_trials(studies["optunas"])
+    for name, st in studies.items():
+        by = {t.number: t for t in st.get_trials()}
+        dead = by[lost[name].number]
+        assert dead.state.name == "FAIL", name
+        if name == "ours":
+            assert dead.user_attrs["error"] == ("its process (another-machine:4242:1) sent no "
+                                                "heartbeat for more than 2 s")
+        retry = [t for t in by.values() if t.user_attrs.get("retry_of") == dead.number]
+        assert len(retry) == 1 and retry[0].state.name == "WAITING", name
+        assert retry[0].system_attrs["fixed_params"] == dead.params     # the same values
+        assert retry[0].system_attrs["retry_history"] == [dead.number]  # never retried twice
+
+    monkeypatch.setenv("HCTUNE_GRACE_SECONDS", "1")
+    with pytest.raises(HctuneError, match="must be longer than the heartbeat"):
+        open_storage(url)
+    monkeypatch.setenv("HCTUNE_GRACE_SECONDS", "soon")
+    with pytest.raises(HctuneError, match="whole number of seconds"):
+        open_storage(url)
