@@ -86,3 +86,26 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path):
         tid = db.add_trace(tmp_path / "new", "bb", invocation={"argv": ["./app"], "cwd": "/w",
                                                                "stdin": None})
         assert db.invocation(db.trace(tid)) == {"argv": ["./app"], "cwd": "/w", "stdin": None}
+
+
+def test_a_study_left_comparing_goes_back_to_running(tmp_path):
+    """A closing worker on another machine that stopped beating (requeue_stuck by its beat's
+    age), or one here whose process is gone (by is_gone): the study is claimable again."""
+    import datetime
+    from hctune.db import now
+    with Database(tmp_path / "r.db") as db:
+        qid = db.enqueue("s", [1], {})
+        assert db.claim()["id"] == qid
+        assert db.start_comparing(qid, closer="elsewhere:42:7")
+        assert db.claim() is None                         # comparing: nobody joins it
+        long_ago = (datetime.datetime.now(datetime.timezone.utc)
+                    - datetime.timedelta(seconds=30)).isoformat(timespec="seconds")
+        assert db.requeue_stuck(long_ago) == []           # it beat just now
+        db.beat(qid, "elsewhere:42:7")
+        assert db.requeue_stuck("9999") == ["s"]          # its beat is older than that
+        row = db.claim()
+        assert row["id"] == qid and row["state"] == "running" and row["closer"] is None
+        assert db.start_comparing(qid, closer="here:1:1")
+        assert db.start_validating(qid)
+        assert db.requeue_stuck(now(), lambda closer: closer == "here:1:1") == ["s"]
+        assert db.queued("s")["state"] == "running"

@@ -154,3 +154,42 @@ def test_a_silent_worker_elsewhere_is_failed_by_the_heartbeat(tmp_path, monkeypa
     monkeypatch.setenv("HCTUNE_GRACE_SECONDS", "soon")
     with pytest.raises(HctuneError, match="whole number of seconds"):
         open_storage(url)
+
+
+def test_a_study_left_comparing_by_a_dead_worker_is_finished_by_another(c_program, tmp_path):
+    """The worker that closes a study (measuring the other allocators, validating) dies there:
+    the next worker on the machine sees its pid gone, puts the study back to running and
+    finishes it (one on another machine would once its beat is older than the grace period:
+    tests/test_core_db.py)."""
+    need_hc()
+    app = c_program("validate_app")
+    hctune(tmp_path / "profile.db", "profile", "-o", tmp_path / "app.hct", app, "50000",
+           cwd=tmp_path)
+    db = tmp_path / "hctune.db"
+    srv = Served(db)
+    procs = []
+    try:
+        status, t = srv.upload((tmp_path / "app.hct").read_bytes())
+        assert status == 201, t
+        status, s = srv.request("POST", "/api/studies", {
+            "traces": [t["id"]], "trials": 2, "name": "closing", "compare_rounds": 20})
+        assert status == 201, s
+        procs.append(worker(db, log=tmp_path / "worker0.log"))
+        deadline = time.time() + 90
+        while srv.request("GET", "/api/studies/closing")[1]["state"] != "comparing":
+            assert time.time() < deadline and procs[0].poll() is None
+            time.sleep(0.05)
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        assert srv.request("GET", "/api/studies/closing")[1]["state"] == "comparing"
+        procs.append(worker(db, log=tmp_path / "worker1.log"))
+        s = srv.wait_study("closing", timeout=150)
+        assert s["state"] == "done", s
+        assert "left unfinished by a dead worker" in (tmp_path / "worker1.log").read_text()
+        assert any(len(c["allocators"]) > 1 for c in s["comparison"] or []), s["comparison"]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+        srv.stop()

@@ -136,6 +136,11 @@ _MIGRATIONS = {
         data BLOB NOT NULL,
         PRIMARY KEY (sha256, part)
     );
+    -- the worker that measures the others and validates once the search is done (comparing,
+    -- validating), and its last sign of life: a study it left there when it died is taken up
+    -- again by another worker (Database.requeue_stuck)
+    ALTER TABLE hc_queue ADD COLUMN closer TEXT;   -- hctune.search.storage.this_worker()
+    ALTER TABLE hc_queue ADD COLUMN beat TEXT;     -- UTC, ISO 8601
     """,
 }
 
@@ -353,7 +358,7 @@ class Database:
                                   f"hctune ({SCHEMA_VERSION}); upgrade hctune")
             for v in range(version + 1, SCHEMA_VERSION + 1):
                 for stmt in _MIGRATIONS[v].split(";"):
-                    if stmt.strip():
+                    if re.sub(r"--[^\n]*", "", stmt).strip():   # not a comment alone
                         c.execute(self._ddl(stmt))
             if fresh:
                 c.execute("INSERT INTO hc_schema VALUES (:v)", v=SCHEMA_VERSION)
@@ -620,10 +625,37 @@ class Database:
                       " WHERE id = :id AND state IN ('running', 'comparing', 'validating')",
                       state="failed" if error else "done", error=error, now=now(), id=qid)
 
-    def start_comparing(self, qid: int) -> bool:
+    def start_comparing(self, qid: int, closer: str | None = None) -> bool:
         """Move a running study to `comparing`; True for the one worker that did it (so the
-        other allocators are measured once, and idle workers no longer join the study)."""
-        return self._advance(qid, "running", "comparing")
+        other allocators are measured once, and idle workers no longer join the study).
+        `closer` names that worker, whose beat() says it is alive."""
+        with self.transaction() as c:
+            return c.execute("UPDATE hc_queue SET state = 'comparing', closer = :closer,"
+                             " beat = :now WHERE id = :id AND state = 'running'",
+                             closer=closer, now=now(), id=qid).rowcount == 1
+
+    def beat(self, qid: int, closer: str):
+        """The closing worker is alive (it calls this while it compares and validates)."""
+        with self.transaction() as c:
+            c.execute("UPDATE hc_queue SET beat = :now WHERE id = :id AND closer = :closer"
+                      " AND state IN ('comparing', 'validating')", now=now(), id=qid,
+                      closer=closer)
+
+    def requeue_stuck(self, stale_before: str, is_gone=lambda closer: False) -> list[str]:
+        """Studies left comparing or validating by a worker that died (its last beat before
+        `stale_before`, or `is_gone(closer)` says its process is gone) go back to running, so
+        the next worker to claim them finishes them; their names."""
+        back = []
+        for q in self.query("SELECT id, study, state, closer, beat FROM hc_queue"
+                            " WHERE state IN ('comparing', 'validating')"):
+            if (q["beat"] or "") < stale_before or (q["closer"] and is_gone(q["closer"])):
+                with self.transaction() as c:   # unless it moved on meanwhile
+                    if c.execute("UPDATE hc_queue SET state = 'running', closer = NULL"
+                                 " WHERE id = :id AND state = :state"
+                                 " AND COALESCE(beat, '') = :beat", id=q["id"],
+                                 state=q["state"], beat=q["beat"] or "").rowcount == 1:
+                        back.append(q["study"])
+        return back
 
     def start_validating(self, qid: int) -> bool:
         """Move a comparing study to `validating` (real runs of its program, hctune.validate)."""

@@ -13,13 +13,17 @@ settings: hctune.validate.validate, what `hctune validate` runs, on this worker'
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import json
+import threading
 import time
 
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import study as _study
-from hctune.search.storage import default_url, fail_orphans, open_storage
+from hctune.search.storage import (default_url, fail_orphans, heartbeat_seconds, open_storage,
+                                   this_worker, worker_is_gone)
 
 IDLE_SECONDS = 1.0
 
@@ -123,19 +127,55 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     st = open_storage(opts.storage)
     fail_orphans(st, st.get_study_id_from_name(row["study"]), retry=False)
     rounds = json.loads(row["options_json"]).get("compare_rounds", 3)
+    me = this_worker()
     with Database(db_path) as db:
-        mine = db.start_comparing(row["id"])   # not twice when several workers ran the study
-    if rounds and mine:
-        compare_others(db_path, trace_ids, rounds, log)
+        # not twice when several workers ran the study
+        mine = db.start_comparing(row["id"], closer=me)
     if mine:
-        validate_study(db_path, row, opts.storage, log)
+        with _beating(db_path, row["id"], me):
+            if rounds:
+                compare_others(db_path, trace_ids, rounds, log)
+            validate_study(db_path, row, opts.storage, log)
     return mine
+
+
+@contextlib.contextmanager
+def _beating(db_path, qid: int, me: str):
+    """While the block runs, a thread says every heartbeat interval that this worker is alive
+    (hc_queue.beat), so that others take the study up only if it dies (requeue_stuck)."""
+    interval = heartbeat_seconds()[0]
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(interval):
+            with contextlib.suppress(Exception):   # a missed beat is not worth a failure
+                with Database(db_path) as db:
+                    db.beat(qid, me)
+    t = threading.Thread(target=beat, name="hctune-beat", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
+def requeue_stuck(db_path, log=print) -> None:
+    """Studies a dead worker left comparing or validating go back to running (one on this
+    machine at once, by its pid; one elsewhere once its beat is older than the grace period)."""
+    grace = heartbeat_seconds()[1]
+    stale = (_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(seconds=grace)).isoformat(
+        timespec="seconds")
+    with Database(db_path) as db:
+        for name in db.requeue_stuck(stale, worker_is_gone):
+            log(f"worker: study {name} was left unfinished by a dead worker; taking it up")
 
 
 def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
     """Claim and run studies until interrupted (or, with once, until the queue is empty)."""
     done = 0
     while True:
+        requeue_stuck(db_path, log)
         with Database(db_path) as db:
             row = db.claim()
         if row is None:
