@@ -94,3 +94,39 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
                 p.wait(timeout=30)
         srv.stop()
         pg.stop()
+
+
+def test_a_worker_waits_out_a_database_restart(tmp_path):
+    """The PostgreSQL server goes away under an idle worker: the worker says so in one line,
+    waits and tries again, and takes work once the server is back, instead of dying."""
+    from hctune.db import Database
+    pg = Postgres(tmp_path).start()
+    Database(pg.url).close()
+    w = worker(pg.url, log=tmp_path / "worker.log")
+    try:
+        time.sleep(2)
+        pg.stop()
+        deadline = time.time() + 30
+        while "database unreachable" not in (tmp_path / "worker.log").read_text():
+            assert time.time() < deadline, (tmp_path / "worker.log").read_text()
+            assert w.poll() is None, (tmp_path / "worker.log").read_text()
+            time.sleep(0.2)
+        pg.restart()
+        with Database(pg.url) as db:
+            db.enqueue("after", [99], {"trials": 1})     # no trace #99: it fails, at once
+        deadline = time.time() + 60
+        while True:
+            with Database(pg.url) as db:
+                q = db.queued("after")
+            if q["state"] == "failed":
+                break
+            assert time.time() < deadline and w.poll() is None, \
+                (tmp_path / "worker.log").read_text()
+            time.sleep(0.2)
+        assert "trace #99" in q["error"]
+        lines = (tmp_path / "worker.log").read_text().splitlines()
+        assert not [x for x in lines if "Traceback" in x]
+    finally:
+        w.terminate()
+        w.wait(timeout=30)
+        pg.stop()

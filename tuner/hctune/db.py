@@ -25,7 +25,7 @@ import sqlalchemy.event
 import sqlalchemy.exc
 import sqlalchemy.pool
 
-from hctune.errors import HctuneError
+from hctune.errors import DatabaseUnavailable, HctuneError
 
 SCHEMA_VERSION = 4
 
@@ -287,7 +287,7 @@ class Database:
             if not _is_driver_error(e):
                 raise
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise HctuneError(f"cannot open database {self.where}: {first}") from None
+            raise DatabaseUnavailable(f"cannot open database {self.where}: {first}") from None
         except BaseException:
             self.close()
             raise

@@ -11,6 +11,11 @@ class HctuneError(Exception):
         self.exit_code = exit_code
 
 
+class DatabaseUnavailable(HctuneError):
+    """The results database or the study storage cannot be opened (a server down, a bad file):
+    one line for a command; a long-running worker waits and tries again."""
+
+
 def os_error_line(e: OSError) -> str:
     """An OSError as one line naming what failed and where: `/out/malloc.c: No space left on
     device`, `/nonexistent/cc: No such file or directory`."""

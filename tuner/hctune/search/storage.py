@@ -20,7 +20,7 @@ import sqlalchemy.event
 import sqlalchemy.exc
 
 from hctune.db import database_url, redact
-from hctune.errors import HctuneError
+from hctune.errors import DatabaseUnavailable, HctuneError
 
 # A worker that stops beating (killed, machine lost) has its RUNNING trial failed by the next
 # worker or the next run after this long (Optuna's heartbeat / fail_stale_trials), and retried
@@ -289,7 +289,7 @@ def open_storage(url: str, owner: str | None = None) -> optuna.storages.RDBStora
             # an OperationalError, PostgreSQL's DuplicateTable is a ProgrammingError.)
             if "already exists" not in str(e):
                 first = str(e).strip().splitlines()[0]
-                raise HctuneError(f"cannot use storage {redact(url)}: {first}") from None
+                raise DatabaseUnavailable(f"cannot use storage {redact(url)}: {first}") from None
             time.sleep(0.5 * (attempt + 1))
         except sqlalchemy.exc.IntegrityError:
             # Workers started together on an empty database race to create Optuna's tables;

@@ -20,12 +20,13 @@ import threading
 import time
 
 from hctune.db import Database
-from hctune.errors import HctuneError
+from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line, is_database_error
 from hctune.search import study as _study
 from hctune.search.storage import (default_url, fail_orphans, heartbeat_seconds, open_storage,
                                    this_worker, worker_is_gone)
 
 IDLE_SECONDS = 1.0
+MAX_WAIT_SECONDS = 30.0
 
 
 def options_of(row, storage: str | None) -> _study.Options:
@@ -171,13 +172,30 @@ def requeue_stuck(db_path, log=print) -> None:
             log(f"worker: study {name} was left unfinished by a dead worker; taking it up")
 
 
+def _lost_database(e: BaseException) -> bool:
+    """The database or the storage went away (a server restarted, a network cut): not the
+    study's fault; the worker waits and goes on."""
+    return isinstance(e, DatabaseUnavailable) or is_database_error(e)
+
+
 def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
-    """Claim and run studies until interrupted (or, with once, until the queue is empty)."""
-    done = 0
+    """Claim and run studies until interrupted (or, with once, until the queue is empty). While
+    the database is unreachable the worker waits, longer each time up to MAX_WAIT_SECONDS, and
+    a study it was running stays queued for the next claim."""
+    done, wait = 0, IDLE_SECONDS
     while True:
-        requeue_stuck(db_path, log)
-        with Database(db_path) as db:
-            row = db.claim()
+        try:
+            requeue_stuck(db_path, log)
+            with Database(db_path) as db:
+                row = db.claim()
+        except Exception as e:
+            if not _lost_database(e):
+                raise
+            log(f"worker: database unreachable ({_one_line(e)}); trying again in {wait:.0f} s")
+            time.sleep(wait)
+            wait = min(wait * 2, MAX_WAIT_SECONDS)
+            continue
+        wait = IDLE_SECONDS
         if row is None:
             if once:
                 return done
@@ -188,13 +206,22 @@ def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> 
         try:
             closes = run_one(db_path, row, storage, log)
             err = None
-        except HctuneError as e:
-            err = str(e)
         except Exception as e:  # noqa: BLE001 - a study's failure must not kill the worker
-            err = f"{type(e).__name__}: {e}".splitlines()[0]
+            if _lost_database(e):
+                # it stays running in the queue: this worker, or another, takes it up again
+                log(f"worker: study {row['study']}: lost the database ({_one_line(e)})")
+                continue
+            err = str(e) if isinstance(e, HctuneError) else f"{type(e).__name__}: {e}"
+            err = (err.splitlines() or [""])[0]
         if closes or err:
             with Database(db_path) as db:
                 db.finish_queued(row["id"], err)
         if err:
             log(f"worker: study {row['study']} failed: {err}")
         done += 1
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, HctuneError):
+        return str(e)
+    return database_error_line(e, None)
