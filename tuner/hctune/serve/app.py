@@ -19,6 +19,7 @@ from pathlib import Path
 
 import optuna
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTextResponse,
                                RedirectResponse, Response)
@@ -280,14 +281,17 @@ def create_app(cfg: Config) -> FastAPI:
     trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)
     app.state.trials = trials
 
-    def study_full(q, with_trials: bool = True) -> dict:
+    def study_full(q, with_trials: bool = True) -> Response:
+        """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
+        as the cache's bytes, not decoded and encoded again."""
         out = study_brief(q)
         snap = trials.get(q["study"], q["state"])
-        if with_trials:
-            out["trials"] = [] if snap is None else snap.rows()
         out["summary"] = None if snap is None else snap.summary(out["options"]["objective"])
         out["comparison"] = comparison(q) if q["state"] == "done" else None
-        return out
+        body = json.dumps(out, separators=(",", ":")).encode()
+        if with_trials:
+            body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
+        return Response(body, media_type="application/json")
 
     def not_modified(request: Request, etag: str) -> bool:
         given = request.headers.get("if-none-match")
@@ -354,15 +358,20 @@ def create_app(cfg: Config) -> FastAPI:
                                                   "(a polling client reads /trials?since=N)")):
         return study_full(queue_row(name), trials)
 
+    async def snapshot(name: str, state: str):
+        """trials.get() without leaving the event loop unless a read of the storage is due
+        (at most once a second per study): the hot path of every polling client."""
+        return trials.peek(name, state) or await run_in_threadpool(trials.get, name, state)
+
     @app.get("/api/studies/{name}/trials", tags=["studies"])
-    def api_trials(request: Request, name: str,
+    async def api_trials(request: Request, name: str,
                    since: int = Query(0, ge=0, description="only the trials numbered this or "
                                       "more: a finished trial never changes, so a polling "
                                       "client asks from its first unfinished one")):
         """The study's trials in number order, read at most a second ago. The ETag changes
         with them: with `If-None-Match` an unchanged list is a 304 with no body."""
         q = queue_row(name)
-        snap = trials.get(name, q["state"])
+        snap = await snapshot(name, q["state"])
         body, etag = (b"[]", '"empty"') if snap is None else snap.since(since)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if not_modified(request, etag):
@@ -471,9 +480,18 @@ def create_app(cfg: Config) -> FastAPI:
         s = create_study(req)
         return RedirectResponse(f"/studies/{s['name']}", status_code=303)
 
+    rendered: dict[tuple[str, bool], bytes] = {}   # study pages, by what they show
+
     @app.get("/studies/{name}", response_class=HTMLResponse, include_in_schema=False)
-    def study_page(request: Request, name: str):
-        q = queue_row(name)
-        return page("serve_study.html.j2", request, study=study_brief(q))
+    async def study_page(request: Request, name: str):
+        # (async: no thread for a page that is read from memory; its JavaScript fills it in)
+        study = study_brief(queue_row(name))
+        key = (json.dumps(study, sort_keys=True), authorised(request))
+        body = rendered.get(key)
+        if body is None:
+            if len(rendered) >= 256:
+                rendered.clear()
+            body = rendered[key] = page("serve_study.html.j2", request, study=study).body
+        return HTMLResponse(body)
 
     return app

@@ -113,6 +113,18 @@ class TrialsCache:
         with self._lock:
             return self._entries.setdefault(name, _Entry(study))
 
+    def peek(self, name: str, state: str) -> Snapshot | None:
+        """What get() would answer without reading anything (the last read while it is fresh,
+        or while another request refreshes it); None when get() has to read."""
+        with self._lock:
+            e = self._entries.get(name)
+        snap = None if e is None else e.snap
+        if snap is None or snap.state != state:
+            return None
+        if time.monotonic() - e.taken < self.ttl or e.lock.locked():
+            return snap
+        return None
+
     def get(self, name: str, state: str) -> Snapshot | None:
         """The study's trials as read at most `ttl` seconds ago (or being refreshed right now by
         another request), and read after the study entered `state`; None when Optuna does not
