@@ -258,9 +258,9 @@ def main():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        more = ["--http-workers", str(a.http_workers)] if a.http_workers != 1 else []
         srv = subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "serve",
-                                "--port", str(port), "--http-workers", str(a.http_workers)],
-                               start_new_session=True)
+                                "--port", str(port), *more], start_new_session=True)
         base = f"http://127.0.0.1:{port}"
         ctx = multiprocessing.get_context("spawn")
         stop, written = ctx.Event(), ctx.Value("i", 0)
@@ -272,8 +272,9 @@ def main():
                     break
                 except (urllib.error.URLError, OSError):
                     time.sleep(0.2)
-            for path in PATHS.values():   # warm: the first read of the study
-                urllib.request.urlopen(base + path, timeout=60).read()
+            for _ in range(4 * a.http_workers):   # warm: each process's first read of the study
+                for path in PATHS.values():
+                    urllib.request.urlopen(base + path, timeout=60).read()
             w = ctx.Process(target=writer, args=(url, stop, written))
             w.start()
             time.sleep(1)
