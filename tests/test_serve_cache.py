@@ -112,6 +112,19 @@ def test_readers_do_not_wait_for_a_refresh(study):
         assert got == [snap]                           # served the last read at once
 
 
+def test_at_most_max_studies_are_kept(study):
+    db, url = study
+    storage = open_storage(url)
+    optuna.create_study(study_name="other", storage=storage).add_trial(finished(0))
+    cache = TrialsCache(lambda: storage, ttl=3600, max_studies=1)
+    live = cache.get("live", "running")
+    assert len(cache.get("other", "running").rows()) == 1
+    assert list(cache._entries) == ["other"]          # the least recently used went
+    again = cache.get("live", "running")
+    assert again is not live and again.rows() == live.rows()
+    assert cache.get("nothere", "queued") is None
+
+
 def test_since_and_etag(study):
     db, url = study
     storage = open_storage(url)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -30,6 +31,7 @@ from optuna.trial import FrozenTrial
 from hctune.search import study as _study
 
 DEFAULT_TTL = 1.0   # seconds a read of a study's trials is served before it is refreshed
+MAX_STUDIES = 32    # studies kept in memory (the least recently asked for goes first)
 
 
 def trial_row(t: FrozenTrial) -> dict:
@@ -95,29 +97,33 @@ class _Entry:
 class TrialsCache:
     """Snapshots of the studies' trials; `storage` is called for the Optuna storage to read."""
 
-    def __init__(self, storage, ttl: float = DEFAULT_TTL):
+    def __init__(self, storage, ttl: float = DEFAULT_TTL, max_studies: int = MAX_STUDIES):
         self._storage = storage
         self.ttl = ttl
-        self._entries: dict[str, _Entry] = {}
+        self.max_studies = max_studies
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
     def _entry(self, name: str) -> _Entry | None:
         with self._lock:
             e = self._entries.get(name)
-        if e is not None:
-            return e
+            if e is not None:
+                self._entries.move_to_end(name)
+                return e
         try:
             study = optuna.load_study(study_name=name, storage=self._storage())
         except KeyError:
             return None   # queued, its worker has not created it yet
         with self._lock:
-            return self._entries.setdefault(name, _Entry(study))
+            e = self._entries.setdefault(name, _Entry(study))
+            while len(self._entries) > self.max_studies:
+                self._entries.popitem(last=False)
+            return e
 
     def peek(self, name: str, state: str) -> Snapshot | None:
         """What get() would answer without reading anything (the last read while it is fresh,
         or while another request refreshes it); None when get() has to read."""
-        with self._lock:
-            e = self._entries.get(name)
+        e = self._entries.get(name)   # (a dict read needs no lock)
         snap = None if e is None else e.snap
         if snap is None or snap.state != state:
             return None
@@ -161,8 +167,4 @@ class TrialsCache:
         snap = Snapshot(name, state, trials, encoded)
         e.snap, e.taken = snap, started
         return snap
-
-    def forget(self, name: str) -> None:
-        with self._lock:
-            self._entries.pop(name, None)
 
