@@ -285,7 +285,8 @@ def main():
             w.join(timeout=30)
             time.sleep(1.2)   # past the server's 1 s cache: its next read is fresh
             with urllib.request.urlopen(base + PATHS["trials"], timeout=60) as r:
-                final = json.loads(r.read())
+                raw = r.read()
+            final = json.loads(raw)
             seen = sum(1 for t in final if t["state"] == "complete")
         finally:
             stop.set()
@@ -297,7 +298,7 @@ def main():
            "cores": os.cpu_count(), "loadavg_1min_before_after": [load_before[0], load_after[0]],
            "clients": a.clients, "seconds": a.seconds, "trials_at_start": a.trials,
            "trials_written_during": written.value,
-           "complete_trials_served_after": seen,
+           "complete_trials_served_after": seen, "trials_json_bytes_after": len(raw),
            "errors": sum(r.get("errors", 0) for r in res.values()), **res}
     print(json.dumps(out, indent=1))
 
