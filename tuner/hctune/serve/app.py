@@ -59,7 +59,6 @@ class Config:
                 self._storage = open_storage(self.storage)
             return self._storage
 
-
     # `serve --http-workers N`: uvicorn's processes build their app from the environment
     def to_env(self) -> str:
         return json.dumps({"db_path": self.db_path, "storage": self.storage,
@@ -279,7 +278,6 @@ def create_app(cfg: Config) -> FastAPI:
     # A study's trials as last read, at most cfg.trials_ttl old, and never older than the study's
     # state in hc_queue (hctune.serve.trials).
     trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)
-    app.state.trials = trials
 
     def study_full(q, with_trials: bool = True) -> Response:
         """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
