@@ -43,20 +43,23 @@ def _die_with_parent():
               help="Every write and download needs it; required off loopback.")
 @click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Local `hctune worker` processes to start.")
+@click.option("--http-workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes answering HTTP (uvicorn's workers; each keeps its own "
+                   "cache of the studies' trials).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="Where uploads and emitted files go (default: <db>.serve/ beside a SQLite "
                    "db, else the user's hctune data directory).")
 @click.option("--max-upload", type=click.IntRange(1), default=256, show_default=True,
               metavar="MB", help="Largest trace upload, in MiB.")
 @click.pass_context
-def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
+def command(ctx, host, port, storage, token, workers, http_workers, data_dir, max_upload):
     """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
     import uvicorn
 
     from hctune import paths
     from hctune.db import Database, is_url
     from hctune.search.storage import default_url
-    from hctune.serve.app import Config, create_app
+    from hctune.serve.app import ENV_CONFIG, Config, create_app
 
     if not _loopback(host) and not token:
         raise HctuneError(f"--host {host} is not a loopback address: give --token")
@@ -82,7 +85,12 @@ def command(ctx, host, port, storage, token, workers, data_dir, max_upload):
     click.echo(f"hctune serve: http://{host}:{port}/ (API at /docs; {workers} local workers)",
                err=True)
     try:
-        uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning")
+        if http_workers == 1:
+            uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning")
+        else:   # uvicorn starts its processes from an import string; they read cfg from here
+            os.environ[ENV_CONFIG] = cfg.to_env()
+            uvicorn.run("hctune.serve.app:app_from_env", factory=True, workers=http_workers,
+                        host=host, port=port, log_level="warning")
     finally:
         for p in procs:
             p.terminate()

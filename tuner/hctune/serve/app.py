@@ -15,11 +15,11 @@ import re
 import secrets
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import optuna
-from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTextResponse,
                                RedirectResponse, Response)
@@ -27,27 +27,28 @@ from pydantic import BaseModel, Field, ValidationError
 
 from hctune import __version__, templating
 from hctune import validate as _validate
-from hctune.db import Database
+from hctune.db import Database, database_url
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
 from hctune.search import study as _study
 from hctune.search.storage import open_storage, redact
+from hctune.serve.trials import DEFAULT_TTL, TrialsCache
 from hctune.trace import store
 
 DEFAULT_MAX_UPLOAD = 256 << 20
-TRIALS_TTL = 1.0   # seconds a study's trials list is served from memory
 FORMATS = ("hctune", "text", "mtrace")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class Config:
     def __init__(self, db_path, storage: str, data_dir, token: str | None = None,
-                 max_upload: int = DEFAULT_MAX_UPLOAD):
+                 max_upload: int = DEFAULT_MAX_UPLOAD, trials_ttl: float = DEFAULT_TTL):
         self.db_path = str(db_path)
         self.storage = storage
         self.data_dir = Path(data_dir).resolve()
         self.token = token
         self.max_upload = max_upload
+        self.trials_ttl = trials_ttl
         (self.data_dir / "traces").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "tmp").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "emit").mkdir(parents=True, exist_ok=True)
@@ -59,6 +60,24 @@ class Config:
             if self._storage is None:
                 self._storage = open_storage(self.storage)
             return self._storage
+
+    # `serve --http-workers N`: uvicorn's processes build their app from the environment
+    def to_env(self) -> str:
+        return json.dumps({"db_path": self.db_path, "storage": self.storage,
+                           "data_dir": str(self.data_dir), "token": self.token,
+                           "max_upload": self.max_upload, "trials_ttl": self.trials_ttl})
+
+    @classmethod
+    def from_env(cls) -> Config:
+        return cls(**json.loads(os.environ[ENV_CONFIG]))
+
+
+ENV_CONFIG = "HCTUNE_SERVE_CONFIG"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one of `serve --http-workers N`'s processes."""
+    return create_app(Config.from_env())
 
 
 class StudyRequest(BaseModel):
@@ -264,14 +283,22 @@ def create_app(cfg: Config) -> FastAPI:
                "created": q["created"], "started": q["started"], "finished": q["finished"]}
         return out
 
-    def study_full(q) -> dict:
+    # A study's trials as last read, at most cfg.trials_ttl old, and never older than the study's
+    # state in hc_queue (hctune.serve.trials).
+    trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)
+
+    def study_full(q, with_trials: bool = True) -> Response:
+        """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
+        as the cache's bytes, not decoded and encoded again."""
         out = study_brief(q)
-        st = load_optuna(q["study"])
-        out["trials"] = [] if st is None else trials_of(st, q["state"])[0]
-        out["summary"] = None if st is None else _study.summary(st, out["options"]["objective"])
+        snap = trials.get(q["study"], q["state"])
+        out["summary"] = None if snap is None else snap.summary(out["options"]["objective"])
         out["comparison"] = comparison(q) if q["state"] == "done" else None
         out["validation"] = validation(q)
-        return out
+        body = json.dumps(out, separators=(",", ":")).encode()
+        if with_trials:
+            body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
+        return Response(body, media_type="application/json")
 
     def validation(q) -> dict | None:
         """The study's latest validation (real runs, hctune.validate): its state, the number of
@@ -293,35 +320,12 @@ def create_app(cfg: Config) -> FastAPI:
             out[k] = s.get(k)
         return out
 
-    cache: dict[tuple[str, str], tuple[float, list, bytes]] = {}
-    cache_lock = threading.Lock()
-
-    def trials_of(st, state: str) -> tuple[list[dict], bytes]:
-        """The study's trials (and their JSON), computed at most once a second however many
-        clients poll (a live page polls every second; Optuna reads every trial with its
-        attributes). A change of the study's state is always seen at once."""
-        key = (st.study_name, state)
-        with cache_lock:
-            hit = cache.get(key)
-            if hit is not None and time.monotonic() - hit[0] < TRIALS_TTL:
-                return hit[1], hit[2]
-            rows = _trials_rows(st)
-            blob = json.dumps(rows, separators=(",", ":")).encode()
-            for k in [k for k in cache if k[0] == st.study_name]:
-                del cache[k]
-            cache[key] = (time.monotonic(), rows, blob)
-            return rows, blob
-
-    def _trials_rows(st) -> list[dict]:
-        rows = []
-        for t in st.get_trials(deepcopy=False):
-            a = t.user_attrs
-            rows.append({"number": t.number, "state": t.state.name.lower(),
-                         "mem_ratio": a.get("mem"), "perf_ratio": a.get("perf"),
-                         "feasible": _study.feasible(t) if "mem" in a else None,
-                         "setting": a.get("setting"), "seed": a.get("seed"),
-                         "worker": a.get("worker"), "error": a.get("error")})
-        return rows
+    def not_modified(request: Request, etag: str) -> bool:
+        given = request.headers.get("if-none-match")
+        if not given:
+            return False
+        tags = {t.strip().removeprefix("W/") for t in given.split(",")}
+        return "*" in tags or etag in tags
 
     def comparison(q) -> list[dict] | None:
         from hctune import report as _report
@@ -331,8 +335,21 @@ def create_app(cfg: Config) -> FastAPI:
             return None
         return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
 
+    local = threading.local()
+    # SQLite: one connection per server thread, kept open (opening the file costs more than the
+    # read); a server database: its pool's, as many threads would hold more than the pool has
+    keep = database_url(cfg.db_path).startswith("sqlite")
+
     def queue_row(name: str):
-        with Database(cfg.db_path) as db:
+        """The study's hc_queue row, read afresh (a change of state shows at once): every poll
+        of a live page comes here."""
+        if not keep:
+            with Database(cfg.db_path) as db:
+                q = db.queued(name)
+        else:
+            db = getattr(local, "db", None)
+            if db is None:
+                db = local.db = Database(cfg.db_path)
             q = db.queued(name)
         if q is None:
             raise HTTPException(404, f"no study named {name!r}")
@@ -378,16 +395,29 @@ def create_app(cfg: Config) -> FastAPI:
         return create_study(req)
 
     @app.get("/api/studies/{name}", tags=["studies"])
-    def api_study(name: str):
-        return study_full(queue_row(name))
+    def api_study(name: str, trials: bool = Query(True, description="include the trials list "
+                                                  "(a polling client reads /trials?since=N)")):
+        return study_full(queue_row(name), trials)
+
+    async def snapshot(name: str, state: str):
+        """trials.get() without leaving the event loop unless a read of the storage is due
+        (at most once a second per study): the hot path of every polling client."""
+        return trials.peek(name, state) or await run_in_threadpool(trials.get, name, state)
 
     @app.get("/api/studies/{name}/trials", tags=["studies"])
-    def api_trials(name: str):
+    async def api_trials(request: Request, name: str,
+                   since: int = Query(0, ge=0, description="only the trials numbered this or "
+                                      "more: a finished trial never changes, so a polling "
+                                      "client asks from its first unfinished one")):
+        """The study's trials in number order, read at most a second ago. The ETag changes
+        with them: with `If-None-Match` an unchanged list is a 304 with no body."""
         q = queue_row(name)
-        st = load_optuna(name)
-        if st is None:
-            return []
-        return Response(trials_of(st, q["state"])[1], media_type="application/json")
+        snap = await snapshot(name, q["state"])
+        body, etag = (b"[]", '"empty"') if snap is None else snap.since(since)
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if not_modified(request, etag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
 
     # ---- emit ----
 
@@ -465,8 +495,8 @@ def create_app(cfg: Config) -> FastAPI:
         st = {}
         for r in rows:
             if r["state"] != "queued":
-                s = load_optuna(r["name"])
-                st[r["name"]] = None if s is None else _study.summary(s, r["options"]["objective"])
+                s = trials.get(r["name"], r["state"])
+                st[r["name"]] = None if s is None else s.summary(r["options"]["objective"])
         return page("serve_studies.html.j2", request, studies=rows, summaries=st,
                     traces=list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS)
 
@@ -493,9 +523,18 @@ def create_app(cfg: Config) -> FastAPI:
         s = create_study(req)
         return RedirectResponse(f"/studies/{s['name']}", status_code=303)
 
+    rendered: dict[tuple[str, bool], bytes] = {}   # study pages, by what they show
+
     @app.get("/studies/{name}", response_class=HTMLResponse, include_in_schema=False)
-    def study_page(request: Request, name: str):
-        q = queue_row(name)
-        return page("serve_study.html.j2", request, study=study_brief(q))
+    async def study_page(request: Request, name: str):
+        # (async: no thread for a page that is read from memory; its JavaScript fills it in)
+        study = study_brief(queue_row(name))
+        key = (json.dumps(study, sort_keys=True), authorised(request))
+        body = rendered.get(key)
+        if body is None:
+            if len(rendered) >= 256:
+                rendered.clear()
+            body = rendered[key] = page("serve_study.html.j2", request, study=study).body
+        return HTMLResponse(body)
 
     return app
