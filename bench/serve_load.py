@@ -5,6 +5,7 @@ does, for a fixed time on loopback; prints the median and p99 latency per endpoi
 
     .venv/bin/python bench/serve_load.py [--clients 50] [--seconds 30] [--trials 1000]
                                          [--client wrk|asyncio|threads] [--http-workers 1]
+                                         [--db postgresql://user@host/db]
 
 Half the clients read the page (GET /studies/load), half the trials (GET /api/studies/load/
 trials, the whole list each time, no If-None-Match), each sending its next request as soon as
@@ -59,15 +60,21 @@ end
 """
 
 
-def make_study(db: Path, trials: int) -> str:
+def make_study(db, trials: int) -> str:
     import optuna
 
     from hctune.db import Database
     from hctune.search.storage import default_url, open_storage
+    url = default_url(db)
     with Database(db) as d:
+        # a server database: the last run's study goes first
+        d.query("DELETE FROM hc_queue WHERE study = :s", s=NAME)
+        try:
+            optuna.delete_study(study_name=NAME, storage=open_storage(url))
+        except KeyError:
+            pass
         d.enqueue(NAME, [1], {"objective": "mem", "metric": "time", "trials": trials * 2})
         d.claim()   # running, as a worker leaves it
-    url = default_url(db)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     st = optuna.create_study(study_name=NAME, storage=open_storage(url))
     st.add_trials([fake(i) for i in range(trials)])
@@ -246,21 +253,28 @@ def main():
                     help="load generator (default: wrk when installed, else asyncio)")
     ap.add_argument("--http-workers", type=int, default=1,
                     help="passed to `hctune serve --http-workers`")
+    ap.add_argument("--db", default=None,
+                    help="a PostgreSQL database to run on (hctune's tables and Optuna's) instead "
+                         "of a temporary SQLite file; its study 'load' is replaced")
     a = ap.parse_args()
     kind = a.client or ("wrk" if shutil.which("wrk") else "asyncio")
     if kind == "wrk" and not shutil.which("wrk"):
         raise SystemExit("serve_load: no wrk here (Debian package wrk); try --client asyncio")
     cmd = ["bench/serve_load.py", "--clients", str(a.clients), "--seconds", f"{a.seconds:g}",
            "--trials", str(a.trials), "--client", kind, "--http-workers", str(a.http_workers)]
+    if a.db:
+        from hctune.db import redact
+        cmd += ["--db", redact(a.db)]
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "hctune.db"
+        db = a.db or Path(tmp) / "hctune.db"
         url = make_study(db, a.trials)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         more = ["--http-workers", str(a.http_workers)] if a.http_workers != 1 else []
         srv = subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "serve",
-                                "--port", str(port), *more], start_new_session=True)
+                                "--port", str(port), "--data-dir", str(Path(tmp) / "serve"),
+                                *more], start_new_session=True)
         base = f"http://127.0.0.1:{port}"
         ctx = multiprocessing.get_context("spawn")
         stop, written = ctx.Event(), ctx.Value("i", 0)
@@ -295,6 +309,7 @@ def main():
             os.killpg(srv.pid, signal.SIGTERM)
             srv.wait(timeout=30)
     out = {"command": ".venv/bin/python " + shlex.join(cmd), "client": kind,
+           "database": "postgresql" if a.db else "sqlite",
            "cores": os.cpu_count(), "loadavg_1min_before_after": [load_before[0], load_after[0]],
            "clients": a.clients, "seconds": a.seconds, "trials_at_start": a.trials,
            "trials_written_during": written.value,

@@ -182,6 +182,7 @@ def redact(url: str) -> str:
 
 
 _engines: dict[str, sqlalchemy.engine.Engine] = {}
+_checked: set[str] = set()      # server databases whose schema this process has checked
 _engines_lock = threading.Lock()
 
 
@@ -279,7 +280,12 @@ class Database:
         self._conn = None
         try:
             self._conn = _engine(self.url).connect()
-            self._migrate()
+            # A server database's schema is checked once per process (a round trip saved on
+            # every open: the service opens one per request); a file's on every open, as the
+            # file may have been replaced.
+            if self.dialect == "sqlite" or self.url not in _checked:
+                self._migrate()
+                _checked.add(self.url)
         except Exception as e:
             self.close()
             if isinstance(e, sqlalchemy.exc.DBAPIError):
