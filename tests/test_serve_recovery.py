@@ -95,6 +95,9 @@ def test_a_killed_workers_trial_is_failed_and_retried(c_program, tmp_path):
         if "setting" in dead.user_attrs:
             assert retries[0].user_attrs["setting"] == dead.user_attrs["setting"]
         assert retries[0].state.name == "COMPLETE"
+        shown = {t["number"]: t for t in s["trials"]}                # and the API says so
+        assert shown[retries[0].number]["retry_of"] == victim.number
+        assert shown[victim.number]["state"] == "fail" and shown[victim.number]["error"]
         done = {n for n, x in by.items() if x.state.name == "COMPLETE"}
         assert len(done) >= TRIALS and kept <= done          # none of the finished lost
         assert not [x for x in by.values() if x.state.name == "RUNNING"]

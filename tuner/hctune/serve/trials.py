@@ -29,6 +29,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from hctune.search import study as _study
+from hctune.search.storage import RETRY_OF
 
 DEFAULT_TTL = 1.0   # seconds a read of a study's trials is served before it is refreshed
 MAX_STUDIES = 32    # studies kept in memory (the least recently asked for goes first)
@@ -40,7 +41,8 @@ def trial_row(t: FrozenTrial) -> dict:
             "mem_ratio": a.get("mem"), "perf_ratio": a.get("perf"),
             "feasible": _study.feasible(t) if "mem" in a else None,
             "setting": a.get("setting"), "seed": a.get("seed"),
-            "worker": a.get("worker"), "error": a.get("error")}
+            "worker": a.get("worker"), "error": a.get("error"),
+            "retry_of": a.get(RETRY_OF)}   # the dead worker's trial this one runs again
 
 
 def _encode(row: dict) -> bytes:
