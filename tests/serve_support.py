@@ -94,6 +94,14 @@ class Served:
                              f"{self.output()}")
 
 
+def stop_workers(procs):
+    """End the worker processes a test started (those still running)."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=30)
+
+
 def worker(db, *args, log: Path, env=None):
     return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "worker",
                              *map(str, args)], stdout=open(log, "w"), stderr=subprocess.STDOUT,

@@ -16,7 +16,7 @@ import optuna
 import pytest
 
 from search_support import Postgres, need_hc, record_gawk_trace
-from serve_support import Served, compiles, worker
+from serve_support import Served, compiles, stop_workers, worker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -88,10 +88,7 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         assert r.returncode == 0, r.stderr
         compiles((out / "malloc.c").read_bytes(), out)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=30)
+        stop_workers(procs)
         srv.stop()
         pg.stop()
 

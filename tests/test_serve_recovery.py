@@ -17,7 +17,7 @@ from optuna.distributions import FloatDistribution, IntDistribution
 from hctune.errors import HctuneError
 from hctune.search.storage import default_url, fail_orphans, open_storage
 from search_support import hctune, need_hc
-from serve_support import Served, worker
+from serve_support import Served, stop_workers, worker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -31,23 +31,32 @@ def trials_by_number(url, name):
     return {t.number: t for t in optuna.load_study(study_name=name, storage=url).trials}
 
 
-def test_a_killed_workers_trial_is_failed_and_retried(c_program, tmp_path):
-    need_hc()
-    app = c_program("validate_app")
-    # ~500,000 events: a trial (3 replays) takes most of a second
-    hctune(tmp_path / "profile.db", "profile", "-o", tmp_path / "app.hct", app, "200000",
+def serve_a_study(app, tmp_path, n: int, study: dict) -> Served:
+    """`hctune serve` on a new database with one study queued on a trace of validate_app run
+    with argument n (~2.5 n events), uploaded; the caller stops the server."""
+    hctune(tmp_path / "profile.db", "profile", "-o", tmp_path / "app.hct", app, str(n),
            cwd=tmp_path)
-    db = tmp_path / "hctune.db"
-    url = default_url(db)
-    srv = Served(db)
-    procs = []
+    srv = Served(tmp_path / "hctune.db")
     try:
         status, t = srv.upload((tmp_path / "app.hct").read_bytes())
         assert status == 201, t
-        status, s = srv.request("POST", "/api/studies", {
-            "traces": [t["id"]], "trials": TRIALS, "name": "kill", "compare_rounds": 0,
-            "repeat": 3, "seed": 3})
+        status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], **study})
         assert status == 201, s
+    except BaseException:
+        srv.stop()
+        raise
+    return srv
+
+
+def test_a_killed_workers_trial_is_failed_and_retried(c_program, tmp_path):
+    need_hc()
+    # ~500,000 events: a trial (3 replays) takes most of a second
+    srv = serve_a_study(c_program("validate_app"), tmp_path, 200000, {
+        "trials": TRIALS, "name": "kill", "compare_rounds": 0, "repeat": 3, "seed": 3})
+    db = tmp_path / "hctune.db"
+    url = default_url(db)
+    procs = []
+    try:
         procs.append(worker(db, log=tmp_path / "worker0.log"))
         victim = None
         deadline = time.time() + 90
@@ -102,10 +111,7 @@ def test_a_killed_workers_trial_is_failed_and_retried(c_program, tmp_path):
         assert len(done) >= TRIALS and kept <= done          # none of the finished lost
         assert not [x for x in by.values() if x.state.name == "RUNNING"]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=30)
+        stop_workers(procs)
         srv.stop()
 
 
@@ -165,18 +171,11 @@ def test_a_study_left_comparing_by_a_dead_worker_is_finished_by_another(c_progra
     finishes it (one on another machine would once its beat is older than the grace period:
     tests/test_core_db.py)."""
     need_hc()
-    app = c_program("validate_app")
-    hctune(tmp_path / "profile.db", "profile", "-o", tmp_path / "app.hct", app, "50000",
-           cwd=tmp_path)
+    srv = serve_a_study(c_program("validate_app"), tmp_path, 50000, {
+        "trials": 2, "name": "closing", "compare_rounds": 20})
     db = tmp_path / "hctune.db"
-    srv = Served(db)
     procs = []
     try:
-        status, t = srv.upload((tmp_path / "app.hct").read_bytes())
-        assert status == 201, t
-        status, s = srv.request("POST", "/api/studies", {
-            "traces": [t["id"]], "trials": 2, "name": "closing", "compare_rounds": 20})
-        assert status == 201, s
         procs.append(worker(db, log=tmp_path / "worker0.log"))
         deadline = time.time() + 90
         while srv.request("GET", "/api/studies/closing")[1]["state"] != "comparing":
@@ -191,8 +190,5 @@ def test_a_study_left_comparing_by_a_dead_worker_is_finished_by_another(c_progra
         assert "left unfinished by a dead worker" in (tmp_path / "worker1.log").read_text()
         assert any(len(c["allocators"]) > 1 for c in s["comparison"] or []), s["comparison"]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=30)
+        stop_workers(procs)
         srv.stop()
