@@ -56,6 +56,9 @@ class Options:
     # glibc's and generic HC's peak RSS; False lifts that
     memory_limit_default: bool = True
     memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
+    # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
+    # the thread-cache knobs are searched too, see search/space.py)
+    threads: bool = False
 
 
 def parse_memory_limit(text) -> tuple[float | None, bool]:
@@ -79,10 +82,6 @@ def apply_defaults(opts: "Options") -> "Options":
         opts.max_memory_overhead = _obj.DEFAULT_PERF_MEMORY_OVERHEAD
         opts.memory_vs_generic = True
     return opts
-
-    # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
-    # the thread-cache knobs are searched too, see search/space.py)
-    threads: bool = False
 
 
 # ---- traces ----

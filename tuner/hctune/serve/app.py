@@ -21,8 +21,8 @@ import optuna
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTextResponse,
-                               RedirectResponse, Response)
+from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, RedirectResponse,
+                               Response)
 from pydantic import BaseModel, Field, ValidationError
 
 from hctune import __version__, templating
@@ -31,7 +31,7 @@ from hctune.db import Database, database_url
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
 from hctune.search import study as _study
-from hctune.search.storage import open_storage, redact
+from hctune.search.storage import open_storage
 from hctune.serve.trials import DEFAULT_TTL, TrialsCache
 from hctune.trace import store
 
