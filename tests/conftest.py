@@ -62,9 +62,10 @@ def _compile_cached(kind: str, name: str, source: str, args: list[str], out_name
 def build_c_program(name: str, extra: tuple[str, ...] = ()) -> Path:
     """tests/c/<name>.c compiled (allocator-neutral: inject one with LD_PRELOAD)."""
     source = (ROOT / "tests" / "c" / f"{name}.c").read_text()
-    include = ["-I", str(ROOT / "allocator" / "hc")]
-    # Headers the program includes from allocator/hc go into the hash too.
-    headers = "".join(p.read_text() for p in sorted((ROOT / "allocator" / "hc").glob("*.h")))
+    include = ["-I", str(ROOT / "tests" / "c"), "-I", str(ROOT / "allocator" / "hc")]
+    # Headers the program includes (tests/c/check.h, allocator/hc's) go into the hash too.
+    headers = "".join(p.read_text() for d in ("tests/c", "allocator/hc")
+                      for p in sorted((ROOT / d).glob("*.h")))
     return _compile_cached("bin", name, source, [*PROGRAM_FLAGS, *include, *extra], name,
                            also_hashed=headers)
 

@@ -75,6 +75,7 @@ def test_static_link_with_glibc_api(tmp_path):
     (tmp_path / "malloc.c").write_text(render_malloc(knobs.preset("generic")))
     out = tmp_path / "app"
     res = subprocess.run([cc, "-O2", "-static", "-I", str(paths.ALLOCATOR / "hc"),
+                          "-I", str(paths.ROOT / "tests" / "c"),
                           str(paths.ROOT / "tests" / "c" / "hc_glibc_api.c"),
                           str(tmp_path / "malloc.c"), "-o", str(out)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-3000:]

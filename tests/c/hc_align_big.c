@@ -13,17 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks, failures;
-
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        checks++;                                                                        \
-        if (!(cond)) {                                                                   \
-            failures++;                                                                  \
-            printf("hc_align_big: FAIL line %d shift %u: %s (errno %d)\n", __LINE__, shift, \
-                   #cond, errno);                                                        \
-        }                                                                                \
-    } while (0)
+#define CHECK_NAME "hc_align_big"
+#include "check.h"
 
 static long vm_pages(void)
 {
@@ -37,7 +28,7 @@ static long vm_pages(void)
     return size;
 }
 
-static void use(unsigned shift, char *p, size_t n, size_t align)
+static void use(char *p, size_t n, size_t align)
 {
     CHECK(p != NULL);
     if (!p)
@@ -52,37 +43,33 @@ static void use(unsigned shift, char *p, size_t n, size_t align)
 int main(int argc, char **argv)
 {
     unsigned max = argc > 1 ? (unsigned)atoi(argv[1]) : 35;
-    unsigned shift = 0;
     /* Warm up stdio and the heap, so their one-time mappings are not counted below. */
     free(malloc(100));
     long before = vm_pages();
     CHECK(before > 0);
-    for (shift = 5; shift <= max; shift++) {
+    for (unsigned shift = 5; shift <= max; shift++) {
         size_t align = (size_t)1 << shift;
+        snprintf(check_where, sizeof check_where, "shift %u", shift);
         size_t sizes[] = { 1, 100, 5000, 300000 };
         for (unsigned k = 0; k < sizeof sizes / sizeof *sizes; k++) {
             size_t n = sizes[k];
             char *a = memalign(align, n);
-            use(shift, a, n, align);
+            use(a, n, align);
             void *b = NULL;
             CHECK(posix_memalign(&b, align, n) == 0);
-            use(shift, b, n, align);
+            use(b, n, align);
             char *c = aligned_alloc(align, n);
-            use(shift, c, n, align);
+            use(c, n, align);
             free(a);
             free(b);
             free(c);
         }
     }
-    shift = 0;
+    check_where[0] = 0;
     long after = vm_pages();
     /* Blocks that went to the heap may have grown it by a little: allow 16 MiB of pages. */
     CHECK(after >= 0 && after - before < 4096);
-    if (failures) {
-        printf("hc_align_big: %d of %d checks failed (virtual pages %ld -> %ld)\n", failures,
-               checks, before, after);
-        return 1;
-    }
-    printf("ok %d checks\n", checks);
-    return 0;
+    char detail[64];
+    snprintf(detail, sizeof detail, " (virtual pages %ld -> %ld)", before, after);
+    return check_report(detail);
 }

@@ -18,16 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int checks, failures;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        checks++;                                                                      \
-        if (!(cond)) {                                                                 \
-            failures++;                                                                \
-            printf("hc_api: FAIL line %d: %s (errno %d)\n", __LINE__, #cond, errno);   \
-        }                                                                              \
-    } while (0)
+#define CHECK_NAME "hc_api"
+#include "check.h"
 
 /* Keep the compiler from folding away calls whose result it thinks it knows. */
 static volatile size_t opaque_zero = 0;
@@ -256,10 +248,5 @@ int main(int argc, char **argv)
     bad_alignments();
     realloc_edges();
     small_and_zero();
-    if (failures) {
-        printf("hc_api: %d of %d checks failed\n", failures, checks);
-        return 1;
-    }
-    printf("ok %d checks\n", checks);
-    return 0;
+    return check_report("");
 }

@@ -16,16 +16,8 @@
 /* Weak: under LD_PRELOAD the preloaded HC provides it; linked with malloc.c, malloc.c does. */
 #pragma weak hc_stats_get
 
-static int checks, failures;
-
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        checks++;                                                                        \
-        if (!(cond)) {                                                                   \
-            failures++;                                                                  \
-            printf("hc_glibc_api: FAIL line %d: %s\n", __LINE__, #cond);                 \
-        }                                                                                \
-    } while (0)
+#define CHECK_NAME "hc_glibc_api"
+#include "check.h"
 
 int main(void)
 {
@@ -87,10 +79,5 @@ int main(void)
     errno = 0;
     CHECK(malloc_info(1, stdout) == -1 && errno == EINVAL);
     free(big);
-    if (failures) {
-        printf("hc_glibc_api: %d of %d checks failed\n", failures, checks);
-        return 1;
-    }
-    printf("ok %d checks\n", checks);
-    return 0;
+    return check_report("");
 }
