@@ -234,17 +234,6 @@ def summarize(runs: list[dict]) -> dict | None:
     return out
 
 
-def source_version() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "allocator/hc", "templates"],
-                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
-    return f"{head}{' with local changes to allocator/hc or templates' if dirty else ''}"
-
-
 def shown(lib: Path) -> str:
     """A library's path relative to the checkout, or its file name if outside it."""
     try:
@@ -377,6 +366,8 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         if not os.path.exists(TIME):
             raise BenchError(f"needs GNU time at {TIME} (Debian package `time`)")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from alloc_bench import source_version   # the commit the HC builds came from
         version = source_version()
         programs = build_programs()
         allocs = allocators(args)
