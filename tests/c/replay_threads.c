@@ -25,7 +25,9 @@ struct mailbox {
 
 static struct mailbox box[NTHREADS];
 static long rounds = 200;
-static void *volatile sink; /* keeps the compiler from folding a malloc/free pair away */
+/* keeps the compiler from folding a malloc/free pair away; one per thread, or one thread would
+ * free the block another just stored there */
+static _Thread_local void *volatile sink;
 
 static void put(struct mailbox *m, void **batch)
 {
