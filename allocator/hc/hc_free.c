@@ -50,6 +50,16 @@ static inline void hc_free_listed(char *b, size_t size)
     *hc_hdr(b) &= ~(HC_INUSE | HC_COALESCED);
     hc_set_trailer(b, size);
     hc_clear_pinuse(b + size);
+#if BIG_AO_FIT
+    /* 3. BIG_AO_FIT: a big block is merged with its free neighbours at once (hc_big.c). */
+    if (size > HC_MEDIUM_MAX) {
+        char *m = hc_merge(b);
+        if (m)
+            hc_list_push(m, 1);
+        hc_freed(size);
+        return;
+    }
+#endif
     hc_list_link(b, size, 0);
     hc_freed(size);
 }

@@ -161,6 +161,23 @@ static inline uint32_t *hc_mark(char *b) { return (uint32_t *)(void *)(b + 12); 
 /* A valley: free bytes at least 3/4 of the heap below the wilderness. */
 static inline int hc_os_valley(void) { return hc_free_bytes() >= (size_t)(hc.top - hc.first) / 4 * 3; }
 
+/* One free block of the big list at a purge: released now, or marked seen (its size added to
+ * *seen), or left alone (see hc_os_purge).  The bytes released.  Its first granule stays (with
+ * BIG_AO_FIT its first two: the tree node, hc_big.c), and its trailer. */
+static size_t hc_os_purge_block(char *b, int all, int valley, size_t *seen)
+{
+    uint32_t size = (uint32_t)hc_size(b), mark = *hc_mark(b);
+    if (mark == (size | HC_MARK_RELEASED) && !all)
+        return 0;
+    if (mark != (size | HC_MARK_SEEN) && !all && !valley) {
+        *hc_mark(b) = size | HC_MARK_SEEN;
+        *seen += size;
+        return 0;
+    }
+    *hc_mark(b) = size | HC_MARK_RELEASED;
+    return hc_os_release(hc_page_up(b + (BIG_AO_FIT ? 2 : 1) * HC_GRANULE), hc_page_down(b + size - HC_HDR));
+}
+
 /* Release free pages; the bytes released.  Called with the lock held.
  *  all (malloc_trim): coalesce the whole heap (§3.8), release the wilderness above top + pad and
  *    the whole pages inside every free block of at least two pages.
@@ -189,24 +206,19 @@ static size_t hc_os_purge(size_t pad, int all)
         hc.clean = from > hc.top + HC_HDR ? from : hc.top + HC_HDR;
     }
     /* 2. Free blocks of the big list: header, links, mark and trailer stay. */
-    unsigned first = hc_index(all ? 2 * hc_page() : HC_DECAY_BLOCK);
-    for (int j = hc_bit_next(hc.map, first); j >= 0; j = hc_bit_next(hc.map, (unsigned)j + 1)) {
+    size_t smallest = all ? 2 * hc_page() : HC_DECAY_BLOCK;
+#if BIG_AO_FIT
+    for (char *b = hc_big_lowest(); b; b = hc_big_next(b))
+        if (hc_size(b) >= smallest)
+            done += hc_os_purge_block(b, all, valley, &seen);
+#else
+    for (int j = hc_bit_next(hc.map, hc_index(smallest)); j >= 0; j = hc_bit_next(hc.map, (unsigned)j + 1)) {
         hc_off heads[2] = { hc.lists[j].unco, hc.lists[j].coal };
         for (int k = 0; k < 2; k++)
-            for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
-                char *b = hc_at(o);
-                uint32_t size = (uint32_t)hc_size(b), mark = *hc_mark(b);
-                if (mark == (size | HC_MARK_RELEASED) && !all)
-                    continue;
-                if (mark != (size | HC_MARK_SEEN) && !all && !valley) {
-                    *hc_mark(b) = size | HC_MARK_SEEN;
-                    seen += size;
-                    continue;
-                }
-                done += hc_os_release(hc_page_up(b + HC_GRANULE), hc_page_down(b + size - HC_HDR));
-                *hc_mark(b) = size | HC_MARK_RELEASED;
-            }
+            for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o)))
+                done += hc_os_purge_block(hc_at(o), all, valley, &seen);
     }
+#endif
     /* Blocks only seen this time stay counted as unreleased, so the next period comes. */
     hc.os.free_purged = hc_free_bytes() - seen;
     hc.os.purges++;
