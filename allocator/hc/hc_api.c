@@ -266,8 +266,7 @@ void *calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (!clean)
-        memset(p, 0, n);
+    hc_os_calloc(p, n, clean);
     return p;
 }
 

@@ -126,6 +126,42 @@ static inline char *hc_page_up(char *p)
 
 static inline char *hc_page_down(char *p) { return (char *)((uintptr_t)p & ~(uintptr_t)(hc_page() - 1)); }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL and nothing happens */
+#endif
+
+/* calloc's zeroing of the n bytes at p; clean: they were never written (fresh from the OS).
+ *  - Fresh memory is zero already.  Up to CALLOC_POPULATE bytes its pages are populated
+ *    writable at once (madvise MADV_POPULATE_WRITE, one call): a program that reads its zeroed
+ *    table before writing it (xz's match finder) would otherwise take two faults per page, one
+ *    mapping the kernel's shared zero page and one replacing it at the first write.  Larger
+ *    blocks stay lazy, so a huge sparse calloc does not become resident.
+ *  - Memory written before is zeroed by memset, except from CALLOC_RELEASE bytes up: its whole
+ *    pages are given back (MADV_DONTNEED; they read as zero and fault in when written, as from
+ *    a fresh mmap) and only the partial first and last pages are cleared, so a block the
+ *    program never writes (Python's bytes(n)) does not stay resident.
+ * Both 0: glibc's calloc, memset of reused memory only. */
+static void hc_os_calloc(void *p, size_t n, int clean)
+{
+    char *lo = hc_page_up((char *)p), *hi = hc_page_down((char *)p + n);
+    if (clean) {
+#if CALLOC_POPULATE > 0
+        if (n <= (size_t)(CALLOC_POPULATE) && lo < hi)
+            (void)madvise(lo, (size_t)(hi - lo), MADV_POPULATE_WRITE);
+#endif
+        (void)lo, (void)hi;
+        return;
+    }
+#if CALLOC_RELEASE > 0
+    if (n >= (size_t)(CALLOC_RELEASE) && lo < hi && madvise(lo, (size_t)(hi - lo), MADV_DONTNEED) == 0) {
+        memset(p, 0, (size_t)(lo - (char *)p));
+        memset(hi, 0, (size_t)((char *)p + n - hi));
+        return;
+    }
+#endif
+    memset(p, 0, n);
+}
+
 static size_t hc_os_release(char *lo, char *hi)
 {
     if (hi <= lo)
