@@ -105,6 +105,9 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
         full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
         return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
     if name in _xknobs.names():
+        from hctune import knobs
+        if setting and set(setting) & set(knobs.knobs()):
+            raise HctuneError(f"HC's knob setting only applies to the hc allocator, not {name}")
         library = find_system(name) if name in SYSTEM else None
         full = _xknobs.complete(name, setting)
         return Allocator(name, library, full if setting is not None else None,
@@ -151,7 +154,8 @@ def parse_setting(name: str, preset: str | None = None, sets=()) -> dict | None:
         from hctune import knobs
         return knobs.resolve(preset, sets)
     if preset:
-        raise HctuneError(f"--preset applies to the hc allocator, not {name}")
+        raise HctuneError(f"--preset and its named settings apply to the hc allocator, "
+                          f"not {name}")
     if name in _xknobs.names():
         return _xknobs.parse_sets(name, sets) if sets else None
     if sets:
