@@ -64,10 +64,40 @@ def _measured(trial, metric: str) -> str:
 def choose_setting(db_path, study: str | None, objective: str | None, preset: str | None,
                    sets) -> tuple[dict, dict]:
     """(setting, provenance) from a study's best trial or a preset, `--set` applied last."""
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets)
+    if alloc != "hc":
+        from hctune import allocator_knobs
+        raise HctuneError(f"the recommendation is {allocator_knobs.describe(alloc, setting)}: "
+                          f"not HC, so there is no malloc.c to write; write its environment "
+                          f"with `hctune emit --env FILE`")
+    return setting, prov
+
+
+def choose(db_path, study: str | None, objective: str | None, preset: str | None, sets,
+           allocator: str | None = None) -> tuple[str, dict, dict]:
+    """(allocator, setting, provenance): a study's recommendation (the real runs' winner, else
+    the replay's best trial), a preset, or `allocator` with its library defaults; `--set`
+    applied last (HC's KNOB=VALUE, another allocator's ALLOCATOR.KNOB=VALUE)."""
     sets = list(sets or ())
-    overrides = _knobs.parse_sets(sets)
+    if allocator in (None, "hc") and not any("." in i.partition("=")[0] for i in sets):
+        _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     prov = {}
+    if allocator is not None and allocator != "hc":
+        if study is not None or preset is not None:
+            raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
+                              f"two ways; give one")
+        from hctune import allocator_knobs, allocators
+        if allocator not in allocator_knobs.names():
+            raise HctuneError(f"--allocator: use hc or {', '.join(allocator_knobs.names())}, "
+                              f"not {allocator!r}")
+        allocators.resolve(allocator)  # installed? (one line saying how to add it)
+        setting = allocator_knobs.parse_sets(allocator, sets)
+        prov.update(objective=f"{allocator} as asked (--allocator"
+                              + (f", --set {' '.join(sets)})" if sets else ")"),
+                    measured="not measured by hctune", validated="not validated in real runs",
+                    date=date, hctune=VERSION_TEXT)
+        return allocator, setting, prov
     if preset is not None:
         if study is not None:
             raise HctuneError("--preset and --study choose the setting two ways; give one")
@@ -75,7 +105,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         prov.update(trace="none (a preset, not tuned to a trace)", objective=f"preset {preset}",
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=date, hctune=VERSION_TEXT)
-        return setting, prov
+        return "hc", setting, prov
     from hctune import validate as _validate
     from hctune.search import results  # only a study-based emit needs Optuna
     from hctune.search import study as _study
@@ -92,14 +122,22 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         real = _validate.validated(db, row, asked)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
     setting = _study.trial_setting(trial)
+    alloc = _study.trial_allocator(trial)
     if real is not None:
         # the real runs' winner replaces the replay's best
+        alloc = real["winner"].get("allocator") or "hc"
         setting = _validate.winner_setting(real)
         n = real["winner"]["trial"]
         trial = next((t for t in _study.finished(st) if t.number == n), None) if n is not None \
             else None
-    setting.update(overrides)
-    setting = _knobs.complete(setting)
+    if alloc == "hc":
+        setting.update(_knobs.parse_sets(sets))
+        setting = _knobs.complete(setting)
+    else:
+        from hctune import allocator_knobs
+        setting = {**setting, **allocator_knobs.parse_sets(alloc, sets)}
+        setting = allocator_knobs.complete(alloc, setting)
+    overrides = bool(sets)
     measured = _measured(trial, metric) if trial is not None else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
@@ -119,7 +157,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
     prov.update(date=date, hctune=VERSION_TEXT)
-    return setting, prov
+    return alloc, setting, prov
 
 
 def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None) -> dict:
@@ -151,4 +189,55 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
         path = out.parent / name
         write_atomic(path, templating.render(tpl, **snippet_vars))
         written[name] = str(path)
+    return written
+
+
+def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None = None) -> dict:
+    """Write the shell file that, sourced, runs a program under `alloc` with `setting`
+    (LD_PRELOAD of its library and its variables), with the same setting as a one-line
+    command, GLIBC_TUNABLES/MALLOC_CONF string, systemd drop-in, Dockerfile ENV block and
+    LD_PRELOAD line in comments, and the evidence (`prov`) above. For HC, `library` is the
+    .so written beside it."""
+    from hctune import allocator_knobs, allocators
+    path = Path(path)
+    if path.is_dir():
+        raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")
+    if alloc == "hc":
+        if library is None:
+            raise HctuneError("an HC recommendation needs its .so beside the file")
+        variables, package, title = {}, None, "HC, tuned by hctune (Hasan & Chang 2006, §3)"
+    else:
+        library = allocators.resolve(alloc).library
+        variables = allocator_knobs.env_vars(alloc, setting)
+        package = allocator_knobs.allocator(alloc).package if library is not None else None
+        title = f"{allocator_knobs.describe(alloc, setting)}, recommended by hctune"
+    exports = []
+    if library is not None:
+        exports.append(("LD_PRELOAD", str(Path(library).resolve())))
+    exports += list(variables.items())
+    text = templating.render("snippets/allocator.env.j2", title=title, env_name=path.name,
+                             prov=list(prov.items()), package=package,
+                             library=str(Path(library).resolve()) if library else None,
+                             exports=[(k, shlex.quote(v), v) for k, v in exports])
+    write_atomic(path, text)
+    return {"env": str(path), "allocator": alloc, "variables": dict(exports)}
+
+
+def emit_env(db_path, env_path, study=None, objective=None, preset=None, sets=(),
+             allocator=None, out=None, so=None) -> dict:
+    """`hctune emit --env FILE`: the recommendation as a shell file (write_env); for HC the
+    malloc.c (`out`, default malloc.c beside FILE) and its .so (`so`, default libhcmalloc.so
+    beside FILE) are written too, and LD_PRELOAD names that .so."""
+    env_path = Path(env_path)
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets, allocator)
+    written = {}
+    library = None
+    if alloc == "hc":
+        out = Path(out) if out else env_path.parent / "malloc.c"
+        so = Path(so) if so else env_path.parent / "libhcmalloc.so"
+        written = emit(db_path, out, study, objective, preset, sets, so)
+        library = so
+    written.update(write_env(env_path, alloc, setting, prov, library))
+    written["setting"] = setting
+    written["provenance"] = prov
     return written
