@@ -21,6 +21,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from hctune import build, knobs, native
 from hctune.errors import HctuneError
 
 # name -> (file names to look for, Debian package that ships them)
@@ -92,7 +93,6 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
     if setting is not None and name != "hc":
         raise HctuneError(f"a knob setting only applies to the hc allocator, not {name}")
     if name == "hc":
-        from hctune import build, knobs
         full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
         return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
     if name == "glibc":
@@ -100,7 +100,6 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
     if name in SYSTEM:
         return Allocator(name, find_system(name))
     if name in BUILT:
-        from hctune import native
         return Allocator(name, native.path(BUILT[name]))
     if "/" in name or name.endswith(".so") or ".so." in name:
         lib = Path(name).expanduser().resolve()
