@@ -21,10 +21,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from hctune import allocator_knobs as _xknobs
 from hctune import build, knobs, native
 from hctune.errors import HctuneError
-
-from hctune import allocator_knobs as _xknobs
 
 # name -> (file names to look for, Debian package that ships them), from configs/allocators.toml
 SYSTEM = {a: (_xknobs.allocator(a).files, _xknobs.allocator(a).package)
@@ -105,7 +104,6 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
         full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
         return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
     if name in _xknobs.names():
-        from hctune import knobs
         if setting and set(setting) & set(knobs.knobs()):
             raise HctuneError(f"HC's knob setting only applies to the hc allocator, not {name}")
         library = find_system(name) if name in SYSTEM else None
