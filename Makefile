@@ -2,7 +2,7 @@
 #   make        the allocator builds, the tracer, the replay harness and baselines (build/)
 #   make test   the Debian packages (scripts/setup-deps.sh), everything above, the C test programs, the pytest suite
 #   make demo   the Debian packages, then: profile a real program, tune HC to it, emit malloc.c, compare (a few minutes)
-# Each component adds its rules in its own fragment (allocator/, pintool/, allocator/replay/)
+# Each component adds its rules in its own fragment (allocator/, tracer/, allocator/replay/)
 # and appends its products to ALL and its test programs to TEST_BINS.
 
 CC      ?= cc
@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 include allocator/allocator.mk
-include pintool/pintool.mk
+include tracer/tracer.mk
 include allocator/replay/replay.mk
 
 .PHONY: build-all

@@ -15,7 +15,7 @@ DATA = {
     "configs": ("**/*.toml", "**/*.txt"),
     "templates": ("**/*",),
     "allocator": ("**/*.c", "**/*.h", "**/*.mk"),
-    "pintool": ("*.c", "*.h", "*.cpp", "*.mk"),
+    "tracer": ("*.c", "*.h", "*.cpp", "*.mk"),
 }
 
 

@@ -56,7 +56,7 @@ def test_wheel_carries_the_data(wheel):
     for want in ("hctune/_data/configs/knobs.toml", "hctune/_data/configs/debian-packages.txt",
                  "hctune/_data/templates/malloc.c.j2", "hctune/_data/allocator/hc/hc_api.c",
                  "hctune/_data/allocator/replay/hcreplay_main.c",
-                 "hctune/_data/pintool/hctrace_preload.c", "hctune/cli.py"):
+                 "hctune/_data/tracer/hctrace_preload.c", "hctune/cli.py"):
         assert want in names, want
     # every C file of the allocator ships, whatever its name (globs, not a list)
     for c in (ROOT / "allocator" / "hc").glob("*.[ch]"):

@@ -20,7 +20,7 @@ TOOL = paths.BUILD / "hctrace-tool"
 def test_header_matches_spec():
     header = codegen.HEADER.read_text()
     assert codegen.splice(header, codegen.block()) == header, \
-        "pintool/hctrace.h drifted from configs/trace_format.toml: python -m hctune.trace.codegen"
+        "tracer/hctrace.h drifted from configs/trace_format.toml: python -m hctune.trace.codegen"
     assert codegen.main(["--check"]) == 0
 
 

@@ -5,12 +5,12 @@ RPL_DIR  := allocator/replay
 RPL_SRCS := $(RPL_DIR)/hcreplay_main.c $(RPL_DIR)/hcreplay_load.c $(RPL_DIR)/hcreplay_loop.c \
             $(RPL_DIR)/hcreplay_mem.c $(RPL_DIR)/hcreplay_hc.c $(RPL_DIR)/hcreplay_threads.c
 RPL_HDRS := $(RPL_DIR)/hcreplay.h $(RPL_DIR)/hcreplay_op.h $(RPL_DIR)/hcreplay_hc.h $(wildcard allocator/hc/hc_stats.h) \
-            pintool/hctrace.h
+            tracer/hctrace.h
 
 # -fno-builtin-malloc etc.: the loop must really call the allocator, never have a
 # malloc/free pair folded away by the compiler.
 $(BUILD)/hcreplay: $(RPL_SRCS) $(RPL_HDRS) $(BUILD)/libhctrace_read.a | $(BUILD)
-	$(CC) $(CFLAGS_COMMON) -fno-builtin -I$(RPL_DIR) -Ipintool -Iallocator/hc \
+	$(CC) $(CFLAGS_COMMON) -fno-builtin -I$(RPL_DIR) -Itracer -Iallocator/hc \
 	  -o $@ $(RPL_SRCS) $(BUILD)/libhctrace_read.a -ldl -lpthread
 
 # -fno-builtin: gcc would turn malloc+memset inside calloc into a call to calloc itself.

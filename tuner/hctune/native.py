@@ -39,17 +39,17 @@ class Recipe:
 
 RECIPES = {
     "libhctrace.so": Recipe(
-        ("pintool/hctrace_preload.c",), ("pintool/*.h",),
-        ("-fvisibility=hidden", "-ftls-model=initial-exec", "-shared", "-Ipintool"),
+        ("tracer/hctrace_preload.c",), ("tracer/*.h",),
+        ("-fvisibility=hidden", "-ftls-model=initial-exec", "-shared", "-Itracer"),
         ("-ldl", "-lpthread"), "the LD_PRELOAD tracer"),
     "hcreplay": Recipe(
-        ("allocator/replay/hcreplay_*.c", "pintool/hctrace_read.c"),
-        ("allocator/replay/*.h", "pintool/*.h", "allocator/hc/hc_stats.h"),
-        ("-fno-builtin", "-Iallocator/replay", "-Ipintool", "-Iallocator/hc"),
+        ("allocator/replay/hcreplay_*.c", "tracer/hctrace_read.c"),
+        ("allocator/replay/*.h", "tracer/*.h", "allocator/hc/hc_stats.h"),
+        ("-fno-builtin", "-Iallocator/replay", "-Itracer", "-Iallocator/hc"),
         ("-ldl",), "the replay harness"),
     "hctrace-tool": Recipe(
-        ("pintool/hctrace_tool.c", "pintool/hctrace_read.c"), ("pintool/*.h",),
-        ("-Ipintool",), (), "the trace statistics tool"),
+        ("tracer/hctrace_tool.c", "tracer/hctrace_read.c"), ("tracer/*.h",),
+        ("-Itracer",), (), "the trace statistics tool"),
     "libkingsley.so": Recipe(
         ("allocator/replay/kingsley.c",), ("allocator/replay/api_derived.h",),
         ("-fno-builtin", "-shared"), ("-lpthread",), "the Kingsley baseline"),

@@ -2,7 +2,7 @@
 
 Use these, never a path computed from this file's location:
 
-  data_dir()          configs/, templates/, allocator/, pintool/ (the C sources): the checkout's
+  data_dir()          configs/, templates/, allocator/, tracer/ (the C sources): the checkout's
                       own folders, or the copy a wheel carries as package data (hctune/_data/,
                       found with importlib.resources)
   cache_dir()         per-user cache of compiled native parts and HC builds:
@@ -11,7 +11,7 @@ Use these, never a path computed from this file's location:
                       else None
   hctune.native.path("hcreplay" | "libhctrace.so" | ...)   a native part, built on first use
 
-The module constants CONFIGS, TEMPLATES, ALLOCATOR, PINTOOL, BUILD, CACHE and ROOT are kept for
+The module constants CONFIGS, TEMPLATES, ALLOCATOR, TRACER, BUILD, CACHE and ROOT are kept for
 existing callers: ROOT is the checkout (or the data directory when installed), BUILD the
 checkout's build/ (or cache_dir()/native when installed).
 """
@@ -37,7 +37,7 @@ def checkout() -> Path | None:
 
 @functools.lru_cache(maxsize=None)
 def data_dir() -> Path:
-    """The folder holding configs/, templates/, allocator/ and pintool/."""
+    """The folder holding configs/, templates/, allocator/ and tracer/."""
     packaged = Path(str(importlib.resources.files("hctune") / "_data"))
     if (packaged / "configs").is_dir():
         return packaged
@@ -67,7 +67,7 @@ ROOT = checkout() or data_dir()
 CONFIGS = data_dir() / "configs"
 TEMPLATES = data_dir() / "templates"
 ALLOCATOR = data_dir() / "allocator"
-PINTOOL = data_dir() / "pintool"
+TRACER = data_dir() / "tracer"
 BUILD = build_dir()
 # The HC build cache (one library per knob setting): build/cache in a checkout, as before,
 # unless HCTUNE_CACHE names a cache; the per-user cache when installed.

@@ -25,12 +25,12 @@ from optuna.trial import TrialState
 
 from hctune import knobs as _knobs
 from hctune.db import Database
-from hctune.errors import HctuneError
+from hctune.errors import HctuneError, redact
 from hctune.files import sha256
 from hctune.search import objective as _obj
 from hctune.search import seeds as _seeds
 from hctune.search import space
-from hctune.search.storage import default_url, fail_orphans, open_storage, redact, this_worker
+from hctune.search.storage import default_url, fail_orphans, open_storage, this_worker
 
 # Stop after this many trials fail in a row: the harness or the build is broken, not the setting.
 MAX_FAILS_IN_A_ROW = 3

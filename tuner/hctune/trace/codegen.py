@@ -1,4 +1,4 @@
-"""Generate the constant block of pintool/hctrace.h from configs/trace_format.toml.
+"""Generate the constant block of tracer/hctrace.h from configs/trace_format.toml.
 
     python -m hctune.trace.codegen          rewrite the block in place
     python -m hctune.trace.codegen --check  exit 1 if the committed header has drifted
@@ -11,7 +11,7 @@ import sys
 from hctune import paths
 from hctune.trace import spec
 
-HEADER = paths.PINTOOL / "hctrace.h"
+HEADER = paths.TRACER / "hctrace.h"
 BEGIN = "/* ---- BEGIN GENERATED from configs/trace_format.toml by hctune.trace.codegen ---- */\n"
 END = "/* ---- END GENERATED ---- */\n"
 

@@ -1,6 +1,6 @@
 """The trace format's constants, read from configs/trace_format.toml (the one place they are said).
 
-docs/trace-format.md describes the layout; pintool/hctrace.h is generated from the same file.
+docs/trace-format.md describes the layout; tracer/hctrace.h is generated from the same file.
 """
 
 from __future__ import annotations

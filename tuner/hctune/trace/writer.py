@@ -1,5 +1,5 @@
 """Write traces in the hctune format (importers use it; the C tracers have their own encoder
-in pintool/hctrace_enc.h).  Atomic: events go to a temp file next to the target, renamed into
+in tracer/hctrace_enc.h).  Atomic: events go to a temp file next to the target, renamed into
 place only when the writer closes without error, so a failed import leaves nothing behind."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 # Build the Pin tool with the Pin kit's own build rules:
-#   make -C pintool -f pin.mk PIN_ROOT=/path/to/pin-kit     (or, from the top: make pintool PIN_ROOT=...)
-# Output: pintool/obj-intel64/hctrace_pin.so (copied to build/hctrace_pin.so by `make pintool`).
+#   make -C tracer -f pin.mk PIN_ROOT=/path/to/pin-kit     (or, from the top: make pintool PIN_ROOT=...)
+# Output: tracer/obj-intel64/hctrace_pin.so (copied to build/hctrace_pin.so by `make pintool`).
 ifeq ($(PIN_ROOT),)
 $(error PIN_ROOT is not set: point it at an Intel Pin kit (pin-*-gcc-linux))
 endif

@@ -1,6 +1,6 @@
-# pintool/ — the trace format's C side: the reader library, the LD_PRELOAD tracer, the stats
+# tracer/ — the trace format's C side: the reader library, the LD_PRELOAD tracer, the stats
 # tool, the C test programs of the tracer, and (only with PIN_ROOT=...) the Pin tool.
-HCT_DIR     := pintool
+HCT_DIR     := tracer
 HCT_HEADERS := $(HCT_DIR)/hctrace.h $(HCT_DIR)/hctrace_varint.h $(HCT_DIR)/hctrace_enc.h
 
 $(BUILD)/hctrace_read.o: $(HCT_DIR)/hctrace_read.c $(HCT_HEADERS) | $(BUILD)

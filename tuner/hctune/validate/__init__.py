@@ -1,0 +1,111 @@
+"""Real-run validation: does the replay's winner hold in the real program?
+
+The replay (Hasan & Chang 2006, §4.4) is a prediction; the DMM simulator paper checks every
+prediction against the real program, and so does `hctune validate`:
+
+1. candidates: the study's best K distinct settings by its objective (pareto: K points spread
+   along the front), generic HC (Table 6, as the search measures it), glibc, and jemalloc,
+   mimalloc, tcmalloc when installed (plus any `extra` library);
+2. each HC candidate is built through the build cache (hctune.build.build_hc);
+3. the program (the profiled command, or another one) runs under each with LD_PRELOAD, in
+   interleaved rounds (every candidate once per round, in a shuffled order), N rounds, after one
+   warm-up run on glibc; each run is measured by build/cache/.../hcrun (wall time, the child's
+   user+sys CPU time and its own ru_maxrss) and stored in hc_real_runs as it finishes;
+4. a run whose stdout (sha256) or exit status differs from glibc's, that dies of a signal or
+   times out, disqualifies its candidate (which then stops running);
+5. medians with 95 % intervals; ratios to generic HC and to glibc as the ratio of medians with
+   a paired bootstrap over rounds (see `ratio_ci`); the winner among the HC candidates on the
+   real measure (mem: peak RSS; perf and pareto: wall time among those whose peak RSS is within
+   the memory limit of glibc's); and a verdict that says whether the difference is significant.
+
+Library entry points (the CLI and the web service call these): `validate`, `latest`,
+`candidates`, `program_for`, `summarize`, `provenance`.
+
+The package, by concern: `launcher` (hcrun), `program`, `candidates`, `runs` (the measuring
+loop), `stats` (bootstrap), `summary` (winner and verdict), `store` (provenance; reading back
+is `hctune.realruns`); this module runs the whole validation. Every name is importable from `hctune.validate`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hctune import knobs as _knobs  # noqa: F401  (re-exported, as before the split)
+from hctune.db import Database, now
+from hctune.errors import HctuneError
+from hctune.validate.candidates import (DEFAULT_TOP, REFERENCES, Candidate, _distinct, _spread,  # noqa: F401
+                                       candidates, tuned_trials)
+from hctune.validate.launcher import HCRUN_SOURCE, hcrun  # noqa: F401
+from hctune.validate.program import Program, check_program, program_for  # noqa: F401
+from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS, _kill_group, run_once, run_rounds  # noqa: F401
+from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci  # noqa: F401
+from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
+from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
+from hctune.validate.summary import DEFAULT_MEMORY_OVERHEAD, _pct, _span, _verdict, summarize  # noqa: F401
+
+
+def _limit(row, memory_limit) -> tuple[float | None, bool]:
+    """(limit, over the larger of glibc and generic HC) for the winner (perf, pareto): the
+    caller's limit (over glibc), else the study's, else the default (over the larger of the
+    two, as the search's perf default); none when the search lifted it."""
+    if memory_limit is not None:
+        return memory_limit, False
+    opts = json.loads(row["options_json"] or "{}")
+    if opts.get("max_memory_overhead") is not None:
+        return opts["max_memory_overhead"], bool(opts.get("memory_vs_generic"))
+    if opts.get("memory_limit_default") is False:
+        return None, False
+    return DEFAULT_MEMORY_OVERHEAD, True
+
+
+def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
+             runs: int = DEFAULT_RUNS, argv: list[str] | None = None, references: bool = True,
+             extra=(), memory_limit: float | None = None, timeout: float | None = None,
+             progress=None, seed: int = 0, storage: str | None = None) -> dict:
+    """Run the real program under the study's best settings and the references; store every
+    run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
+    on "build" and after every "run"; `extra` is [(label, library path[, env])]; `storage`: the
+    study's Optuna storage URL when the one hc_studies names lacks its password (workers)."""
+    if runs < MIN_RUNS:
+        raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
+    if top < 1:
+        raise HctuneError("--top must be at least 1")
+    from hctune.search import study as _study
+    with Database(db_path) as db:
+        row, st = _study.load(db, study, storage)
+        prog = program_for(db, row, argv)
+        cands, notes = candidates(db, row, st, top, references, extra, progress)
+        launcher = hcrun()
+        vid = db.add_validation(row["name"], row["objective"], prog.argv, prog.cwd, prog.stdin,
+                                runs)
+        status = "failed"
+        try:
+            summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
+                                  seed, memory_limit, notes)
+            status = "done"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            if status != "done":
+                db.finish_validation(vid, status)
+        db.finish_validation(vid, "done", summary)
+    return summary
+
+
+def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
+                memory_limit, notes) -> dict:
+    def on_run(r, done, total):
+        db.add_real_run(vid, r)     # stored as it finishes: an interrupted validation keeps it
+        if progress:
+            progress({"event": "run", "done": done, "total": total, "candidate": r["candidate"],
+                      "run": r})
+    all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run)
+    limit, vs_generic = _limit(row, memory_limit)
+    summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic)
+    summary["notes"] = notes + more + summary["notes"]
+    summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
+                   output_check=("stdout sha256 and exit status against glibc's"
+                                 if reference["stdout_sha256"] else "exit status only"),
+                   date=now())
+    return summary

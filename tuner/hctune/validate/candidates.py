@@ -1,0 +1,116 @@
+"""The candidates: the study's best K distinct settings by its objective (pareto: K points
+spread along the front), generic HC, glibc and the installed reference allocators, each HC
+one built through the build cache."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from hctune import allocators
+from hctune import knobs as _knobs
+from hctune.db import Database
+from hctune.errors import HctuneError
+
+DEFAULT_TOP = 3
+REFERENCES = ("jemalloc", "mimalloc", "tcmalloc")
+
+
+@dataclasses.dataclass
+class Candidate:
+    label: str                   # "tuned #1", "hc generic", "glibc", "jemalloc", ...
+    kind: str                    # tuned | generic | reference | extra
+    allocator: str               # hc | glibc | jemalloc | ... | a library path
+    library: Path | None = None  # what LD_PRELOAD gets (None: glibc)
+    setting: dict | None = None  # HC only
+    trial: int | None = None     # tuned only: the study's trial
+    replay: dict | None = None   # the replay's prediction: {"mem_ratio", "perf_ratio"} vs glibc
+    env: dict | None = None      # extra environment (tests' broken allocators)
+
+    @property
+    def is_hc(self) -> bool:
+        return self.kind in ("tuned", "generic")
+
+
+def _distinct(trials, top: int, generic_key: str) -> list:
+    seen, out = {generic_key}, []
+    for t in trials:
+        k = t.user_attrs.get("setting")
+        if k and k not in seen:
+            seen.add(k)
+            out.append(t)
+        if len(out) >= top:
+            break
+    return out
+
+
+def _spread(front: list, k: int) -> list:
+    """k points spread evenly along the front (sorted by memory), ends included."""
+    if len(front) <= k:
+        return list(front)
+    if k == 1:
+        return [front[len(front) // 2]]
+    idx = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)})
+    return [front[i] for i in idx]
+
+
+def tuned_trials(st, objective: str, top: int) -> list:
+    """The study's best `top` distinct settings other than generic: by its objective, or for
+    pareto spread along the front (lowest memory first)."""
+    from hctune.search import space
+    from hctune.search import study as _study
+    generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
+    ok = [t for t in _study.finished(st) if _study.feasible(t)]
+    if objective == "pareto":
+        front = [t for t in _study.pareto_front(st) if t.user_attrs.get("setting") != generic_key]
+        return _spread(_distinct(front, len(front), generic_key), top)
+    ok.sort(key=lambda t: (t.user_attrs[objective], t.number))
+    return _distinct(ok, top, generic_key)
+
+
+def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: bool = True,
+               extra=(), progress=None) -> tuple[list[Candidate], list[str]]:
+    """(candidates, notes): built and ready to run; notes say what was left out and why."""
+    from hctune.search import space
+    from hctune.search import study as _study
+    notes = []
+    objective = study_row["objective"]
+    generic = space.for_search(_knobs.preset("generic"))
+    generic_key = _knobs.key(generic)
+    done = _study.finished(st)
+    if not done:
+        raise HctuneError(f"study {study_row['name']} has no finished trial; run `hctune search`")
+    gen_trial = next((t for t in done if t.user_attrs.get("setting") == generic_key), None)
+    out = []
+    for i, t in enumerate(tuned_trials(st, objective, top), 1):
+        out.append(Candidate(f"tuned #{i}", "tuned", "hc", setting=_study.trial_setting(t),
+                             trial=t.number, replay={"mem_ratio": t.user_attrs["mem"],
+                                                     "perf_ratio": t.user_attrs["perf"]}))
+    if not out:
+        notes.append("the study's best (for pareto: its whole front) is the generic setting: "
+                     "there is no other tuned setting to run")
+    out.append(Candidate("hc generic", "generic", "hc", setting=generic,
+                         trial=gen_trial.number if gen_trial else None,
+                         replay={"mem_ratio": gen_trial.user_attrs["mem"],
+                                 "perf_ratio": gen_trial.user_attrs["perf"]} if gen_trial else None))
+    out.append(Candidate("glibc", "reference", "glibc", replay={"mem_ratio": 1.0,
+                                                                "perf_ratio": 1.0}))
+    if references:
+        for name in REFERENCES:
+            try:
+                out.append(Candidate(name, "reference", name,
+                                     library=allocators.resolve(name).library))
+            except HctuneError as e:
+                notes.append(f"{name} left out: {e}")
+    for item in extra:
+        label, lib, env = (tuple(item) + (None,))[:3]
+        lib = Path(lib).expanduser().resolve()
+        if not lib.is_file():
+            raise HctuneError(f"allocator library {lib} does not exist")
+        out.append(Candidate(label, "extra", str(lib), library=lib, env=env))
+    for c in out:
+        if c.is_hc:
+            if progress:
+                progress({"event": "build", "candidate": c.label})
+            c.library = allocators.resolve("hc", c.setting, db=db).library
+    return out, notes
