@@ -17,7 +17,8 @@ from pathlib import Path
 
 from hctune import VERSION_TEXT
 from hctune import knobs as _knobs
-from hctune import templating
+from hctune import render, templating
+from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.files import write_atomic
@@ -76,9 +77,8 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=date, hctune=VERSION_TEXT)
         return setting, prov
-    from hctune import validate as _validate
-    from hctune.search import results  # only a study-based emit needs Optuna
-    from hctune.search import study as _study
+    from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
+    from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
     with Database(db_path) as db:
         try:
@@ -128,7 +128,6 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     if out.is_dir():
         raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/malloc.c")
     setting, prov = choose_setting(db_path, study, objective, preset, sets)
-    from hctune import render  # the renderer of the HC allocator (another part of hctune)
     text = render.render_malloc(setting, prov)
     existed = out.exists()
     write_atomic(out, text)

@@ -157,6 +157,8 @@ def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
     result["allocator"] = alloc.name
     result["library"] = str(alloc.library) if alloc.library else None
     result["setting"] = alloc.setting
+    if alloc.variables:
+        result["variables"] = dict(alloc.variables)
     result["metric"] = metric
     result["time_ns_per_op"] = result["median_ns"] / ops  # full precision (C prints 4 places)
     result["cpu_ns_per_op"] = result.get("cpu_median_ns", result["median_ns"]) / ops
