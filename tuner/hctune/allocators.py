@@ -21,9 +21,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from hctune.errors import HctuneError
-
 from hctune import allocator_knobs as _xknobs
+from hctune import build, knobs, native
+from hctune.errors import HctuneError
 
 # name -> (file names to look for, Debian package that ships them), from configs/allocators.toml
 SYSTEM = {a: (_xknobs.allocator(a).files, _xknobs.allocator(a).package)
@@ -101,11 +101,9 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
         raise HctuneError(f"a knob setting only applies to hc, {', '.join(_xknobs.names())}; "
                           f"not {name}")
     if name == "hc":
-        from hctune import build, knobs
         full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
         return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
     if name in _xknobs.names():
-        from hctune import knobs
         if setting and set(setting) & set(knobs.knobs()):
             raise HctuneError(f"HC's knob setting only applies to the hc allocator, not {name}")
         library = find_system(name) if name in SYSTEM else None
@@ -113,7 +111,6 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
         return Allocator(name, library, full if setting is not None else None,
                          tuple(_xknobs.env_vars(name, full).items()))
     if name in BUILT:
-        from hctune import native
         return Allocator(name, native.path(BUILT[name]))
     if "/" in name or name.endswith(".so") or ".so." in name:
         lib = Path(name).expanduser().resolve()
@@ -141,7 +138,6 @@ def setting_key(name: str, setting: dict | None) -> str | None:
     if setting is None:
         return None
     if name == "hc":
-        from hctune import knobs
         return knobs.key(setting)
     return _xknobs.key(name, setting) or None
 
@@ -151,7 +147,6 @@ def parse_setting(name: str, preset: str | None = None, sets=()) -> dict | None:
     glibc, jemalloc, mimalloc, tcmalloc their changed knobs (`--set jemalloc.narenas=1`);
     None for other allocators, which have no knobs."""
     if name == "hc":
-        from hctune import knobs
         return knobs.resolve(preset, sets)
     if preset:
         raise HctuneError(f"--preset and its named settings apply to the hc allocator, "

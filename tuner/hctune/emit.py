@@ -16,8 +16,10 @@ import tempfile
 from pathlib import Path
 
 from hctune import VERSION_TEXT
+from hctune import allocator_knobs, allocators
 from hctune import knobs as _knobs
-from hctune import templating
+from hctune import render, templating
+from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.files import write_atomic
@@ -66,7 +68,6 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
     """(setting, provenance) from a study's best trial or a preset, `--set` applied last."""
     alloc, setting, prov = choose(db_path, study, objective, preset, sets)
     if alloc != "hc":
-        from hctune import allocator_knobs
         raise HctuneError(f"the recommendation is {allocator_knobs.describe(alloc, setting)}: "
                           f"not HC, so there is no malloc.c to write; write its environment "
                           f"with `hctune emit --env FILE`")
@@ -87,7 +88,6 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         if study is not None or preset is not None:
             raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
                               f"two ways; give one")
-        from hctune import allocator_knobs, allocators
         if allocator not in allocator_knobs.names():
             raise HctuneError(f"--allocator: use hc or {', '.join(allocator_knobs.names())}, "
                               f"not {allocator!r}")
@@ -106,9 +106,8 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=date, hctune=VERSION_TEXT)
         return "hc", setting, prov
-    from hctune import validate as _validate
-    from hctune.search import results  # only a study-based emit needs Optuna
-    from hctune.search import study as _study
+    from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
+    from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
     with Database(db_path) as db:
         try:
@@ -134,7 +133,6 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         setting.update(_knobs.parse_sets(sets))
         setting = _knobs.complete(setting)
     else:
-        from hctune import allocator_knobs
         setting = {**setting, **allocator_knobs.parse_sets(alloc, sets)}
         setting = allocator_knobs.complete(alloc, setting)
     overrides = bool(sets)
@@ -166,7 +164,6 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     if out.is_dir():
         raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/malloc.c")
     setting, prov = choose_setting(db_path, study, objective, preset, sets)
-    from hctune import render  # the renderer of the HC allocator (another part of hctune)
     text = render.render_malloc(setting, prov)
     existed = out.exists()
     write_atomic(out, text)
@@ -198,7 +195,6 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
     command, GLIBC_TUNABLES/MALLOC_CONF string, systemd drop-in, Dockerfile ENV block and
     LD_PRELOAD line in comments, and the evidence (`prov`) above. For HC, `library` is the
     .so written beside it."""
-    from hctune import allocator_knobs, allocators
     path = Path(path)
     if path.is_dir():
         raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hctune import allocator_knobs
 from hctune.search import results
 
 
@@ -37,7 +38,6 @@ def show(r: dict, console: Console):
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
     if r.get("allocator", "hc") != "hc":
-        from hctune import allocator_knobs
         console.print(escape(f"allocator: {allocator_knobs.describe(r['allocator'], r['setting'])}"
                              " (the tuned row; write it with hctune emit --env FILE)"))
     else:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hctune import allocators
 from hctune import validate as _validate
 from hctune.commands import validate as _validate_cmd
 from hctune.search import objective as _obj
@@ -51,7 +52,6 @@ def _bar(opts: _study.Options, console: Console):
 
 
 def _allocator_list(text: str) -> tuple[str, ...]:
-    from hctune import allocators
     names = allocators.parse_list(text)
     if names == ["installed"]:
         return _study.default_allocators()

@@ -17,6 +17,7 @@ import socket
 import threading
 from pathlib import Path
 
+from hctune import allocators, build, replay
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
@@ -132,13 +133,12 @@ class Evaluator:
 
     def build_key(self, setting: dict) -> str:
         """The build cache's key of HC with `setting` (rendered source + compiler + flags)."""
-        from hctune import build, render  # the HC build cache and renderer (other parts)
+        from hctune import render  # deferred: the renderer loads Jinja2 (validate imports this module)
         return build.cache_key(render.render_malloc(_knobs.complete(setting)), build.compiler(),
                                build.CFLAGS)
 
     def stored(self, trace: Trace, allocator: str, setting: dict | None):
-        from hctune.allocators import setting_key
-        key = setting_key(allocator, setting)
+        key = allocators.setting_key(allocator, setting)
         # this machine's own: a shared database holds other machines' times too
         rows = self._db().measurements(trace_id=trace.id, allocator=allocator, setting=key,
                                        metric=self.metric, host=socket.gethostname())
@@ -158,15 +158,13 @@ class Evaluator:
     def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
         """(result, cached): a stored measurement, or a new one (built, replayed, stored). Two
         threads (--jobs) asking for the same one at once measure it once: the second waits."""
-        from hctune.allocators import setting_key
-        key = setting_key(allocator, setting)
+        key = allocators.setting_key(allocator, setting)
         with self._measuring(trace.id, allocator, key):
             found = self.stored(trace, allocator, setting)
             if found is not None:
                 return found, True
             fn = self._measure_fn
             if fn is None:
-                from hctune import replay  # the replay harness's library (another part)
                 fn = replay.measure
             result = fn(trace.path, allocator=allocator, setting=setting,
                         repeat=self.repeat, metric=self.metric)

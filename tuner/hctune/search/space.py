@@ -21,6 +21,7 @@ import math
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from hctune import allocator_knobs as _xknobs
 from hctune import knobs as _knobs
 from hctune.errors import HctuneError
 
@@ -210,16 +211,14 @@ def x_distribution(k):
 
 def x_searched(name: str, threads: bool = False) -> dict:
     """Another allocator's searched knobs ({name: XKnob}); thread knobs only when `threads`."""
-    from hctune import allocator_knobs as _x
-    return {n: k for n, k in _x.knobs(name).items()
+    return {n: k for n, k in _xknobs.knobs(name).items()
             if k.search != "fixed" and (threads or not k.threads)}
 
 
 def x_params_of(name: str, setting: dict, threads: bool = False) -> dict:
     """The Optuna parameters of allocator `name` with `setting` (changed knobs; the rest at
     the library's defaults), "allocator" included."""
-    from hctune import allocator_knobs as _x
-    full = {**_x.defaults(name), **_x.complete(name, setting)}
+    full = {**_xknobs.defaults(name), **_xknobs.complete(name, setting)}
     params = {ALLOCATOR_PARAM: name}
     for n, k in x_searched(name, threads).items():
         v = full[n]
@@ -228,14 +227,13 @@ def x_params_of(name: str, setting: dict, threads: bool = False) -> dict:
 
 
 def x_setting_of(name: str, params: dict, threads: bool = False) -> dict:
-    from hctune import allocator_knobs as _x
     out = {}
     for n, k in x_searched(name, threads).items():
         p = x_param_name(k)
         if p in params:
             v = params[p]
             out[n] = int(v) - 1 if k.search == "log_or_zero" else v
-    return _x.complete(name, out)
+    return _xknobs.complete(name, out)
 
 
 def suggest_allocator(trial: optuna.trial.BaseTrial, names, only=None,
