@@ -17,24 +17,24 @@ from pathlib import Path
 
 from hctune import VERSION_TEXT
 from hctune import knobs as _knobs
-from hctune import render, templating
+from hctune import build, render, templating
 from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.files import write_atomic
 
-SO_CFLAGS = ["-O2", "-fPIC", "-shared"]
-SO_LIBS = ["-lpthread"]
 
 
 
 
 def compile_so(source: Path, out: Path, cc: str | None = None) -> list[str]:
-    """Compile `source` into the shared library `out` (atomically); returns the command."""
-    cc = cc or os.environ.get("CC", "cc")
+    """Compile `source` into the shared library `out` (atomically) with the HC recipe the
+    search's builds use (configs/build.toml), so it holds the code that was measured; returns
+    the command."""
+    cc = cc or build.compiler()
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".so", dir=out.parent)
     os.close(fd)
-    cmd = [*shlex.split(cc), *SO_CFLAGS, str(source), "-o", tmp, *SO_LIBS]
+    cmd = [*shlex.split(cc), *build.CFLAGS, "-o", tmp, str(source)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
