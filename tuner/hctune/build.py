@@ -62,7 +62,7 @@ def cache_key(source: str, cc: str, flags: tuple[str, ...]) -> str:
 def build_hc(setting: dict, debug: bool = False, db=None) -> Path:
     """<HC build cache>/<key>/libhc.so for this setting, compiled if not cached; recorded in db's
     builds table when a Database is given."""
-    from hctune import render  # the HC allocator's part; imported late so the rest loads alone
+    from hctune import render  # deferred: the renderer loads Jinja2, which only an HC build needs
 
     setting = knobs.complete(setting)
     source = render.render_malloc(setting, debug=debug)

@@ -18,6 +18,7 @@ from pathlib import Path
 from hctune import VERSION_TEXT
 from hctune import knobs as _knobs
 from hctune import render, templating
+from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError, NotFound
 from hctune.files import write_atomic
@@ -83,9 +84,8 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=render.date_text(), hctune=VERSION_TEXT)
         return setting, prov
-    from hctune import validate as _validate
-    from hctune.search import results  # only a study-based emit needs Optuna
-    from hctune.search import study as _study
+    from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
+    from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
     with Database(db_path) as db:
         if trial is not None:

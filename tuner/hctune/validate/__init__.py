@@ -70,7 +70,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
         raise HctuneError("--top must be at least 1")
-    from hctune.search import study as _study
+    from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
         row, st = _study.load(db, study, storage)
         prog = program_for(db, row, argv)

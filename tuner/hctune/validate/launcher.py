@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hctune import paths
+from hctune import build, paths
 from hctune.errors import HctuneError
 
 HCRUN_SOURCE = paths.ALLOCATOR / "replay" / "hcrun.c"
@@ -20,7 +20,6 @@ HCRUN_SOURCE = paths.ALLOCATOR / "replay" / "hcrun.c"
 def hcrun() -> Path:
     """build/cache/hcrun-<hash>/hcrun, compiled on first use (statically when possible)."""
     source = HCRUN_SOURCE.read_text()
-    from hctune import build
     cc = build.compiler()
     key = hashlib.sha256(f"{source}\0{build.compiler_identity(cc)}".encode()).hexdigest()[:16]
     exe = paths.CACHE / f"hcrun-{key}" / "hcrun"
