@@ -200,6 +200,7 @@ static size_t hc_os_purge(size_t pad, int all);
 static void hc_big_insert(char *b);
 static void hc_big_remove(char *b);
 #endif
+static void hc_sp_stats(struct hc_stats *out);
 #if HC_DEBUG
 static void hc_check(void);
 static void hc_check_free_arg(void *p);

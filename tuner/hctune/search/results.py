@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from hctune import knobs as _knobs
+from hctune import realruns
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -93,20 +94,21 @@ def best(db_path, name: str | None = None, objective: str | None = None,
          measure_fn=None) -> dict:
     """The chosen setting of a study with its measured footprint and time, absolute and
     relative to glibc and to the generic setting, per trace and as a geometric mean."""
-    from hctune import validate as _validate
     asked = objective
     with Database(db_path) as db:
         row, st, objective, trial = chosen(db, name, objective)
         traces = study_traces(db, row)
-        real = _validate.validated(db, row, asked)
+        real = realruns.validated(db, row, asked)
     replay_best = trial.number
     opts = json.loads(row["options_json"] or "{}")
     metric = opts.get("metric", "time")
     ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=opts.get("repeat", 3),
                         measure_fn=measure_fn)
     setting = _study.trial_setting(trial)
+    alloc = _study.trial_allocator(trial)
     if real is not None:   # the real runs' winner replaces the replay's best
-        setting = _validate.winner_setting(real)
+        alloc = real["winner"].get("allocator") or "hc"
+        setting = realruns.winner_setting(real)
         n = real["winner"]["trial"]
         trial = next((t for t in _study.finished(st) if t.number == n), None)
     generic = space.for_search(_knobs.preset("generic"))
@@ -117,7 +119,7 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     per_trace = []
     try:
         for t in traces:
-            tuned, _ = ev.measure(t, "hc", setting)
+            tuned, _ = ev.measure(t, alloc, setting)
             gen, _ = ev.measure(t, "hc", generic)
             glibc = ev.baseline(t)
             entry = {"trace": t.path, "command": t.command,
@@ -142,7 +144,8 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
         "metric": metric, "trial": trial.number if trial is not None else None,
         "seed": trial.user_attrs.get("seed") if trial is not None else None,
-        "setting": setting, "changed_from_generic": _knobs.diff_from(setting, generic),
+        "allocator": alloc, "setting": setting,
+        "changed_from_generic": _knobs.diff_from(setting, generic) if alloc == "hc" else setting,
         "traces": per_trace,
         "geomean": {o: {"footprint": gm(o, "footprint"), perf_field: gm(o, perf_field)}
                     for o in ("glibc", "generic")},
