@@ -56,3 +56,25 @@ def test_churn_debug_checked(churn, hc_library):
     expected = run(churn, None, 3000, 200)
     lib = hc_library(knobs.resolve("generic", []), debug=True)
     assert run(churn, lib, 3000, 200, HCMALLOC_CHECK="1") == expected
+
+
+@pytest.mark.parametrize("sets,calloc_mapped", [([], 1), (["CALLOC_MMAP=0"], 0)])
+def test_calloc_mapped_above_the_risen_threshold(c_program, hc_library, sets, calloc_mapped):
+    """CALLOC_MMAP: after a mapped 1 MiB block is freed the threshold rises and malloc's 1 MiB
+    comes from the heap; calloc's still gets its own (lazily zero) mapping."""
+    lib = hc_library(knobs.resolve("generic", sets))
+    out = run(c_program("calloc_os"), lib, "threshold")
+    assert out == f"mapped malloc=0 calloc={calloc_mapped}\n"
+
+
+@pytest.mark.parametrize("sets,populated", [([], True), (["CALLOC_POPULATE=0"], False)])
+def test_calloc_table_populated(c_program, hc_library, sets, populated):
+    """CALLOC_POPULATE: an 8 MiB zeroed table read then written takes one fault per page, not
+    two (the shared zero page, then its copy)."""
+    lib = hc_library(knobs.resolve("generic", sets))
+    faults, pages = map(int, re.fullmatch(r"faults (\d+) pages (\d+)\n",
+                                          run(c_program("calloc_os"), lib, "table")).groups())
+    if populated:
+        assert faults < 1.3 * pages, (faults, pages)
+    else:
+        assert faults > 1.8 * pages, (faults, pages)

@@ -130,12 +130,15 @@ static inline char *hc_page_down(char *p) { return (char *)((uintptr_t)p & ~(uin
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL and nothing happens */
 #endif
 
+#define HC_POPULATE_MAX ((size_t)64 << 20) /* CALLOC_POPULATE: larger callocs stay lazy */
+
 /* calloc's zeroing of the n bytes at p; clean: they were never written (fresh from the OS).
- *  - Fresh memory is zero already.  Up to CALLOC_POPULATE bytes its pages are populated
- *    writable at once (madvise MADV_POPULATE_WRITE, one call): a program that reads its zeroed
- *    table before writing it (xz's match finder) would otherwise take two faults per page, one
- *    mapping the kernel's shared zero page and one replacing it at the first write.  Larger
- *    blocks stay lazy, so a huge sparse calloc does not become resident.
+ *  - Fresh memory is zero already.  From CALLOC_POPULATE bytes up to HC_POPULATE_MAX its pages
+ *    are populated writable at once (madvise MADV_POPULATE_WRITE, one call): a program that
+ *    reads its zeroed table before writing it (xz's match finder: 17 MB per thread) would
+ *    otherwise take two faults per page, one mapping the kernel's shared zero page and one
+ *    replacing it at the first write.  Smaller blocks stay lazy (a zeroed buffer the program
+ *    may never write: Python's bytes(n)), and so do larger ones (a huge sparse array).
  *  - Memory written before is zeroed by memset, except from CALLOC_RELEASE bytes up: its whole
  *    pages are given back (MADV_DONTNEED; they read as zero and fault in when written, as from
  *    a fresh mmap) and only the partial first and last pages are cleared, so a block the
@@ -146,7 +149,7 @@ static void hc_os_calloc(void *p, size_t n, int clean)
     char *lo = hc_page_up((char *)p), *hi = hc_page_down((char *)p + n);
     if (clean) {
 #if CALLOC_POPULATE > 0
-        if (n <= (size_t)(CALLOC_POPULATE) && lo < hi)
+        if (n >= (size_t)(CALLOC_POPULATE) && n <= HC_POPULATE_MAX && lo < hi)
             (void)madvise(lo, (size_t)(hi - lo), MADV_POPULATE_WRITE);
 #endif
         (void)lo, (void)hi;
