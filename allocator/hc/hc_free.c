@@ -76,7 +76,7 @@ static void hc_free_block(char *b)
 
 /* Split the in-use block b down to `size` bytes, freeing the tail (realloc shrink, memalign).
  * The tail goes on its uncoalesced sub-list (its next neighbour may be free), or back into the
- * wilderness when it lies just below it. */
+ * wilderness when it lies just below it; with BIG_AO_FIT a big tail is merged at once. */
 static void hc_shrink_block(char *b, size_t size)
 {
     HC_ARENA_HERE;
@@ -92,5 +92,13 @@ static void hc_shrink_block(char *b, size_t size)
         return;
     hc_set_trailer(r, rest);
     hc_clear_pinuse(r + rest);
+#if BIG_AO_FIT
+    if (rest > HC_MEDIUM_MAX) { /* merged at once, as a freed big block (hc_big.c) */
+        char *m = hc_merge(r);
+        if (m)
+            hc_list_push(m, 1);
+        return;
+    }
+#endif
     hc_list_push(r, 0);
 }
