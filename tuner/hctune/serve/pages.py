@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
-from hctune import validate as _validate
 from hctune.search import objective as _obj
+from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
-from hctune.serve.studies import StudyRequest, create_study
-from hctune.serve.traces import store_upload
+from hctune.serve.studies import MAX_ID, StudyRequest, create_study
+from hctune.serve.traces import upload
 
 router = APIRouter(include_in_schema=False)
 
@@ -30,14 +30,13 @@ def traces_page(request: Request, svc: Service = Depends(service)):
 
 
 @router.post("/traces", dependencies=[Depends(need_token)])
-def traces_upload(request: Request, file: UploadFile = File(...), format: str = Form("hctune"),
-                  svc: Service = Depends(service)):
-    t = store_upload(svc, file, format, request)
+async def traces_upload(request: Request):
+    t, _ = await upload(service(request), request)
     return RedirectResponse(f"/traces/{t['id']}", status_code=303)
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
-def trace_page(trace_id: int, svc: Service = Depends(service)):
+def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(service)):
     from hctune.trace import report as trace_report
     with svc.db() as db:
         row = db.trace(trace_id)
@@ -61,15 +60,16 @@ def studies_page(request: Request, svc: Service = Depends(service)):
             s = svc.trials.get(r["name"], r["state"])
             st[r["name"]] = None if s is None else s.summary(r["options"]["objective"])
     return svc.page("serve_studies.html.j2", request, studies=rows, summaries=st,
-                    traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS)
+                    traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS,
+                    defaults=_options.Options(), bounds=_options.NUMBERS)
 
 
 @router.post("/studies", dependencies=[Depends(need_token)])
 def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
-                   metric: str = Form("time"), trials: int = Form(20),
+                   metric: str = Form("time"), trials: int = Form(_options.DEFAULT_TRIALS),
                    max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
                    timeout: str = Form(""), validate_runs: int = Form(0),
-                   validate_top: int = Form(_validate.DEFAULT_TOP),
+                   validate_top: int = Form(_options.VALIDATE_TOP),
                    svc: Service = Depends(service)):
     def num(s):
         try:
