@@ -19,6 +19,8 @@
  */
 #include "hc_block.h"
 #include "hc_lock.h"
+#include <signal.h>
+#include <time.h>
 
 /* Memory given back across arenas (the design; hc_lock.h has the lock order).  The decay of
  * hc_os.c runs on allocation slow paths and purges the calling thread's arena; three rules make
@@ -80,8 +82,7 @@ static HC_NOINLINE struct hc_state *hc_home_assign(void)
 /* The calling thread's home arena. */
 static inline struct hc_state *hc_home(void)
 {
-    if (HC_NARENAS == 1)
-        return hc_arenas;
+    /* Even with one arena: the assignment counts the thread and registers its exit. */
     struct hc_state *a = hc_home_arena;
     return hc_likely(a != NULL) ? a : hc_home_assign();
 }
@@ -102,6 +103,63 @@ static HC_UNUSED int hc_arena_purge_try(struct hc_state *a, int all)
     hc_unlock_arena(a);
     return 1;
 }
+
+/* ---- the purge thread (PURGE_THREAD) ----
+ * The decay runs on allocation slow paths, so a program that goes quiet -- sleeps, or makes
+ * only small calls its thread cache serves -- keeps what the arenas shared with its remaining
+ * threads hold (arena 0 above all, where every thread's large blocks live).  With PURGE_THREAD
+ * a thread, started when a thread first exits (so never in a single-threaded process, and not
+ * in one whose threads all live on), runs the decay on every arena each DECAY_MS / 2, under
+ * try-locks (hc_arena_purge_try's rule), with every signal blocked.  It never allocates.  A
+ * forked child has none until one of its own threads exits. */
+#if DECAY_MS > 0 && PURGE_THREAD
+static int hc_purge_started;
+
+static void *hc_purge_main(void *arg)
+{
+    (void)arg;
+    uint64_t gap = (uint64_t)(DECAY_MS) / 2 ? (uint64_t)(DECAY_MS) / 2 : 1;
+    struct timespec nap = { (time_t)(gap / 1000), (long)(gap % 1000) * 1000000L };
+    for (;;) {
+        nanosleep(&nap, NULL);
+        uint64_t now = hc_os_now_ms();
+        for (unsigned k = 0; k < HC_NARENAS; k++) {
+            struct hc_state *a = &hc_arenas[k];
+            if (!__atomic_load_n(&a->ready, __ATOMIC_RELAXED) || !hc_trylock_arena(a))
+                continue;
+            hc_use(a);
+            if (!hc.os.decay_off)
+                hc_os_decay_at(now, hc_os_dirty());
+            hc_unlock_arena(a);
+        }
+    }
+    return NULL;
+}
+
+/* Called with no lock held (pthread_create may allocate). */
+static void hc_purge_start(void)
+{
+    if (__atomic_exchange_n(&hc_purge_started, 1, __ATOMIC_RELAXED))
+        return;
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    if (pthread_create(&t, &attr, hc_purge_main, NULL) != 0)
+        hc_purge_started = 0; /* try again at the next exit */
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+}
+#define HC_PURGE_START() hc_purge_start()
+#define HC_PURGE_FORGET() (hc_purge_started = 0)
+#else
+#define HC_PURGE_START() ((void)0)
+#define HC_PURGE_FORGET() ((void)0)
+#endif
 
 /* A thread with a home arena exits (pthread key destructor): its cache goes back first, then it
  * stops counting for its arena; the last thread out purges the arena (the memory of threads that
@@ -131,12 +189,14 @@ static void hc_arena_leave(void *arg)
 #else
     (void)left;
 #endif
+    HC_PURGE_START();
     errno = saved;
 }
 
 /* fork's child has one thread, the forking one: only its home counts. */
 static void hc_arena_after_fork(void)
 {
+    HC_PURGE_FORGET(); /* the purge thread was not copied */
     memset(hc_arena_threads, 0, sizeof hc_arena_threads);
     if (hc_home_arena && hc_home_counted)
         hc_arena_threads[hc_home_arena - hc_arenas] = 1;

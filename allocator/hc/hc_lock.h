@@ -22,12 +22,13 @@
  * whose prepare handler runs before fork takes the list lock.  Taking the arena locks there
  * inverts 1 and 4: a thread in getline holds a FILE lock and waits for an arena; fflush(NULL)
  * holds the list lock and waits for that FILE; fork holds the arenas and waits for the list
- * lock.  So HC's prepare takes the list lock itself first (it is recursive: fork's own take of it
- * afterwards only counts up), then the pick lock and every arena lock in index order; the parent handler releases
- * the arenas in reverse order, then its count of the list lock (fork has already released its
- * own); the child re-initializes the arena locks (fork has already reset the list lock and every
- * FILE lock in the child).  mimalloc never hangs here because its fork handlers take no lock at
- * all (its heaps are per thread; the child just carries on with the forking thread's).
+ * lock.  So HC's prepare takes the list lock itself first (it is recursive: fork's own take of
+ * it afterwards only counts up), then the pick lock and every arena lock in index order; the
+ * parent handler releases them in reverse order, then its count of the list lock (fork has
+ * already released its own); the child re-initializes the pick and arena locks (fork has
+ * already reset the list lock and every FILE lock in the child).  mimalloc does not hang here
+ * because it holds no lock across fork at all (its heaps are per thread); jemalloc and tcmalloc,
+ * whose prepare handlers lock their arenas, hang the same way HC did.
  *
  * While the process is single-threaded the handlers lock nothing, as glibc's fork does then
  * (it skips its list and malloc locks): no other thread can be inside malloc, and a fork made by

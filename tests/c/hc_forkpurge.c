@@ -15,6 +15,8 @@
  *                      use (every 10 ms one 8 KiB and a few small malloc/free) for up to 3 s.
  *                      Prints "cycle K rss_kib R" after each cycle, then "released_ms M rss_kib R"
  *                      when RSS fell below 64 MiB, or "timeout rss_kib R".
+ *                      churn CYCLES MIB idle|small: instead of light use, no allocator call at
+ *                      all (idle) or only the small malloc/free (a thread cache serves them).
  *        hc_forkpurge errno  free keeps errno when munmap fails (the map count exhausted);
  *                      posix_memalign / memalign / aligned_alloc failures set errno as glibc
  *                      does.  "ok N checks".
@@ -267,7 +269,7 @@ static void *churner(void *arg)
     return NULL;
 }
 
-static int churn(int cycles, size_t mib)
+static int churn(int cycles, size_t mib, const char *after)
 {
     churn_bytes = mib << 20;
     for (int c = 0; c < cycles; c++) {
@@ -280,19 +282,22 @@ static int churn(int cycles, size_t mib)
     }
     double start = now_ms();
     void *small[8];
+    int light = !strcmp(after, "light"), some = !strcmp(after, "small");
     while (now_ms() - start < 3000) {
         long rss = rss_kib();
         if (rss < 64 * 1024) {
             printf("released_ms %.0f rss_kib %ld\n", now_ms() - start, rss);
             return 0;
         }
-        void *p = malloc(8192);
+        void *p = light ? malloc(8192) : NULL;
         if (p)
             memset(p, 1, 8192);
-        for (int i = 0; i < 8; i++)
-            small[i] = malloc(24 + 16 * (size_t)i);
-        for (int i = 0; i < 8; i++)
-            free(small[i]);
+        if (light || some) {
+            for (int i = 0; i < 8; i++)
+                small[i] = malloc(24 + 16 * (size_t)i);
+            for (int i = 0; i < 8; i++)
+                free(small[i]);
+        }
         free(p);
         usleep(10000);
     }
@@ -461,7 +466,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "signal-fork"))
         return signal_fork();
     if (argc >= 4 && !strcmp(argv[1], "churn"))
-        return churn(atoi(argv[2]), (size_t)atol(argv[3]));
+        return churn(atoi(argv[2]), (size_t)atol(argv[3]), argc > 4 ? argv[4] : "light");
     if (argc >= 2 && !strcmp(argv[1], "errno"))
         return errno_rules();
     if (argc >= 2 && !strcmp(argv[1], "stats-cancel"))
