@@ -16,7 +16,6 @@ import json
 import os
 import re
 import socket
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import sqlalchemy.event
 import sqlalchemy.exc
 import sqlalchemy.pool
 
-from hctune.errors import DatabaseUnavailable, HctuneError
+from hctune.errors import DatabaseUnavailable, HctuneError, is_driver_error, redact  # noqa: F401 (redact: re-exported)
 
 SCHEMA_VERSION = 4
 
@@ -176,11 +175,6 @@ def is_url(target) -> bool:
     return _URL.match(str(target)) is not None
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
 _engines: dict[str, sqlalchemy.engine.Engine] = {}
 _checked: set[str] = set()      # server databases whose schema this process has checked
 _engines_lock = threading.Lock()
@@ -247,10 +241,6 @@ class _Result:
         return None if row is None else row[0]
 
 
-def _is_driver_error(e: BaseException) -> bool:
-    return isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg2")
-
-
 @contextlib.contextmanager
 def _driver_errors():
     """SQLAlchemy's wrapping taken off: the driver's own error (sqlite3's, psycopg2's), which
@@ -290,7 +280,7 @@ class Database:
             self.close()
             if isinstance(e, sqlalchemy.exc.DBAPIError):
                 e = e.orig
-            if not _is_driver_error(e):
+            if not is_driver_error(e):
                 raise
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise DatabaseUnavailable(f"cannot open database {self.where}: {first}") from None
@@ -343,7 +333,7 @@ class Database:
         try:
             row = self.query_one("SELECT version FROM hc_schema")
         except Exception as e:   # the driver's "no such table" (no transaction is left open)
-            if not _is_driver_error(e) or "hc_schema" not in str(e):
+            if not is_driver_error(e) or "hc_schema" not in str(e):
                 raise
             return None
         return None if row is None else row[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from hctune import knobs as _knobs
+from hctune import realruns
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -93,12 +94,11 @@ def best(db_path, name: str | None = None, objective: str | None = None,
          measure_fn=None) -> dict:
     """The chosen setting of a study with its measured footprint and time, absolute and
     relative to glibc and to the generic setting, per trace and as a geometric mean."""
-    from hctune import validate as _validate
     asked = objective
     with Database(db_path) as db:
         row, st, objective, trial = chosen(db, name, objective)
         traces = study_traces(db, row)
-        real = _validate.validated(db, row, asked)
+        real = realruns.validated(db, row, asked)
     replay_best = trial.number
     opts = json.loads(row["options_json"] or "{}")
     metric = opts.get("metric", "time")
@@ -106,7 +106,7 @@ def best(db_path, name: str | None = None, objective: str | None = None,
                         measure_fn=measure_fn)
     setting = _study.trial_setting(trial)
     if real is not None:   # the real runs' winner replaces the replay's best
-        setting = _validate.winner_setting(real)
+        setting = realruns.winner_setting(real)
         n = real["winner"]["trial"]
         trial = next((t for t in _study.finished(st) if t.number == n), None)
     generic = space.for_search(_knobs.preset("generic"))

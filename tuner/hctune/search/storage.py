@@ -19,8 +19,8 @@ import sqlalchemy
 import sqlalchemy.event
 import sqlalchemy.exc
 
-from hctune.db import database_url, redact
-from hctune.errors import DatabaseUnavailable, HctuneError
+from hctune.db import database_url
+from hctune.errors import DatabaseUnavailable, HctuneError, redact
 
 # A worker that stops beating (killed, machine lost) has its RUNNING trial failed by the next
 # worker or the next run after this long (Optuna's heartbeat / fail_stale_trials), and retried

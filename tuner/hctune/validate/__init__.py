@@ -22,8 +22,8 @@ Library entry points (the CLI and the web service call these): `validate`, `late
 `candidates`, `program_for`, `summarize`, `provenance`.
 
 The package, by concern: `launcher` (hcrun), `program`, `candidates`, `runs` (the measuring
-loop), `stats` (bootstrap), `summary` (winner and verdict), `store` (reading back, provenance);
-this module runs the whole validation. Every name is importable from `hctune.validate`.
+loop), `stats` (bootstrap), `summary` (winner and verdict), `store` (provenance; reading back
+is `hctune.realruns`); this module runs the whole validation. Every name is importable from `hctune.validate`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from hctune.validate.launcher import HCRUN_SOURCE, hcrun  # noqa: F401
 from hctune.validate.program import Program, check_program, program_for  # noqa: F401
 from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS, _kill_group, run_once, run_rounds  # noqa: F401
 from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci  # noqa: F401
-from hctune.validate.store import (_fmt_measure, latest, provenance, validated,  # noqa: F401
-                                   winner_entry, winner_setting)
+from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
+from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
 from hctune.validate.summary import DEFAULT_MEMORY_OVERHEAD, _pct, _span, _verdict, summarize  # noqa: F401
 
 
@@ -70,7 +70,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
         raise HctuneError("--top must be at least 1")
-    from hctune.search import study as _study
+    from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
         row, st = _study.load(db, study, storage)
         prog = program_for(db, row, argv)

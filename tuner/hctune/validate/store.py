@@ -1,30 +1,9 @@
-"""Reading stored validations back: the latest summary, the winner that `best`, `emit` and
-`report` use, and the provenance text of the emitted malloc.c."""
+"""The provenance text of the emitted malloc.c from a stored validation (reading them back:
+`hctune.realruns`)."""
 
 from __future__ import annotations
 
-import json
-
-from hctune import knobs as _knobs
-from hctune.db import Database
-
-
-def latest(db_path_or_db, study: str | None = None) -> dict | None:
-    """The summary of the latest finished validation (of `study` when given), or None."""
-    def read(db):
-        row = db.latest_validation(study)
-        return json.loads(row["summary_json"]) if row and row["summary_json"] else None
-    if isinstance(db_path_or_db, Database):
-        return read(db_path_or_db)
-    with Database(db_path_or_db) as db:
-        return read(db)
-
-
-def winner_entry(summary: dict) -> dict | None:
-    w = (summary or {}).get("winner")
-    if not w:
-        return None
-    return next(e for e in summary["candidates"] if e["candidate"] == w["candidate"])
+from hctune.realruns import winner_entry
 
 
 def _fmt_measure(m, v):
@@ -60,16 +39,3 @@ def provenance(summary: dict) -> dict:
         out["real ratios"] = "; ".join(ratios) or "-"
     out["verdict"] = summary["verdict"]
     return out
-
-
-def validated(db: Database, study_row, objective: str | None = None) -> dict | None:
-    """The latest finished validation of the study with a winner, when it answers `objective`
-    (None, or the study's own objective): what `best`, `emit` and `report` then use."""
-    if objective is not None and objective != study_row["objective"]:
-        return None
-    s = latest(db, study_row["name"])
-    return s if s and s.get("winner") else None
-
-
-def winner_setting(summary: dict) -> dict:
-    return _knobs.complete(_knobs.parse_sets(summary["winner"]["setting"].split(",")))

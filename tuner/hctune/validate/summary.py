@@ -34,7 +34,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     same runs give the same summary). perf/pareto winners keep median peak RSS within
     `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's and generic
     HC's)."""
-    import numpy as np
+    import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     by = {c.label: [r for r in runs if r["candidate"] == c.label] for c in cands}
     vals = {c.label: {m: _values(by[c.label], m) for m in MEASURES} for c in cands}

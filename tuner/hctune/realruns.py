@@ -1,0 +1,42 @@
+"""The stored real-run validations read back (hc_validations): the latest summary and its
+winner, what `best`, `emit` and `report` use. Below both `hctune.search` (whose `best` prefers
+the validated winner) and `hctune.validate` (which writes them), so neither imports the other
+back; `hctune.validate` re-exports these names."""
+
+from __future__ import annotations
+
+import json
+
+from hctune import knobs as _knobs
+from hctune.db import Database
+
+
+def latest(db_path_or_db, study: str | None = None) -> dict | None:
+    """The summary of the latest finished validation (of `study` when given), or None."""
+    def read(db):
+        row = db.latest_validation(study)
+        return json.loads(row["summary_json"]) if row and row["summary_json"] else None
+    if isinstance(db_path_or_db, Database):
+        return read(db_path_or_db)
+    with Database(db_path_or_db) as db:
+        return read(db)
+
+
+def winner_entry(summary: dict) -> dict | None:
+    w = (summary or {}).get("winner")
+    if not w:
+        return None
+    return next(e for e in summary["candidates"] if e["candidate"] == w["candidate"])
+
+
+def validated(db: Database, study_row, objective: str | None = None) -> dict | None:
+    """The latest finished validation of the study with a winner, when it answers `objective`
+    (None, or the study's own objective): what `best`, `emit` and `report` then use."""
+    if objective is not None and objective != study_row["objective"]:
+        return None
+    s = latest(db, study_row["name"])
+    return s if s and s.get("winner") else None
+
+
+def winner_setting(summary: dict) -> dict:
+    return _knobs.complete(_knobs.parse_sets(summary["winner"]["setting"].split(",")))
