@@ -9,6 +9,11 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
+<<<<<<< HEAD
+=======
+from hctune import jobs
+from hctune import validate as _validate
+>>>>>>> main
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
@@ -53,7 +58,7 @@ def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(ser
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request, svc: Service = Depends(service)):
     with svc.db() as db:
-        rows = [study_brief(q) for q in db.queued()]
+        rows = [study_brief(q) for q in jobs.jobs(db)]
     st = {}
     for r in rows:
         if r["state"] != "queued":
