@@ -111,7 +111,6 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     glibc is minimised. Interrupted? Run the same command again to resume.
     """
     limit, limit_default = _study.parse_memory_limit(max_memory_overhead)
-<<<<<<< HEAD
     if trials is None and timeout is None:
         trials = _options.DEFAULT_TRIALS
     opts = _options.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
@@ -119,15 +118,9 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                             max_memory_overhead=limit, max_slowdown=max_slowdown,
                             seed=seed, repeat=repeat, memory_limit_default=limit_default,
                             validate_runs=validate_runs if do_validate else 0,
-                            validate_top=validate_top)
-=======
-    opts = _study.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
-                          jobs=jobs, study=study_name, storage=storage,
-                          max_memory_overhead=limit, max_slowdown=max_slowdown,
-                          seed=seed, repeat=repeat, memory_limit_default=limit_default,
-                          allocators=_allocator_list(allocator_list),
-                          memory_measure=memory_measure)
->>>>>>> main
+                            validate_top=validate_top,
+                            allocators=_allocator_list(allocator_list),
+                            memory_measure=memory_measure)
     console = Console(stderr=True)
     if do_validate and validate_runs < _options.VALIDATE_MIN_RUNS:  # before the search
         raise click.UsageError(f"--validate-runs must be at least {_options.VALIDATE_MIN_RUNS}")

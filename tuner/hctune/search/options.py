@@ -14,6 +14,7 @@ import json
 import math
 
 from hctune.errors import HctuneError
+from hctune.search import objective as _obj
 
 DEFAULT_TRIALS = 50
 # at most this share of a study's trials are the paper's seeds; the rest are searched
@@ -53,10 +54,24 @@ class Options:
     # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
     # the thread-cache knobs are searched too, see search/space.py)
     threads: bool = False
+    # the allocators the search picks from: ("hc",) is HC alone (the study of old); more make
+    # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
+    allocators: tuple[str, ...] = ("hc",)
+    memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
+
+    @property
+    def cross(self) -> bool:
+        return tuple(self.allocators) != ("hc",)
+
+    def mem_field(self) -> str:
+        if self.memory_measure == "final":
+            return "final_rss_bytes"
+        return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
 
 USER = ("objective", "metric", "trials", "timeout", "max_memory_overhead", "max_slowdown",
-        "repeat", "seed", "compare_rounds", "validate_runs", "validate_top")
+        "repeat", "seed", "compare_rounds", "validate_runs", "validate_top", "allocators",
+        "memory_measure")
 
 # (type, lowest, highest, help) of each number the user gives; None: no bound that side.
 NUMBERS = {
@@ -116,7 +131,8 @@ def seed_limit(opts: Options, finished: int = 0) -> int | None:
 
 def to_json(opts: Options) -> dict:
     """The user's options as a queued study carries them."""
-    return {k: getattr(opts, k) for k in USER}
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in ((k, getattr(opts, k)) for k in USER)}
 
 
 def from_json(text: str | dict | None, **run) -> Options:
@@ -129,4 +145,10 @@ def from_json(text: str | dict | None, **run) -> Options:
         raise HctuneError("the study's stored options are not JSON") from None
     if not isinstance(o, dict):
         raise HctuneError("the study's stored options are not a JSON object")
-    return check(Options(**{k: o[k] for k in USER if k in o}, **run))
+    given = {k: o[k] for k in USER if k in o}
+    if "allocators" in given:
+        a = given["allocators"]
+        if not isinstance(a, (list, tuple)) or not all(isinstance(x, str) for x in a):
+            raise HctuneError("allocators: a list of allocator names")
+        given["allocators"] = tuple(a)
+    return check(Options(**given, **run))

@@ -41,47 +41,6 @@ Options = _options.Options   # the one model of a study's options (search/option
 MAX_FAILS_IN_A_ROW = 3
 
 
-<<<<<<< HEAD
-=======
-@dataclasses.dataclass
-class Options:
-    objective: str = "mem"
-    metric: str = "time"
-    trials: int | None = 50
-    timeout: float | None = None
-    jobs: int = 1
-    study: str | None = None
-    storage: str | None = None
-    max_memory_overhead: float | None = None
-    max_slowdown: float | None = None
-    seed: int | None = None
-    repeat: int = 3
-    sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
-    seeds: bool = True
-    only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
-    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD over the larger of
-    # glibc's and generic HC's peak RSS; False lifts that
-    memory_limit_default: bool = True
-    memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
-    # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
-    # the thread-cache knobs are searched too, see search/space.py)
-    threads: bool = False
-    # the allocators the search picks from: ("hc",) is HC alone (the study of old); more make
-    # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
-    allocators: tuple[str, ...] = ("hc",)
-    memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
-
-    @property
-    def cross(self) -> bool:
-        return tuple(self.allocators) != ("hc",)
-
-    def mem_field(self) -> str:
-        if self.memory_measure == "final":
-            return "final_rss_bytes"
-        return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
-
-
->>>>>>> main
 def parse_memory_limit(text) -> tuple[float | None, bool]:
     """--max-memory-overhead's value: (limit, memory_limit_default). None: the default rule;
     "none"/"off": no limit at all; a number: that many percent over glibc."""
@@ -400,11 +359,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         if v is not None and v < 0:
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
-<<<<<<< HEAD
         opts.trials = _options.DEFAULT_TRIALS
     _options.check(opts)
-=======
-        opts.trials = 50
     if opts.memory_measure not in _obj.MEMORY_MEASURES:
         raise HctuneError(f"--memory-measure {opts.memory_measure!r}: the replay measures "
                           f"{' or '.join(_obj.MEMORY_MEASURES)}"
@@ -413,7 +369,6 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     opts.allocators = tuple(opts.allocators or ("hc",))
     if opts.cross:
         opts.allocators = check_allocators(opts.allocators, notice)
->>>>>>> main
     apply_defaults(opts)
     # Failed trials are reported through `progress` in one line, not as Optuna's tracebacks.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -460,18 +415,14 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         if opts.only is not None:
             space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
         if opts.seeds and opts.sampler == "tpe":
-<<<<<<< HEAD
-            waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-            limit = _options.seed_limit(opts, count_finished(study))
-            limit = None if limit is None else max(0, limit - waiting)
-            enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
-=======
             if opts.cross:
                 enqueue_cross_seeds(study, opts.objective, opts.allocators, opts.only,
                                     opts.threads)
             else:
-                enqueue_seeds(study, opts.objective, opts.only, opts.threads)
->>>>>>> main
+                waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+                limit = _options.seed_limit(opts, count_finished(study))
+                limit = None if limit is None else max(0, limit - waiting)
+                enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
         _optimize(study, ev, opts, progress)
     finally:
         ev.close()

@@ -9,11 +9,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
-<<<<<<< HEAD
-=======
 from hctune import jobs
-from hctune import validate as _validate
->>>>>>> main
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token

@@ -43,6 +43,8 @@ def _request_model() -> type[BaseModel]:
             kind, lo, hi, text = _options.NUMBERS[k]
             fields[k] = (kind if d is not None else kind | None,
                          Field(d, ge=lo, le=hi, allow_inf_nan=False, description=text))
+        elif isinstance(d, tuple):
+            fields[k] = (list[str], Field(list(d), max_length=16))
         else:
             fields[k] = (str, d)
     return create_model("StudyRequest", **fields)
@@ -60,7 +62,7 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
         raise HTTPException(422, "name: letters, digits, '_', '.', '-' (at most 64)")
     name = req.name or f"web-{req.objective}-{secrets.token_hex(4)}"
     try:
-        opts = _options.check(_options.Options(**req.model_dump(include=set(_options.USER))))
+        opts = _options.from_json(req.model_dump(include=set(_options.USER)))
     except HctuneError as e:
         raise HTTPException(422, str(e)) from None
     with svc.db() as db:
