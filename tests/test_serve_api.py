@@ -90,14 +90,16 @@ def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
         assert status == 422 and "error" in err
         assert srv.request("GET", "/api/studies/nothere/emit/malloc.c", token=token)[0] == 404
         assert srv.request("GET", "/api/studies/nothere/emit/malloc.c")[0] == 401
-        # nothing stored by any of that
-        assert srv.request("GET", "/api/traces")[1] == []
-        assert srv.request("GET", "/api/studies")[1] == []
+        # nothing stored by any of that (and with a token, reads need it too)
+        assert srv.request("GET", "/api/traces")[0] == 401
+        assert srv.request("GET", "/api/traces", token=token)[1] == []
+        assert srv.request("GET", "/api/studies", token=token)[1] == []
         assert not any((tmp_path / "data").rglob("*.trace"))
         assert not any((tmp_path / "data" / "tmp").iterdir())
         # a path-like file name: stored under the server's own name, inside its directory
         status, t = srv.upload(good, filename="../../../../etc/evil.trace", token=token)
         assert status == 201, t
+        assert srv.upload(good, token=token)[0] == 200     # the same trace again: not created
         stored = list((tmp_path / "data" / "traces").iterdir())
         assert [p.name for p in stored] == [f"{t['sha256']}.trace"]
         assert not (tmp_path / "evil.trace").exists()

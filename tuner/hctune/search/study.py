@@ -323,6 +323,19 @@ def holds_its_trials(study: optuna.Study, target: int, but: int | None = None) -
     return sum(1 for t in ts if t.number != but) >= target
 
 
+def _wait_for_others(study: optuna.Study, target: int) -> bool:
+    """After this run stopped short of `target` because others (processes, machines) are
+    measuring the last trials: wait for them. True when the study still lacks trials once they
+    are done (one failed: run again); False when it holds them, or when nobody was running
+    (this run stopped for its own reasons: failures in a row)."""
+    waited = False
+    while count_finished(study) < target and holds_its_trials(study, target):
+        waited = True
+        fail_orphans(study._storage, study._study_id)   # one of them on this machine died
+        time.sleep(1.0)
+    return waited and count_finished(study) < target
+
+
 def count_finished(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
@@ -423,7 +436,10 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                 limit = _options.seed_limit(opts, count_finished(study))
                 limit = None if limit is None else max(0, limit - waiting)
                 enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
-        _optimize(study, ev, opts, progress)
+        while True:
+            _optimize(study, ev, opts, progress)
+            if opts.trials is None or not _wait_for_others(study, opts.trials):
+                break
     finally:
         ev.close()
     return summary(study, opts.objective)

@@ -59,7 +59,8 @@ def studies_page(request: Request, svc: Service = Depends(service)):
     for r in rows:
         if r["state"] != "queued":
             s = svc.trials.get(r["name"], r["state"])
-            st[r["name"]] = None if s is None else s.summary(r["options"]["objective"])
+            objective = r["options"].get("objective", "mem")
+            st[r["name"]] = None if s is None else s.summary(objective)
     return svc.page("serve_studies.html.j2", request, studies=rows, summaries=st,
                     traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS,
                     defaults=_options.Options(), bounds=_options.NUMBERS)
@@ -95,10 +96,12 @@ async def study_page(request: Request, name: str):
     # (async: no thread for a page that is read from memory; its JavaScript fills it in)
     svc = service(request)
     study = study_brief(svc.queue_row(name))
-    key = (json.dumps(study, sort_keys=True), svc.authorised(request))
+    key = (json.dumps(study, sort_keys=True), svc.authorised(request),
+           svc.session_cookie(request) is not None)
     body = svc.rendered.get(key)
     if body is None:
         if len(svc.rendered) >= 256:
             svc.rendered.clear()
-        body = svc.rendered[key] = svc.page("serve_study.html.j2", request, study=study).body
+        body = svc.rendered[key] = svc.page("serve_study.html.j2", request, forms=False,
+                                                   study=study).body
     return HTMLResponse(body)

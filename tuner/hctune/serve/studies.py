@@ -118,7 +118,8 @@ def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     as the cache's bytes, not decoded and encoded again."""
     out = study_brief(q)
     snap = svc.trials.get(q["study"], q["state"])
-    out["summary"] = None if snap is None else snap.summary(out["options"]["objective"])
+    objective = out["options"].get("objective", "mem")
+    out["summary"] = None if snap is None else snap.summary(objective)
     out["comparison"] = comparison(svc, q) if q["state"] == "done" else None
     out["validation"] = validation(svc, q)
     body = json.dumps(out, separators=(",", ":")).encode()

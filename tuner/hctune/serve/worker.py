@@ -117,12 +117,11 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     while True:
         res = _study.run(db_path, trace_ids, opts)
         # run() stops when the study as a whole holds `target` finished trials; a run cut short
-        # by a worker's death elsewhere (its trial failed) goes round again, and one that
-        # stopped because others are measuring the last trials waits for them first.
+        # by a worker's death elsewhere (its trial failed) goes round again (one that stopped
+        # because others measure the last trials has waited for them: search.study.run).
         if opts.timeout is not None or target is None or res["finished"] >= target:
             log(f"study {row['study']}: {res['finished']} finished, {res['failed']} failed")
             break
-        _wait_for_others(st, row["study"], target)
     # a sibling on this machine killed during this worker's last trial: no trial stays RUNNING
     # (not retried: the study holds its trials)
     fail_orphans(st, st.get_study_id_from_name(row["study"]), retry=False)
@@ -137,20 +136,6 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
                 compare_others(db_path, trace_ids, rounds, log)
             validate_study(db_path, row, opts, log)
     return mine
-
-
-def _wait_for_others(storage, name: str, target: int) -> None:
-    """While the study's finished and running trials make its count (others are measuring the
-    last ones), wait: a new trial would take it past its count. Returns when it holds its
-    trials, or when a running one went (failed: it is queued again)."""
-    import optuna  # deferred: Optuna, as hctune.search.study
-    st = optuna.load_study(study_name=name, storage=storage)
-    while True:
-        done = _study.count_finished(st)
-        if done >= target or not _study.holds_its_trials(st, target):
-            return
-        fail_orphans(storage, st._study_id)   # one of them on this machine died
-        time.sleep(IDLE_SECONDS)
 
 
 @contextlib.contextmanager
