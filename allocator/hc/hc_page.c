@@ -68,12 +68,14 @@
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
 #define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
-#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space, reserved once */
+#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space, reserved once ... */
+#define HC_SP_REGION_MIN ((size_t)1 << 28)   /* ... or half as much, down to 256 MiB (ulimit -v) */
 #define HC_SP_NCLS 64u                       /* classes at most (8 per power of two to 4 KiB: 48) */
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 
 enum { HC_SP_AVAIL = 1, HC_SP_FULL, HC_SP_ORPHAN, HC_SP_EMPTY };
+#define HC_SP_FULLBIT 0x80000000u
 enum { HC_SP_NEW = 0, HC_SP_STARTING, HC_SP_LIVE, HC_SP_DEAD };
 
 struct hc_sp_thread;
@@ -92,7 +94,9 @@ struct hc_sp_page {
     void *free;                 /* local free list: the next block is each block's first word */
     char *bump;                 /* next block never handed out */
     struct hc_sp_page *next, *prev; /* the list the page is on (where) */
-    uint32_t used;              /* blocks handed out and not freed by the owner */
+    uint32_t used;              /* blocks handed out and not freed by the owner; HC_SP_FULLBIT
+                                 * added while the page is on the full list, so that free's one
+                                 * signed test catches both "now empty" and "was full" */
     uint32_t where;
     char pad1[64 - 40];
     /* line 2: other threads' frees */
@@ -114,9 +118,10 @@ static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-e
     .cur = { [0 ... HC_SP_NCLS - 1] = &hc_sp_none }
 };
 
-/* The region: [base, base + HC_SP_REGION).  Before it exists, base is an address no user
- * pointer has, so free()'s compare fails for every pointer. */
-static uintptr_t hc_sp_base = (uintptr_t)0 - HC_SP_REGION;
+/* The region: [base, base + span).  Before it exists span is 0, so free()'s compare fails for
+ * every pointer.  Both in one cache line, read together by free(). */
+static struct { uintptr_t base; size_t span; } hc_sp_region __attribute__((aligned(16)));
+#define hc_sp_base (hc_sp_region.base)
 static char *hc_sp_top;                 /* next page to carve (atomic) */
 static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
 static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + 15) / 16 -> class; 0 until set up */
@@ -141,7 +146,7 @@ static inline struct hc_sp_page *hc_sp_page_of(void *p)
     return (struct hc_sp_page *)(void *)((uintptr_t)p & ~(uintptr_t)(HC_SP_PAGE - 1));
 }
 
-static inline int hc_sp_owns(void *p) { return (uintptr_t)p - hc_sp_base < HC_SP_REGION; }
+static inline int hc_sp_owns(void *p) { return (uintptr_t)p - hc_sp_base < hc_sp_region.span; }
 
 static inline uint64_t *hc_sp_keyp(void *p) { return (uint64_t *)(void *)((char *)p + 8); }
 static inline uint64_t hc_sp_key_of(void *p) { return hc_sp_magic ^ (uintptr_t)p; }
@@ -181,18 +186,22 @@ static HC_NOINLINE int hc_sp_setup(void)
     pthread_mutex_lock(&hc_sp_mu);
     if (!hc_sp_state) {
         void *m = MAP_FAILED;
-        if (!hc_os_strict_overcommit())
-            m = mmap(NULL, HC_SP_REGION + HC_SP_PAGE, PROT_READ | PROT_WRITE,
+        size_t span = HC_SP_REGION;
+        for (; span >= HC_SP_REGION_MIN && !hc_os_strict_overcommit(); span >>= 1) {
+            m = mmap(NULL, span + HC_SP_PAGE, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m != MAP_FAILED)
+                break;
+        }
         if (m == MAP_FAILED) {
             __atomic_store_n(&hc_sp_state, -1, __ATOMIC_RELEASE);
         } else {
             char *lo = (char *)(((uintptr_t)m + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
             if (lo > (char *)m)
                 munmap(m, (size_t)(lo - (char *)m));
-            char *hi = (char *)m + HC_SP_REGION + HC_SP_PAGE;
-            if (hi > lo + HC_SP_REGION)
-                munmap(lo + HC_SP_REGION, (size_t)(hi - (lo + HC_SP_REGION)));
+            char *hi = (char *)m + span + HC_SP_PAGE;
+            if (hi > lo + span)
+                munmap(lo + span, (size_t)(hi - (lo + span)));
             hc_sp_top = lo;
             hc_sp_classes();
             uintptr_t x = (uintptr_t)lo ^ ((uintptr_t)getpid() << 40) ^ (uintptr_t)&x;
@@ -200,7 +209,8 @@ static HC_NOINLINE int hc_sp_setup(void)
             x *= 0x94d049bb133111ebull;
             x ^= x >> 29;
             hc_sp_magic = x | 1u;
-            __atomic_store_n(&hc_sp_base, (uintptr_t)lo, __ATOMIC_RELEASE);
+            __atomic_store_n(&hc_sp_region.base, (uintptr_t)lo, __ATOMIC_RELAXED);
+            __atomic_store_n(&hc_sp_region.span, span, __ATOMIC_RELEASE);
             __atomic_store_n(&hc_sp_state, 1, __ATOMIC_RELEASE);
         }
     }
@@ -250,8 +260,10 @@ static void hc_sp_unlink(struct hc_sp_thread *t, struct hc_sp_page *pg)
         t->full[c] = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    if (pg->where == HC_SP_FULL)
+    if (pg->where == HC_SP_FULL) {
         t->nfull[c]--;
+        pg->used &= ~HC_SP_FULLBIT;
+    }
     pg->next = pg->prev = NULL;
 }
 
@@ -280,6 +292,7 @@ static void hc_sp_push_full(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     unsigned c = pg->cls;
     pg->where = HC_SP_FULL;
+    pg->used |= HC_SP_FULLBIT;
     pg->prev = NULL;
     pg->next = t->full[c];
     if (pg->next)
@@ -305,7 +318,7 @@ static void hc_sp_collect(struct hc_sp_page *pg)
     }
     *(void **)last = pg->free;
     pg->free = x;
-    if (hc_unlikely(n > pg->used))
+    if (hc_unlikely(n > (pg->used & ~HC_SP_FULLBIT)))
         hc_fail("free(): double free (a block freed twice by other threads)");
     pg->used -= n;
 }
@@ -452,7 +465,7 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
         hc_sp_nclean--;
     } else {
         char *p = hc_sp_top;
-        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > HC_SP_REGION) {
+        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > hc_sp_region.span) {
             pthread_mutex_unlock(&hc_sp_mu);
             return NULL;
         }
@@ -513,7 +526,7 @@ static void hc_sp_check_page(struct hc_sp_page *pg)
         if (++nfree > blocks)
             hc_sp_fail("free list longer than the page (a cycle: double free?)", b);
     }
-    if (nfree + (size_t)(pg->end - pg->bump) / size + pg->used != blocks)
+    if (nfree + (size_t)(pg->end - pg->bump) / size + (pg->used & ~HC_SP_FULLBIT) != blocks)
         hc_sp_fail("page's free, unused and used blocks do not add up", pg);
 }
 
@@ -531,7 +544,7 @@ static void hc_sp_check_arg(void *p)
 
 static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
 {
-    if (hc_unlikely(hc_sp_state <= 0) && !hc_sp_setup())
+    if (hc_unlikely(hc_sp_state <= 0) && (hc_sp_state < 0 || !hc_sp_setup()))
         return NULL;
     struct hc_sp_thread *t = &hc_sp_me;
     if (hc_unlikely(t->state != HC_SP_LIVE) && !hc_sp_start(t))
@@ -587,8 +600,10 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     return b;
 }
 
-/* A block for n <= HC_SP_LIMIT bytes, or NULL (the caller goes to the paper's heap). */
-static inline __attribute__((always_inline)) void *hc_sp_malloc(size_t n)
+/* malloc's fast path for n <= HC_SP_LIMIT: a pop of the free list of the thread's current page
+ * of the class, or NULL (then hc_sp_malloc_slow).  The debug build always takes the slow path,
+ * which checks the page. */
+static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
 {
 #if !HC_DEBUG
     struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + 15) >> 4]];
@@ -599,9 +614,10 @@ static inline __attribute__((always_inline)) void *hc_sp_malloc(size_t n)
         *hc_sp_keyp(b) = 0;
         return b;
     }
+#else
+    (void)n;
 #endif
-    int clean;
-    return hc_sp_malloc_slow(n, &clean);
+    return NULL;
 }
 
 /* ---- free ---- */
@@ -628,22 +644,28 @@ static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_
     }
 }
 
-static inline void hc_sp_free(void *p)
+/* A page no thread owns, or one that is not in use (then p is not a live block). */
+static HC_NOINLINE void hc_sp_free_remote(struct hc_sp_page *pg, void *p, uint64_t key)
 {
-    struct hc_sp_page *pg = hc_sp_page_of(p);
-    if (hc_unlikely(((uintptr_t)p & 15) || !pg->size))
-        hc_fail("free(): invalid pointer (not a block of a small page, or freed twice)");
-#if HC_DEBUG
-    hc_sp_check_arg(p);
-#endif
-    if (hc_unlikely(*hc_sp_keyp(p) == hc_sp_key_of(p)))
-        hc_sp_double_free_check(pg, p);
+    if (hc_unlikely(!pg->size))
+        hc_fail("free(): invalid pointer (not a block of a small page in use, or freed twice)");
+    *hc_sp_keyp(p) = key;
+    void *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
+    do
+        *(void **)p = head;
+    while (!__atomic_compare_exchange_n(&pg->xfree, &head, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* The owner's push, else the atomic list (p checked). */
+static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_page *pg, void *p,
+                                                                   uint64_t key)
+{
     struct hc_sp_thread *t = &hc_sp_me;
     if (hc_likely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)) {
         *(void **)p = pg->free;
-        *hc_sp_keyp(p) = hc_sp_key_of(p);
+        *hc_sp_keyp(p) = key;
         pg->free = p;
-        if (hc_unlikely(--pg->used == 0 || pg->where != HC_SP_AVAIL))
+        if (hc_unlikely((int32_t)--pg->used <= 0))
             hc_sp_free_owner_slow(t, pg);
 #if HC_DEBUG
         if (pg->size)
@@ -652,11 +674,31 @@ static inline void hc_sp_free(void *p)
         return;
     }
     /* Another thread's page (or an orphan): onto its atomic list. */
-    *hc_sp_keyp(p) = hc_sp_key_of(p);
-    void *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
-    do
-        *(void **)p = head;
-    while (!__atomic_compare_exchange_n(&pg->xfree, &head, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    hc_sp_free_remote(pg, p, key);
+}
+
+/* free of a pointer that is misaligned or carries the freed-block key: checked, then freed. */
+static HC_NOINLINE void hc_sp_free_suspect(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    if ((uintptr_t)p & 15)
+        hc_fail("free(): invalid pointer (not a block of a small page)");
+    hc_sp_double_free_check(pg, p);
+    hc_sp_free_block(pg, p, hc_sp_key_of(p));
+}
+
+static inline __attribute__((always_inline)) void hc_sp_free(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    uint64_t key = hc_sp_key_of(p);
+#if HC_DEBUG
+    hc_sp_check_arg(p);
+#endif
+    if (hc_unlikely(((uintptr_t)p & 15) || *hc_sp_keyp(p) == key)) {
+        hc_sp_free_suspect(p);
+        return;
+    }
+    hc_sp_free_block(pg, p, key);
 }
 
 static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size; }
@@ -674,6 +716,7 @@ static void hc_sp_exit(void *arg)
         for (int k = 0; k < 2; k++)
             for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
                 next = pg->next;
+                pg->used &= ~HC_SP_FULLBIT;
                 hc_sp_collect(pg);
                 if (pg->used == 0) {
                     hc_sp_retire_locked(pg);
@@ -706,7 +749,7 @@ static size_t hc_sp_trim(void)
             for (struct hc_sp_page *pg = t->full[c] ? t->full[c] : NULL, *next; pg; pg = next) {
                 next = pg->next;
                 hc_sp_collect(pg);
-                if (pg->used == 0) {
+                if ((pg->used & ~HC_SP_FULLBIT) == 0) {
                     hc_sp_unlink(t, pg);
                     hc_sp_retire(pg);
                 }
@@ -746,6 +789,7 @@ static void hc_sp_fork_child(void)
         if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
             continue;
         pg->owner = NULL;
+        pg->used &= ~HC_SP_FULLBIT;
         pg->where = HC_SP_ORPHAN;
         pg->prev = NULL;
         pg->next = hc_sp_orphans[pg->cls];
@@ -763,7 +807,8 @@ __attribute__((constructor)) static void hc_sp_init(void)
 
 #define HC_SP_LIMIT ((size_t)0)
 static inline int hc_sp_owns(void *p) { (void)p; return 0; }
-static inline void *hc_sp_malloc(size_t n) { (void)n; return NULL; }
+static inline void *hc_sp_pop(size_t n) { (void)n; return NULL; }
+static inline void *hc_malloc_small_slow(size_t n) { (void)n; return NULL; }
 static inline void *hc_sp_malloc_slow(size_t n, int *clean) { (void)n; (void)clean; return NULL; }
 static inline void hc_sp_free(void *p) { (void)p; }
 static inline size_t hc_sp_usable(void *p) { (void)p; return 0; }
