@@ -444,7 +444,7 @@ static void *hc_memalign(size_t align, size_t n)
 {
     if (align <= HC_GRANULE)
         return malloc(n);
-    if (HC_SP_ON && align <= HC_SP_ALIGN_MAX && n <= HC_SP_LIMIT) {
+    if (HC_SP_ON && !HC_DEBUG && align <= HC_SP_ALIGN_MAX && n <= HC_SP_LIMIT) {
         /* A power-of-two class of at least align bytes is aligned to align (hc_page.c). */
         size_t need = n > align ? n : align;
         need = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(need - 1)));

@@ -232,6 +232,7 @@ static uint64_t hc_os_now_ms(void)
  * within two periods. */
 static HC_NOINLINE void hc_os_decay(void)
 {
+    hc_sp_decay_tick(); /* the small pages' empty pool shares the clock (hc_page.c) */
     size_t dirty = hc_os_dirty();
     if (dirty < hc.os.decay_bytes) {
         hc.os.deadline = 0;

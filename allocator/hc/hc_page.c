@@ -43,9 +43,10 @@
  *    them all.  A released page keeps its header page; its blocks read as zero again.
  *  - fork: the pools' lock is taken around fork; in the child, pages of threads that did not
  *    survive the fork become orphans.
- *  - Statistics: pages taken (small_pages, counted in the footprint: the region is never
- *    unmapped), empty pages held, bytes released.  Page blocks are not counted in allocs_* and
- *    bytes_* (those are the paper's heap's, which COALESCE_QL's ratio reads).
+ *  - Statistics: pages taken (small_pages, counted in heap_bytes and the footprint: the region is
+ *    never unmapped), empty pages held, bytes released; the blocks on pages count in
+ *    allocs_current and bytes_current when the statistics are read (a walk of the pages), not
+ *    in the maxima and totals, which stay the paper's heap's (COALESCE_QL's ratio reads them).
  *  - Misuse: free of a pointer inside the region but not a block of a page in use aborts with
  *    one line; a double free on the owner's side is caught by a per-process key written into a
  *    freed block (its second word) and a walk of the page's free list when the key matches.
@@ -73,6 +74,11 @@
 #define HC_SP_NCLS 64u                       /* classes at most (8 per power of two to 4 KiB: 48) */
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
+/* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
+ * freed or handed out again, and on the page walks), so a write past a block's end is caught as
+ * the paper's blocks' headers catch it.  Release builds have none. */
+#define HC_SP_RED (HC_DEBUG ? 16u : 0u)
+#define HC_SP_RED_BYTE 0xa7
 
 enum { HC_SP_AVAIL = 1, HC_SP_FULL, HC_SP_ORPHAN, HC_SP_EMPTY };
 #define HC_SP_FULLBIT 0x80000000u
@@ -111,6 +117,9 @@ struct hc_sp_thread {
     uint32_t nfull[HC_SP_NCLS];
     uint32_t fresh[HC_SP_NCLS]; /* pages taken since the last scan of the full list */
     unsigned char state;
+#if HC_DEBUG
+    uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
+#endif
 };
 
 static struct hc_sp_page hc_sp_none;
@@ -153,6 +162,16 @@ static inline uint64_t hc_sp_key_of(void *p) { return hc_sp_magic ^ (uintptr_t)p
 
 /* The block size a request of n bytes gets here (n <= HC_SP_LIMIT, table set up). */
 static inline size_t hc_sp_class_size(size_t n) { return hc_sp_size[hc_sp_cls[(n + 15) >> 4]]; }
+
+#if HC_DEBUG
+static HC_COLD void hc_sp_fail(const char *what, void *p);
+static void hc_sp_red_check(char *b, size_t size)
+{
+    for (size_t i = size - HC_SP_RED; i < size; i++)
+        if ((unsigned char)b[i] != HC_SP_RED_BYTE)
+            hc_sp_fail("write past the end of a small block (its red zone changed)", b);
+}
+#endif
 
 /* ---- set-up ---- */
 
@@ -347,12 +366,13 @@ static size_t hc_sp_decay(int all)
             return 0;
         now = hc_os_now_ms();
     }
+#define HC_SP_DECAYED(pg) (now - (pg)->stamp >= (uint64_t)(DECAY_MS))
 #else
     if (!all)
         return 0;
-    uint64_t now = 0;
+#define HC_SP_DECAYED(pg) 0
 #endif
-    while (hc_sp_dirty_tail && (all || now - hc_sp_dirty_tail->stamp >= (uint64_t)(DECAY_MS))) {
+    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail))) {
         struct hc_sp_page *pg = hc_sp_dirty_tail;
         hc_sp_dirty_tail = pg->prev;
         if (hc_sp_dirty_tail)
@@ -367,6 +387,18 @@ static size_t hc_sp_decay(int all)
         hc_sp_nclean++;
     }
     return done;
+}
+
+/* From the heap's decay (hc_os.c's hc_os_decay, on allocation slow paths of any arena), so that
+ * empty pages are given back even when the program no longer touches small sizes. */
+static HC_UNUSED void hc_sp_decay_tick(void)
+{
+    if (__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED) * HC_SP_PAGE < hc_arenas[0].os.decay_bytes)
+        return;
+    if (pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return;
+    hc_sp_decay(0);
+    pthread_mutex_unlock(&hc_sp_mu);
 }
 
 static void hc_sp_retire_locked(struct hc_sp_page *pg)
@@ -506,7 +538,7 @@ static int hc_sp_scan_full(struct hc_sp_thread *t, unsigned c)
 static HC_COLD void hc_sp_fail(const char *what, void *p)
 {
     char buf[200];
-    int n = snprintf(buf, sizeof buf, "hcmalloc: page check failed: %s (block %p)\n", what, p);
+    int n = snprintf(buf, sizeof buf, "hcmalloc: heap check failed: %s (small block %p)\n", what, p);
     if (n > 0)
         hc_write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
     abort();
@@ -523,11 +555,34 @@ static void hc_sp_check_page(struct hc_sp_page *pg)
     for (char *b = pg->free; b; b = *(char **)b) {
         if (b < first || b >= pg->bump || (size_t)(b - first) % size)
             hc_sp_fail("free-list link is not a block of its page (block overwritten?)", b);
+        if (b < pg->bump)
+            hc_sp_red_check(b, size);
         if (++nfree > blocks)
             hc_sp_fail("free list longer than the page (a cycle: double free?)", b);
     }
     if (nfree + (size_t)(pg->end - pg->bump) / size + (pg->used & ~HC_SP_FULLBIT) != blocks)
         hc_sp_fail("page's free, unused and used blocks do not add up", pg);
+}
+
+/* The periodic walk (HCMALLOC_CHECK, hc_debug.c's period): every block of every page the
+ * calling thread owns has its red zone intact (other threads' pages are theirs to walk). */
+static void hc_sp_dbg_tick(struct hc_sp_thread *t)
+{
+    if (hc_unlikely(!hc_dbg.ready))
+        hc_dbg_setup();
+    uint64_t period = hc_dbg.period;
+    if (!period || ++t->dbg_calls < period)
+        return;
+    t->dbg_calls = 0;
+    for (unsigned c = 1; c < HC_SP_NCLS; c++) {
+        struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
+        for (int k = 0; k < 2; k++)
+            for (struct hc_sp_page *pg = lists[k]; pg; pg = pg->next) {
+                hc_sp_check_page(pg);
+                for (char *b = (char *)pg + HC_SP_HEAD; b < pg->bump; b += pg->size)
+                    hc_sp_red_check(b, pg->size);
+            }
+    }
 }
 
 /* p is a block boundary of a page in use, handed out (below the bump pointer). */
@@ -536,7 +591,8 @@ static void hc_sp_check_arg(void *p)
     struct hc_sp_page *pg = hc_sp_page_of(p);
     char *first = (char *)pg + HC_SP_HEAD;
     if (!pg->size || (char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
-        hc_sp_fail("free of a pointer that is not a block of a small page", p);
+        hc_sp_fail("free of a pointer that malloc did not return (not a block of its small page)", p);
+    hc_sp_red_check(p, pg->size);
 }
 #endif
 
@@ -549,7 +605,10 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     struct hc_sp_thread *t = &hc_sp_me;
     if (hc_unlikely(t->state != HC_SP_LIVE) && !hc_sp_start(t))
         return NULL;
-    unsigned c = hc_sp_cls[(n + 15) >> 4];
+    size_t want = HC_SP_RED && n < 16 ? 16 + HC_SP_RED : n + HC_SP_RED; /* links + red zone */
+    if (HC_SP_RED && want > HC_SP_LIMIT)
+        return NULL; /* no room for the red zone: the paper's heap */
+    unsigned c = hc_sp_cls[(want + 15) >> 4];
     if (!c)
         c = 1;
     struct hc_sp_page *pg;
@@ -574,6 +633,9 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     if (b) {
         pg->free = *(void **)b;
         *clean = 0;
+#if HC_DEBUG
+        hc_sp_red_check(b, pg->size);
+#endif
     } else {
         /* From the bump pointer: this block, and the rest of its OS page onto the free list. */
         size_t size = pg->size;
@@ -587,13 +649,18 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
         for (; q + size <= lim; q += size) {
             *tail = q;
             tail = (void **)(void *)q;
+#if HC_DEBUG
+            memset(q + size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
+#endif
         }
         *tail = NULL;
         pg->bump = q;
     }
     pg->used++;
 #if HC_DEBUG
+    memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
     hc_sp_check_page(pg);
+    hc_sp_dbg_tick(t);
 #endif
     if (!*clean)
         *hc_sp_keyp(b) = 0;
@@ -670,6 +737,7 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
 #if HC_DEBUG
         if (pg->size)
             hc_sp_check_page(pg);
+        hc_sp_dbg_tick(t);
 #endif
         return;
     }
@@ -701,7 +769,7 @@ static inline __attribute__((always_inline)) void hc_sp_free(void *p)
     hc_sp_free_block(pg, p, key);
 }
 
-static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size; }
+static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size - HC_SP_RED; }
 
 /* ---- thread exit, malloc_trim, fork, statistics ---- */
 
@@ -761,17 +829,47 @@ static size_t hc_sp_trim(void)
     return done;
 }
 
+/* Pages taken, and the blocks and bytes handed out on them: a walk of every page (the owners
+ * keep their counts without atomics, so a page another thread is working on is read as it
+ * happens to be; the numbers are exact when the other threads are quiet). */
+struct hc_sp_totals { uint64_t pages, blocks, bytes; };
+
+static struct hc_sp_totals hc_sp_totals(void)
+{
+    struct hc_sp_totals t = { 0, 0, 0 };
+    if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
+        return t;
+    char *top = __atomic_load_n(&hc_sp_top, __ATOMIC_ACQUIRE);
+    for (char *p = (char *)hc_sp_base; p < top; p += HC_SP_PAGE) {
+        struct hc_sp_page *pg = (struct hc_sp_page *)(void *)p;
+        uint32_t size = __atomic_load_n(&pg->size, __ATOMIC_RELAXED);
+        uint32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~HC_SP_FULLBIT;
+        t.pages++;
+        if (size) {
+            t.blocks += used;
+            t.bytes += (uint64_t)used * size;
+        }
+    }
+    return t;
+}
+
+/* The statistics: the pages count in the heap (heap_bytes) and the footprint (the region is
+ * never unmapped), their blocks in allocs_current and bytes_current; the maxima and totals stay
+ * the paper's heap's (the pages count no calls). */
 static void hc_sp_stats(struct hc_stats *out)
 {
-    if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
+    struct hc_sp_totals t = hc_sp_totals();
+    if (!t.pages)
         return;
     pthread_mutex_lock(&hc_sp_mu);
-    uint64_t pages = (uint64_t)((uintptr_t)hc_sp_top - hc_sp_base) / HC_SP_PAGE;
-    out->small_pages = pages;
+    out->small_pages = t.pages;
     out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
     out->small_bytes_released = hc_sp_released_bytes;
-    out->footprint += pages * HC_SP_PAGE;
     pthread_mutex_unlock(&hc_sp_mu);
+    out->heap_bytes += t.pages * HC_SP_PAGE;
+    out->footprint += t.pages * HC_SP_PAGE;
+    out->allocs_current += t.blocks;
+    out->bytes_current += t.bytes;
 }
 
 static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
@@ -814,7 +912,11 @@ static inline void hc_sp_free(void *p) { (void)p; }
 static inline size_t hc_sp_usable(void *p) { (void)p; return 0; }
 static inline size_t hc_sp_class_size(size_t n) { return n; }
 #define HC_SP_ALIGN_MAX 0u
+#define HC_SP_PAGE ((size_t)0)
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
+struct hc_sp_totals { uint64_t pages, blocks, bytes; };
+static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0 }; return t; }
+static inline HC_UNUSED void hc_sp_decay_tick(void) {}
 
 #endif /* HC_SP_ON */
