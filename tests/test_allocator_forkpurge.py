@@ -26,9 +26,14 @@ def program(c_program):
     return c_program("hc_forkpurge", ("-fno-builtin",))
 
 
-@pytest.fixture(params=["glibc", "hc"])
+@pytest.fixture(params=["glibc", "hc", "hc-small"])
 def library(request):
-    return None if request.param == "glibc" else request.getfixturevalue("hcmalloc_so")
+    """glibc, HC generic, and HC with the small pages on (their lock joins the fork order)."""
+    if request.param == "glibc":
+        return None
+    if request.param == "hc":
+        return request.getfixturevalue("hcmalloc_so")
+    return request.getfixturevalue("hc_library")(knobs.resolve("generic", ["SMALL_MAX=256"]))
 
 
 def run(program, args, library, timeout=HANG_S, **env):

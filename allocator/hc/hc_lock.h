@@ -11,7 +11,8 @@
  *   1. glibc's stdio list lock (_IO_list_lock)
  *   2. a FILE's lock (flockfile; getline holds it while it reallocs)
  *   3. hc_pick_mutex: the arenas' thread counts (hc_arena.c), held with no arena lock
- *   4. arena locks, in index order, each held only for one arena's work -- except that a thread
+ *   4. hc_sp_mu: the small pages' pools (hc_page.c), a leaf: nothing else is taken under it
+ *   5. arena locks, in index order, each held only for one arena's work -- except that a thread
  *      holding its own arena's lock may *try* another's (pthread_mutex_trylock, never a wait):
  *      the decay visiting idle arenas (hc_os.c) does, and gives up on one that is busy.
  *
@@ -20,12 +21,14 @@
  * indirect malloc dependency as well (via the getdelim function)").  glibc reaches its malloc
  * through internal hooks of fork; an allocator loaded with LD_PRELOAD has only pthread_atfork,
  * whose prepare handler runs before fork takes the list lock.  Taking the arena locks there
- * inverts 1 and 4: a thread in getline holds a FILE lock and waits for an arena; fflush(NULL)
+ * inverts 1 and 5: a thread in getline holds a FILE lock and waits for an arena; fflush(NULL)
  * holds the list lock and waits for that FILE; fork holds the arenas and waits for the list
  * lock.  So HC's prepare takes the list lock itself first (it is recursive: fork's own take of
- * it afterwards only counts up), then the pick lock and every arena lock in index order; the
- * parent handler releases them in reverse order, then its count of the list lock (fork has
- * already released its own); the child re-initializes the pick and arena locks (fork has
+ * it afterwards only counts up), then the pick lock, the small pages' lock and every arena lock
+ * in index order (one set of handlers: a layer with a lock adds it here, never registers its
+ * own, since pthread_atfork runs prepare handlers in reverse order of registration, before fork
+ * takes the list lock); the parent handler releases them in reverse order, then its count of
+ * the list lock (fork has already released its own); the child re-initializes them (fork has
  * already reset the list lock and every FILE lock in the child).  mimalloc does not hang here
  * because it holds no lock across fork at all (its heaps are per thread); jemalloc and tcmalloc,
  * whose prepare handlers lock their arenas, hang the same way HC did.
@@ -76,7 +79,7 @@ static inline void hc_unlock(int held)
         pthread_mutex_unlock(hc_mutex_of(hc_cur));
 }
 
-/* Arena a's lock if it is free now, never waiting (order rule 4): 1 when taken. */
+/* Arena a's lock if it is free now, never waiting (order rule 5): 1 when taken. */
 static inline int hc_trylock_arena(struct hc_state *a)
 {
     return pthread_mutex_trylock(hc_mutex_of(a)) == 0;
@@ -87,6 +90,9 @@ static inline void hc_unlock_arena(struct hc_state *a) { pthread_mutex_unlock(hc
 /* Guards the arenas' thread counts while a thread picks its home or leaves it (hc_arena.c). */
 static pthread_mutex_t hc_pick_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void hc_arena_after_fork(void);
+static void hc_sp_fork_prepare(void); /* hc_page.c: the small pages' lock */
+static void hc_sp_fork_parent(void);
+static void hc_sp_fork_child(void);
 
 /* ---- fork ---- */
 
@@ -112,6 +118,7 @@ static void hc_fork_prepare(void)
     }
     HC_STDIO_LOCK();
     pthread_mutex_lock(&hc_pick_mutex);
+    hc_sp_fork_prepare();
     for (unsigned k = 0; k < HC_NARENAS; k++)
         pthread_mutex_lock(&hc_mutexes[k]);
     hc_fork_held = 1;
@@ -124,6 +131,7 @@ static void hc_fork_parent(void)
     hc_fork_held = 0;
     for (unsigned k = HC_NARENAS; k-- > 0;)
         pthread_mutex_unlock(&hc_mutexes[k]);
+    hc_sp_fork_parent();
     pthread_mutex_unlock(&hc_pick_mutex);
     HC_STDIO_UNLOCK();
 }
@@ -137,6 +145,7 @@ static void hc_fork_child(void)
     for (unsigned k = 0; k < HC_NARENAS; k++)
         hc_mutexes[k] = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
     hc_pick_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    hc_sp_fork_child();
     hc_arena_after_fork();
 }
 

@@ -407,7 +407,7 @@ static void memalign_errno(void)
     errno = 0;
     CHECK(memalign(64, huge) == NULL && errno == ENOMEM);
     errno = 0;
-    CHECK(aligned_alloc(64, SIZE_MAX - 4096) == NULL && errno == ENOMEM);
+    CHECK(aligned_alloc(64, huge) == NULL && errno == ENOMEM);
 }
 
 static long max_map_count(void)
