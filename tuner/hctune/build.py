@@ -17,13 +17,22 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
 from hctune import knobs, paths
 from hctune.errors import HctuneError
 
-CFLAGS = ("-O2", "-fPIC", "-shared", "-pthread")
-DEBUG_CFLAGS = ("-O1", "-g", "-fPIC", "-shared", "-pthread")
+
+
+@functools.lru_cache(maxsize=None)
+def recipes() -> dict:
+    """configs/build.toml: how every C part is compiled, said once."""
+    return tomllib.loads((paths.CONFIGS / "build.toml").read_text())
+
+
+CFLAGS = tuple(recipes()["hc"]["cflags"])
+DEBUG_CFLAGS = tuple(recipes()["hc"]["debug_cflags"])
 LIBRARY = "libhc.so"
 
 

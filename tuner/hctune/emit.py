@@ -7,7 +7,7 @@ old file or the new one, never half of one.
 
 from __future__ import annotations
 
-import datetime as _dt
+import hashlib
 import json
 import os
 import shlex
@@ -16,25 +16,25 @@ import tempfile
 from pathlib import Path
 
 from hctune import VERSION_TEXT
+from hctune import allocator_knobs, allocators
 from hctune import knobs as _knobs
-from hctune import render, templating
+from hctune import build, render, templating
 from hctune import validate as _validate
 from hctune.db import Database
-from hctune.errors import HctuneError
+from hctune.errors import HctuneError, NotFound
 from hctune.files import write_atomic
 
-SO_CFLAGS = ["-O2", "-fPIC", "-shared"]
-SO_LIBS = ["-lpthread"]
-
-
+SO_NAME = "libhcmalloc.so"
 
 
 def compile_so(source: Path, out: Path, cc: str | None = None) -> list[str]:
-    """Compile `source` into the shared library `out` (atomically); returns the command."""
-    cc = cc or os.environ.get("CC", "cc")
+    """Compile `source` into the shared library `out` (atomically) with the HC recipe the
+    search's builds use (configs/build.toml), so it holds the code that was measured; returns
+    the command."""
+    cc = cc or build.compiler()
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".so", dir=out.parent)
     os.close(fd)
-    cmd = [*shlex.split(cc), *SO_CFLAGS, str(source), "-o", tmp, *SO_LIBS]
+    cmd = [*shlex.split(cc), *build.CFLAGS, "-o", tmp, str(source)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -62,64 +62,156 @@ def _measured(trial, metric: str) -> str:
     return "; ".join(lines)
 
 
+def _trace_text(traces, paths: bool) -> str:
+    """The study's traces for a provenance; without paths (the service: its own file names are
+    none of the reader's business) only their ids and commands."""
+    return ", ".join(f"#{t.id}" + (f" {t.path}" if paths else "")
+                     + (f" ({t.command})" if t.command else "") for t in traces)
+
+
 def choose_setting(db_path, study: str | None, objective: str | None, preset: str | None,
-                   sets) -> tuple[dict, dict]:
-    """(setting, provenance) from a study's best trial or a preset, `--set` applied last."""
+                   sets, trial: int | None = None, paths: bool = True) -> tuple[dict, dict]:
+    """(setting, provenance) from a study's best trial (the real runs' winner once validated),
+    one finished `trial` of it, or a preset, `--set` applied last. Used by `hctune emit` and
+    the service alike. A recommendation of another allocator than HC has no malloc.c: one
+    line pointing at `emit --env`."""
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets, trial=trial,
+                                  paths=paths)
+    if alloc != "hc":
+        raise HctuneError(f"the recommendation is {allocator_knobs.describe(alloc, setting)}: "
+                          f"not HC, so there is no malloc.c to write; write its environment "
+                          f"with `hctune emit --env FILE`")
+    return setting, prov
+
+
+def choose(db_path, study: str | None, objective: str | None, preset: str | None, sets,
+           allocator: str | None = None, trial: int | None = None,
+           paths: bool = True) -> tuple[str, dict, dict]:
+    """(allocator, setting, provenance): a study's recommendation (the real runs' winner once
+    validated, else the replay's best trial; or one finished `trial`), a preset, or
+    `allocator` with its library defaults; `--set` applied last (HC's KNOB=VALUE, another
+    allocator's ALLOCATOR.KNOB=VALUE)."""
     sets = list(sets or ())
-    overrides = _knobs.parse_sets(sets)
-    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if allocator in (None, "hc") and not any("." in i.partition("=")[0] for i in sets):
+        _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     prov = {}
+    if allocator is not None and allocator != "hc":
+        if study is not None or preset is not None:
+            raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
+                              f"two ways; give one")
+        if allocator not in allocator_knobs.names():
+            raise HctuneError(f"--allocator: use hc or {', '.join(allocator_knobs.names())}, "
+                              f"not {allocator!r}")
+        allocators.resolve(allocator)  # installed? (one line saying how to add it)
+        setting = allocator_knobs.parse_sets(allocator, sets)
+        prov.update(objective=f"{allocator} as asked (--allocator"
+                              + (f", --set {' '.join(sets)})" if sets else ")"),
+                    measured="not measured by hctune", validated="not validated in real runs",
+                    date=render.date_text(), hctune=VERSION_TEXT)
+        return allocator, setting, prov
     if preset is not None:
         if study is not None:
             raise HctuneError("--preset and --study choose the setting two ways; give one")
         setting = _knobs.resolve(preset, sets)
         prov.update(trace="none (a preset, not tuned to a trace)", objective=f"preset {preset}",
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
-                    date=date, hctune=VERSION_TEXT)
-        return setting, prov
+                    date=render.date_text(), hctune=VERSION_TEXT)
+        return "hc", setting, prov
     from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
     from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
     with Database(db_path) as db:
-        try:
-            row, st, objective, trial = results.chosen(db, study, objective)
-        except HctuneError as e:
-            if study is None and "no study" in str(e):
-                raise HctuneError("no study in the database: run `hctune search` first, or emit "
-                                  "a paper setting with --preset generic") from None
-            raise
+        if trial is not None:
+            row, st = _study.load(db, study)
+            objective = objective or row["objective"]
+            chosen_t = next((t for t in _study.finished(st) if t.number == trial), None)
+            if chosen_t is None:
+                raise NotFound(f"study {row['name']} has no finished trial {trial}")
+            real = None
+        else:
+            try:
+                row, st, objective, chosen_t = results.chosen(db, study, objective)
+            except HctuneError as e:
+                if study is None and "no study" in str(e):
+                    raise HctuneError("no study in the database: run `hctune search` first, "
+                                      "or emit a paper setting with --preset generic") from None
+                raise
+            real = _validate.validated(db, row, asked)
         traces = results.study_traces(db, row)
-        real = _validate.validated(db, row, asked)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
-    setting = _study.trial_setting(trial)
+    setting = _study.trial_setting(chosen_t)
+    alloc = _study.trial_allocator(chosen_t)
     if real is not None:
         # the real runs' winner replaces the replay's best
+        alloc = real["winner"].get("allocator") or "hc"
         setting = _validate.winner_setting(real)
         n = real["winner"]["trial"]
-        trial = next((t for t in _study.finished(st) if t.number == n), None) if n is not None \
-            else None
-    setting.update(overrides)
-    setting = _knobs.complete(setting)
-    measured = _measured(trial, metric) if trial is not None else "not measured by the study"
+        chosen_t = next((t for t in _study.finished(st) if t.number == n), None) \
+            if n is not None else None
+    if alloc == "hc":
+        setting.update(_knobs.parse_sets(sets))
+        setting = _knobs.complete(setting)
+    else:
+        setting = allocator_knobs.complete(alloc, {**setting,
+                                                   **allocator_knobs.parse_sets(alloc, sets)})
+    overrides = bool(sets)
+    measured = _measured(chosen_t, metric) if chosen_t is not None \
+        else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
-    prov.update(trace=", ".join(f"#{t.id} {t.path}" + (f" ({t.command})" if t.command else "")
-                                for t in traces),
+    prov.update(trace=_trace_text(traces, paths),
                 objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
-                          + (f"trial {trial.number}" if trial is not None else "generic setting"),
-                source=(f"seeded from {trial.user_attrs['seed']}"
-                        if trial is not None and trial.user_attrs.get("seed")
-                        else "found by the Optuna search" if trial is not None
+                          + (f"trial {chosen_t.number}" if chosen_t is not None
+                             else "generic setting"),
+                source=(f"seeded from {chosen_t.user_attrs['seed']}"
+                        if chosen_t is not None and chosen_t.user_attrs.get("seed")
+                        else "found by the Optuna search" if chosen_t is not None
                         else "Hasan & Chang 2006, Table 6"),
                 measured=measured)
-    if real is not None:
+    if trial is not None:
+        prov["chosen by"] = f"asked for trial {trial}"
+    elif real is not None:
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
                              f"#{real['validation_id']} on {real['measure']}")
         prov.update(_validate.provenance(real))
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
-    prov.update(date=date, hctune=VERSION_TEXT)
-    return setting, prov
+    prov.update(date=render.date_text(), hctune=VERSION_TEXT)
+    return alloc, setting, prov
+
+
+def write_snippets(directory: Path, source: str, so_name: str = SO_NAME) -> dict:
+    """The Make and CMake snippets that build `source` (a file in `directory`) into `so_name`;
+    returns {file name: path}."""
+    # the HC recipe's flags (configs/build.toml) but for what the snippet's rules say themselves
+    cflags = " ".join(f for f in build.CFLAGS if f not in ("-fPIC", "-shared", "-pthread"))
+    snippet_vars = {"source": source, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
+                    "so_name": so_name, "cflags": cflags,
+                    "so_stem": so_name.removeprefix("lib").removesuffix(".so")}
+    written = {}
+    for name, tpl in (("malloc.mk", "snippets/malloc.mk.j2"),
+                      ("hcmalloc.cmake", "snippets/hcmalloc.cmake.j2")):
+        path = Path(directory) / name
+        write_atomic(path, templating.render(tpl, **snippet_vars))
+        written[name] = str(path)
+    return written
+
+
+def emit_into(directory, setting: dict, prov: dict, so: bool = False) -> Path:
+    """malloc.c, its snippets and (so) libhcmalloc.so for `setting` in a directory of their own
+    under `directory`, named by the source's hash: a second call for the same source writes
+    nothing again (the service's downloads). Returns that directory."""
+    text = render.render_malloc(setting, prov)
+    d = Path(directory) / hashlib.sha256(text.encode()).hexdigest()[:16]
+    d.mkdir(parents=True, exist_ok=True)
+    src = d / "malloc.c"
+    if not src.exists():
+        write_atomic(src, text)
+    if not (d / "hcmalloc.cmake").exists():
+        write_snippets(d, src.name)
+    if so and not (d / SO_NAME).exists():
+        compile_so(src, d / SO_NAME)
+    return d
 
 
 def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None) -> dict:
@@ -142,12 +234,56 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
                 out.unlink(missing_ok=True)
             raise
         written["so"] = str(so_path)
-    snippet_vars = {"source": out.name, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
-                    "so_name": so_path.name if so_path else "libhcmalloc.so"}
-    snippet_vars["so_stem"] = snippet_vars["so_name"].removeprefix("lib").removesuffix(".so")
-    for name, tpl in (("malloc.mk", "snippets/malloc.mk.j2"),
-                      ("hcmalloc.cmake", "snippets/hcmalloc.cmake.j2")):
-        path = out.parent / name
-        write_atomic(path, templating.render(tpl, **snippet_vars))
-        written[name] = str(path)
+    written.update(write_snippets(out.parent, out.name,
+                                  so_path.name if so_path else SO_NAME))
+    return written
+
+
+def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None = None) -> dict:
+    """Write the shell file that, sourced, runs a program under `alloc` with `setting`
+    (LD_PRELOAD of its library and its variables), with the same setting as a one-line
+    command, GLIBC_TUNABLES/MALLOC_CONF string, systemd drop-in, Dockerfile ENV block and
+    LD_PRELOAD line in comments, and the evidence (`prov`) above. For HC, `library` is the
+    .so written beside it."""
+    path = Path(path)
+    if path.is_dir():
+        raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")
+    if alloc == "hc":
+        if library is None:
+            raise HctuneError("an HC recommendation needs its .so beside the file")
+        variables, package, title = {}, None, "HC, tuned by hctune (Hasan & Chang 2006, §3)"
+    else:
+        library = allocators.resolve(alloc).library
+        variables = allocator_knobs.env_vars(alloc, setting)
+        package = allocator_knobs.allocator(alloc).package if library is not None else None
+        title = f"{allocator_knobs.describe(alloc, setting)}, recommended by hctune"
+    exports = []
+    if library is not None:
+        exports.append(("LD_PRELOAD", str(Path(library).resolve())))
+    exports += list(variables.items())
+    text = templating.render("snippets/allocator.env.j2", title=title, env_name=path.name,
+                             prov=list(prov.items()), package=package,
+                             library=str(Path(library).resolve()) if library else None,
+                             exports=[(k, shlex.quote(v), v) for k, v in exports])
+    write_atomic(path, text)
+    return {"env": str(path), "allocator": alloc, "variables": dict(exports)}
+
+
+def emit_env(db_path, env_path, study=None, objective=None, preset=None, sets=(),
+             allocator=None, out=None, so=None) -> dict:
+    """`hctune emit --env FILE`: the recommendation as a shell file (write_env); for HC the
+    malloc.c (`out`, default malloc.c beside FILE) and its .so (`so`, default libhcmalloc.so
+    beside FILE) are written too, and LD_PRELOAD names that .so."""
+    env_path = Path(env_path)
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets, allocator)
+    written = {}
+    library = None
+    if alloc == "hc":
+        out = Path(out) if out else env_path.parent / "malloc.c"
+        so = Path(so) if so else env_path.parent / SO_NAME
+        written = emit(db_path, out, study, objective, preset, sets, so)
+        library = so
+    written.update(write_env(env_path, alloc, setting, prov, library))
+    written["setting"] = setting
+    written["provenance"] = prov
     return written

@@ -53,12 +53,17 @@ def _environment():
     return env
 
 
+def date_text() -> str:
+    """Now, as a provenance's date reads (UTC, to the minute): the one place it is written."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _provenance_rows(provenance: dict | None) -> list[tuple[str, list[str]]]:
     """(key, value wrapped into comment lines), with the date and hctune version added."""
     if not provenance:
         return []
     rows = dict(provenance)
-    rows.setdefault("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    rows.setdefault("date", date_text())
     rows.setdefault("hctune", VERSION_TEXT)
     out = []
     for key, value in rows.items():

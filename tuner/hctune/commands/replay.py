@@ -8,6 +8,7 @@ import click
 
 from hctune import allocators, replay
 from hctune.db import Database
+from hctune.trace import register
 
 
 @click.command("replay")
@@ -33,11 +34,12 @@ def command(ctx, trace, allocator, preset, sets, repeat, metric, no_touch, threa
     harness (Hasan & Chang 2006, §4.4): time per operation, peak memory, HC's footprint."""
     setting = allocators.parse_setting(allocator, preset, sets)
     with Database(ctx.obj["db_path"]) as db:
-        if trace is None:
-            trace = replay.latest_trace(db)
+        row = register.latest(db) if trace is None else None
+        if row is not None:
+            trace = register.local_path(db, row)
         result = replay.measure(trace, allocator, setting, repeat=repeat, metric=metric,
                                 touch=not no_touch, db=db, threads=threads)
-        tid = replay.register_trace(db, trace, result.get("command"), result.get("events"))
+        tid = (row or register.named(db, trace))["id"]
         db.add_measurement(tid, result["allocator"],
                            allocators.setting_key(allocator, setting),
                            metric, repeat, result)

@@ -4,7 +4,6 @@ import json
 
 import click
 
-from hctune.errors import HctuneError
 from hctune.files import write_atomic
 from hctune.trace.stats import stats
 
@@ -19,14 +18,12 @@ def command(ctx, trace, as_json, html_out, png_out):
     """Sizes, small/large requests, max live bytes and objects (Hasan & Chang 2006, Tables 1,
     3, 4) and the allocation graph of TRACE (default: the latest profiled trace)."""
     if trace is None:
-        from hctune.db import Database      # SQLAlchemy: only when the database is read
+        from hctune.db import Database      # deferred: SQLAlchemy, only when the database is read
+        from hctune.trace import register   # deferred: imports hctune.db (SQLAlchemy)
         with Database(ctx.obj["db_path"]) as db:
-            row = db.latest_trace()
-        if row is None:
-            raise HctuneError("no trace given and none registered: run hctune profile first")
-        trace = row["path"]
+            trace = str(register.local_path(db, register.latest(db)))
     st = stats(trace)
-    from hctune.trace import report
+    from hctune.trace import report  # deferred: Jinja2, only when the command runs
     if html_out:
         write_atomic(html_out, report.html(st, trace))
     if png_out:
