@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 
 from hctune import __version__, allocators
 from hctune import knobs as _knobs
@@ -26,7 +27,7 @@ from hctune.search import study as _study
 
 
 def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s), only when a page has plots
     buf = io.StringIO()
     # No date, fixed ids: the same data gives the same bytes.
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -36,11 +37,11 @@ def _svg(fig) -> str:
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # deferred: matplotlib (~0.5 s), only when a page has plots
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "hctune"
     matplotlib.rcParams["svg.fonttype"] = "none"
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s), only when a page has plots
     return plt
 
 
@@ -292,7 +293,6 @@ def render(data: dict) -> str:
 
 
 def report(db_path, out, name: str | None = None) -> dict:
-    from pathlib import Path
     out = Path(out)
     if out.is_dir():
         raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/report.html")

@@ -75,7 +75,7 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                extra=(), progress=None) -> tuple[list[Candidate], list[str]]:
     """(candidates, notes): built and ready to run; notes say what was left out and why."""
     from hctune.search import space  # deferred: Optuna (see tuned_trials)
-    from hctune.search import study as _study
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
     notes = []
     objective = study_row["objective"]
     generic = space.for_search(_knobs.preset("generic"))
