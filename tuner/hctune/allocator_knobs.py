@@ -183,8 +183,9 @@ def parse_sets(name: str, items: Iterable[str]) -> dict:
             if prefix != name:
                 raise HctuneError(f"--set {item}: the allocator is {name}, not {prefix}")
             kname = rest
-        out[kname] = knob(name, kname.lower()).parse(text)
-    return complete(name, {k.lower(): v for k, v in out.items()})
+        kname = kname.lower()
+        out[kname] = knob(name, kname).parse(text)
+    return complete(name, out)
 
 
 def env_vars(name: str, setting: dict | None) -> dict[str, str]:
