@@ -159,3 +159,41 @@ def test_search_bad_allocator_list(tmp_path):
     r = hctune(tmp_path / "r.db", "search", trace, "--memory-measure", "mean", "--trials", "1",
                check=False)
     assert r.returncode == 2 and "real runs" in r.stderr
+
+
+def test_validation_runs_each_allocators_best_with_its_environment(c_program, tmp_path):
+    _need("jemalloc")
+    app = c_program("validate_app")
+    db = tmp_path / "r.db"
+    hctune(db, "profile", "-o", tmp_path / "app.hct", app, "60000", cwd=tmp_path)
+    hctune(db, "search", "--allocators", "glibc,jemalloc", "--trials", "8", "--repeat", "1",
+           "--seed", "4", cwd=tmp_path)
+    r = hctune(db, "validate", "--runs", "3", "--json", cwd=tmp_path)
+    s = json.loads(r.stdout)
+    rows = {c["candidate"]: c for c in s["candidates"]}
+    tuned = [c for c in rows.values() if c["kind"] == "tuned"]
+    assert tuned, rows.keys()
+    for c in tuned:
+        # another allocator's best runs as that allocator, with its own knobs' setting
+        assert c["allocator"] in ("glibc", "jemalloc") and c["setting"], c
+        assert c["candidate"] == f"{c['allocator']} tuned" and c["runs"] == 3
+        assert not c["disqualified"], c
+    assert s["winner"]["allocator"] in ("hc", "glibc", "jemalloc")   # generic HC runs too
+    f = tmp_path / "winner.env"
+    hctune(db, "emit", "--env", f)
+    assert "won validation" in f.read_text()
+
+
+def test_report_of_a_search_across_allocators(tmp_path):
+    _need("jemalloc")
+    db = tmp_path / "r.db"
+    trace = _small_trace(tmp_path / "small.hct")
+    hctune(db, "search", trace, "--allocators", "hc,jemalloc", "--trials", "4", "--repeat", "1",
+           "--seed", "1")
+    from hctune import report
+    data = report.collect(db)
+    assert {t["allocator"] for t in data["trials"]} <= {"hc", "jemalloc"}
+    assert "jemalloc" in {t["allocator"] for t in data["trials"]}
+    labels = [r["allocator"] for r in data["traces"][0]["allocators"]]
+    assert "glibc" in labels and "jemalloc" in labels
+    hctune(db, "report", "-o", tmp_path / "r.html")

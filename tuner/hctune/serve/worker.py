@@ -26,6 +26,8 @@ from hctune.search import options as _options
 from hctune.search import study as _study
 from hctune.search.storage import (default_url, fail_orphans, heartbeat_seconds, open_storage,
                                    this_worker, worker_is_gone)
+from hctune import allocators, compare
+from hctune import validate as _validate
 
 IDLE_SECONDS = 1.0
 MAX_WAIT_SECONDS = 30.0
@@ -41,7 +43,6 @@ def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
     """Measure the other allocators installed here (jemalloc, mimalloc, tcmalloc, ...) on the
     study's traces, interleaved (hctune.compare), into hc_measurements, where the study's page
     and report read them beside glibc and the tuned HC."""
-    from hctune import allocators, compare
     names = []
     for n in compare.DEFAULT_ALLOCATORS:
         try:
@@ -75,7 +76,6 @@ def validate_study(db_path, row, opts: _options.Options, log=print) -> dict | No
     runs = opts.validate_runs
     if not runs:
         return None
-    from hctune import validate as _validate
     name = row["study"]
     with Database(db_path) as db:
         jobs.start_validating(db, row["id"])

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from hctune import allocators
-from hctune import knobs as _knobs
 from hctune.errors import HctuneError
 from hctune.search import options as _options
 from hctune.validate.candidates import Candidate
@@ -60,17 +59,23 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
                 _kill_group(proc)
             res = proc
         row = {"candidate": cand.label, "allocator": cand.allocator,
-               "setting": _knobs.key(cand.setting) if cand.setting else None,
+               "setting": allocators.setting_key(cand.allocator, cand.setting)
+               if cand.setting else None,
                "trial": cand.trial, "problem": None}
         if timed_out:
             row["problem"] = f"timed out after {timeout:g} s"
             return row
         fields = report.read_text().split() if report.exists() else []
-        if res.returncode != 0 or len(fields) != 5:
+        if res.returncode != 0 or len(fields) not in (5, 8):
             tail = err.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             row["problem"] = f"could not be measured: {tail[0][:200]}"
             return row
-        wall_ns, user_us, sys_us, rss_kib, status = map(int, fields)
+        wall_ns, user_us, sys_us, rss_kib, status = map(int, fields[:5])
+        # the RSS curve (hcrun samples it every few ms): its time-weighted mean and the RSS
+        # left at the end; unknown for a run shorter than one sample
+        mean_kib, final_kib, samples = map(int, fields[5:]) if len(fields) == 8 else (0, 0, 0)
+        row.update(rss_mean_bytes=mean_kib * 1024 if samples else None,
+                   rss_final_bytes=final_kib * 1024 if samples else None, rss_samples=samples)
         h = hashlib.sha256()
         with open(out, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
