@@ -72,7 +72,7 @@ def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
         assert status == 400 and "magic" in err["error"] and str(tmp_path) not in err["error"]
         status, err = srv.upload(good[:len(good) // 2], token=token)   # truncated
         assert status == 400, err
-        status, err = srv.upload(b"\0" * (2 << 20), token=token)        # over 1 MiB
+        status, err = srv.upload(b"\0" * ((1 << 20) + (256 << 10)), token=token)   # over 1 MiB
         assert status == 413, err
         status, err = srv.upload(b"", token=token)
         assert status == 400, err

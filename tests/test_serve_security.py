@@ -90,7 +90,7 @@ def test_uploads_are_guarded_before_they_are_read(tmp_path):
         assert not any((data / "tmp").iterdir())
         assert not any((data / "traces").iterdir())
         # a Content-Length over the limit: refused before a byte of the body is read
-        status, err = srv.request("POST", "/api/traces", b"\0" * (3 * MiB),
+        status, err = srv.request("POST", "/api/traces", b"\0" * (MiB + (256 << 10)),
                                   {"Content-Type": "multipart/form-data; boundary=x"},
                                   token=TOKEN)
         assert status == 413 and "limit" in err["error"]

@@ -11,6 +11,7 @@ sets)."""
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException
+from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -70,7 +71,6 @@ def create_app(cfg: Config) -> FastAPI:
 def _openapi(app: FastAPI) -> dict:
     """FastAPI's document, with the token's scheme declared (hctune.serve.guard enforces it)."""
     if app.openapi_schema is None:
-        from fastapi.openapi.utils import get_openapi
         spec = get_openapi(title=app.title, version=app.version, description=app.description,
                            routes=app.routes)
         spec.setdefault("components", {})["securitySchemes"] = {
