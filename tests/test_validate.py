@@ -185,10 +185,12 @@ def test_summarize_picks_within_the_memory_limit():
     s = _validate.summarize(cands, runs, "perf")
     assert s["winner"]["candidate"] == "tuned #2"
     assert any("tuned #1 left out" in n for n in s["notes"])
-    assert s["significant"] and s["verdict"].startswith("tuned #2 beats generic HC: 20 % faster")
+    assert s["significant"] and s["verdict"].startswith("use tuned #2 (HC): 20 % faster than "
+                                                        "generic HC")
     s = _validate.summarize(cands, runs, "mem")
     assert s["winner"]["candidate"] == "hc generic"
-    assert "no tuned setting is smaller than generic HC" in s["verdict"]
+    assert s["recommendation"]["candidate"] == "glibc"       # as small as generic HC: simpler
+    assert s["verdict"].startswith("keep glibc: no allocator was significantly smaller")
 
 
 def test_report_shows_real_runs_beside_the_replay(searched):

@@ -116,6 +116,13 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
                              f"#{real['validation_id']} on {real['measure']}")
         prov.update(_validate.provenance(real))
+        rec = real.get("recommendation")
+        if rec and rec["candidate"] != real["winner"]["candidate"]:
+            prov["recommendation"] = (
+                ("keep glibc" if rec["allocator"] == "glibc" and rec["kind"] != "tuned"
+                 else f"use {rec['candidate']}")
+                + f": the real runs found no HC setting significantly better (this file is the "
+                f"best HC setting, {real['winner']['candidate']}; see the verdict)")
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
     prov.update(date=date, hctune=VERSION_TEXT)
