@@ -69,6 +69,8 @@ def progress_bar(console: Console):
 
 @click.command("validate", context_settings={"ignore_unknown_options": True})
 @click.option("--study", "study_name", default=None, help="Study name (default: the latest).")
+@click.option("--objective", type=click.Choice(["mem", "perf", "pareto"]), default=None,
+              help="Without --study: the latest study of this objective on the latest traces.")
 @click.option("--top", type=int, default=_validate.DEFAULT_TOP, show_default=True,
               help="How many of the study's best distinct settings (pareto: along the front).")
 @click.option("--runs", type=int, default=_validate.DEFAULT_RUNS, show_default=True,
@@ -86,7 +88,7 @@ def progress_bar(console: Console):
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, study_name, top, runs, max_memory_overhead, references, libs, timeout,
+def command(ctx, study_name, objective, top, runs, max_memory_overhead, references, libs, timeout,
             as_json, program):
     """Run the real program under the study's best settings, generic HC, glibc and the others.
 
@@ -104,7 +106,8 @@ def command(ctx, study_name, top, runs, max_memory_overhead, references, libs, t
     prog, progress = progress_bar(Console(stderr=True))
     with prog:
         s = _validate.validate(ctx.obj["db_path"], study_name, top, runs, list(program) or None,
-                               references, extra, max_memory_overhead, timeout, progress)
+                               references, extra, max_memory_overhead, timeout, progress,
+                               objective=objective)
     if as_json:
         click.echo(json.dumps(s, indent=2, sort_keys=True))
     else:
