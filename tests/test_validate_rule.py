@@ -74,8 +74,8 @@ def test_a_faster_reference_is_named_and_can_be_the_answer():
     v = s["verdict"]
     assert v.startswith("use mimalloc: 36 % faster than glibc (CI ")
     assert "jemalloc was 10 % slower than mimalloc" not in v      # only those that beat it
-    assert "the best HC setting, tuned #2 (HC, trial 7), is what emit writes (13 % slower than mimalloc " \
-           "(CI 13–13 %))" in v
+    assert "the best HC setting, tuned #2 (HC, trial 7), is what emit writes: 13 % slower " \
+           "than mimalloc (CI 13–13 %)" in v
     # the HC-only view: with mimalloc gone, jemalloc and tcmalloc still beat tuned #2
     s = _validate.summarize([c for c in cands if c.label != "mimalloc"], runs, "perf")
     assert s["recommendation"]["candidate"] == "jemalloc"

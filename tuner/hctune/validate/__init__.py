@@ -67,7 +67,8 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              objective: str | None = None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
-    on "build" and after every "run"; `extra` is [(label, library path[, env])]; `storage`: the
+    on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
+    is [(label, library path[, env])]; `storage`: the
     study's Optuna storage URL when the one hc_studies names lacks its password (workers);
     `objective` without `study`: the latest study of that objective on the latest traces."""
     if runs < MIN_RUNS:
@@ -107,7 +108,11 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
         if progress:
             progress({"event": "run", "done": done, "total": total, "candidate": r["candidate"],
                       "run": r})
-    all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run)
+    def on_round(done, total, rows):
+        if progress:
+            progress({"event": "round", "done": done, "total": total, "rows": rows})
+    all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
+                                           on_round=on_round)
     limit, vs_generic = _limit(row, memory_limit)
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic)
     summary["notes"] = notes + more + summary["notes"]

@@ -26,6 +26,7 @@ def _pct(ratio_entry, faster_word="faster", slower_word="slower") -> str:
     return rule.pct(ratio_entry, faster_word, slower_word)
 
 
+DOMINATES = 5.0     # %: a smaller gain on the other measure is not worth a line of the verdict
 OTHER = {"wall_s": "peak_rss_bytes", "peak_rss_bytes": "wall_s"}
 WORDS = {"wall_s": ("faster", "slower"), "peak_rss_bytes": ("smaller", "larger")}
 
@@ -170,7 +171,9 @@ def _verdict(rows, measure, hc, overall, ratio) -> str:
     glibc, generic = label.get("glibc"), next((e for e in rows if e["kind"] == "generic"), None)
     parts = []
     if rule.simplicity(rec) == rule.SIMPLEST:
-        head = f"keep glibc: no allocator was significantly {better} on this program"
+        head = ("keep glibc: no allocator" + (" within the memory limit" if overall["over_cap"]
+                                               else "")
+                + f" was significantly {better} on this program")
     else:
         gains = []
         base = next((e for e in rows if e["allocator"] == rec["allocator"]
@@ -201,7 +204,7 @@ def _verdict(rows, measure, hc, overall, ratio) -> str:
     if winner is not None and winner is not rec:
         r = ratio(winner, rec, measure)
         parts.append(f"the best HC setting, {name(winner)}, is what emit writes"
-                     + (f" ({rule.pct(r, better, worse, short(rec))})" if r else ""))
+                     + (f": {rule.pct(r, better, worse, short(rec))}" if r else ""))
     elif winner is None and rec["kind"] not in ("tuned", "generic"):
         parts.append("every HC setting was disqualified")
     return "; ".join(parts)
@@ -209,7 +212,8 @@ def _verdict(rows, measure, hc, overall, ratio) -> str:
 
 def _dominating(rows, measure, rec, ratio, cap) -> str | None:
     """A candidate that is not significantly worse than the recommendation on its measure and
-    significantly better on the other one (a setting from the other objective's study, say)."""
+    significantly better on the other one, by DOMINATES % at least (a setting from the other
+    objective's study, say)."""
     if rec is None:
         return None
     other = OTHER[measure]
@@ -220,7 +224,8 @@ def _dominating(rows, measure, rec, ratio, cap) -> str | None:
         if cap is not None and (e["median"].get("peak_rss_bytes") or 0) > cap:
             continue
         r_m, r_o = ratio(e, rec, measure), ratio(e, rec, other)
-        if r_m and r_o and r_m["ci"][0] <= 1 and rule.significantly_better(r_o):
+        if r_m and r_o and r_m["ci"][0] <= 1 and rule.significantly_better(r_o) and \
+                r_o["ratio"] <= 1 - DOMINATES / 100:
             found.append((r_o["ratio"], e, r_m, r_o))
     if not found:
         return None
