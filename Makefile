@@ -10,6 +10,8 @@ PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 BUILD   := build
+# configs/build.toml says how each C part is compiled; tests/test_build_recipes.py checks the
+# fragments' commands against it (`make -n`)
 CFLAGS_COMMON := -O2 -g -fPIC -Wall -Wextra -std=gnu11
 ALL       :=
 TEST_BINS :=

@@ -6,8 +6,9 @@
 #   build/libhcmalloc-debug.so   it with HC_DEBUG=1: what each call touches checked, the whole heap every N calls
 HC_DIR    := allocator/hc
 HC_INPUTS := $(wildcard $(HC_DIR)/*.c $(HC_DIR)/*.h) templates/malloc.c.j2 \
-             $(wildcard templates/_*.j2) configs/knobs.toml configs/presets.toml \
-             tuner/hctune/render.py tuner/hctune/knobs.py
+             configs/knobs.toml configs/presets.toml \
+             tuner/hctune/render.py tuner/hctune/knobs.py tuner/hctune/templating.py
+# configs/build.toml's [hc] cflags + make_extra (tests/test_build_recipes.py checks they agree)
 HC_CFLAGS := -O2 -g -fPIC -shared -pthread -Wall -Wextra -std=gnu11
 
 $(BUILD)/malloc-generic.c: $(HC_INPUTS) | $(BUILD) $(VENV)/.installed

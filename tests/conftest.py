@@ -19,16 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from hctune import paths
+from hctune import build, paths
 
 ROOT = paths.ROOT
 BUILD = paths.BUILD
 TEST_CACHE = BUILD / "test-cache"
 CC = os.environ.get("CC", "cc")
-# The Makefile's optimisation for release builds; debug builds (checked after every call, run
-# only briefly) at -O1, which compiles in ~60 % of the time: the stress matrix builds dozens.
-HC_SO_FLAGS = ["-O2", "-g", "-fPIC", "-shared", "-pthread", "-std=gnu11"]
-HC_DEBUG_SO_FLAGS = ["-O1", "-g", "-fPIC", "-shared", "-pthread", "-std=gnu11"]
+# configs/build.toml's HC recipe (hctune.build), with debug information for a crash's backtrace;
+# debug builds (checked after every call, run only briefly) at -O1, which compiles in ~60 % of
+# the time: the stress matrix builds dozens.
+HC_SO_FLAGS = [*build.CFLAGS, "-g"]
+HC_DEBUG_SO_FLAGS = list(build.DEBUG_CFLAGS)
 PROGRAM_FLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-std=gnu11", "-pthread"]
 
 

@@ -21,7 +21,7 @@ def test_version_and_help():
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_has_help(name):
-    if name not in cli.commands:
+    if name not in cli.list_commands(None):
         pytest.fail(f"command {name} is missing")
     r = run(name, "--help")
     assert r.returncode == 0, r.stderr
@@ -37,3 +37,46 @@ def test_db_that_is_a_directory(tmp_path, capsys):
     assert main(["--db", str(tmp_path), "best"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") <= 2
+
+
+def test_the_command_list_and_the_folder_agree():
+    from pathlib import Path
+
+    from hctune.cli import COMMANDS
+    folder = Path(__file__).resolve().parents[1] / "tuner" / "hctune" / "commands"
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    listed = {module for module, _ in COMMANDS.values()}
+    assert modules == listed, (
+        f"hctune/commands/ and hctune.cli.COMMANDS disagree: add one line to COMMANDS for "
+        f"{sorted(modules - listed)}; remove {sorted(listed - modules)}")
+    for name in COMMANDS:
+        assert cli.get_command(None, name).name == name
+
+
+HEAVY = ("optuna", "sqlalchemy", "rich", "matplotlib", "numpy")
+
+
+def _heavy_imports(*args):
+    """The heavy libraries (of HEAVY) in sys.modules after running `hctune ARGS` in-process."""
+    code = ("import sys\nfrom hctune.cli import main\nrc = main(sys.argv[1:])\n"
+            f"print(rc, sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    rc, loaded = r.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert rc == "0", r.stderr
+    return loaded
+
+
+def test_help_and_version_import_no_heavy_library():
+    """`hctune --help` answers at once: it imports no command module (a count, not a time;
+    the time is bench/cli_start.py's)."""
+    assert _heavy_imports("--help") == "[]"
+    assert _heavy_imports("--version") == "[]"
+
+
+def test_stats_of_a_trace_file_imports_no_database_or_optuna(tmp_path):
+    from hctune.trace import Writer, spec
+    path = tmp_path / "t.hct"
+    with Writer(path, command="written") as w:
+        w.event(spec.MALLOC, 0x1000, 24)
+        w.event(spec.FREE, 0x1000)
+    assert _heavy_imports("stats", str(path), "--json") == "[]"

@@ -96,8 +96,12 @@ def test_every_import_goes_down_the_picture():
     rows, modules = _rows(), _modules()
     bad = []
     for mod, path in modules.items():
+        if _entry(mod, rows) is None:
+            continue                        # test_the_picture_places_every_module_once says so
         (i, e) = _entry(mod, rows)
         for dep in _imports(path, modules):
+            if _entry(dep, rows) is None:
+                continue
             (j, f) = _entry(dep, rows)
             if f == e and e.endswith("/"):
                 continue                    # inside one folder: the cycle test below

@@ -10,6 +10,7 @@ import pytest
 
 from hctune import cli, replay
 from hctune.db import Database
+from hctune.trace import register
 from test_replay_traces import replay_programs, replay_traces  # noqa: F401
 
 
@@ -43,7 +44,7 @@ def test_replay_json_and_stored(capsys, tmp_path, trace):
 def test_replay_latest_trace_from_db(capsys, tmp_path, trace):
     db = tmp_path / "h.db"
     with Database(db) as d:
-        replay.register_trace(d, trace)
+        register.named(d, trace)
     rc, out, err = run(capsys, "--db", str(db), "replay", "-a", "glibc")
     assert rc == 0, err
     assert str(trace) in out and "ns/op" in out and "peak RSS" in out

@@ -1,10 +1,18 @@
 /* hctrace_map.h — a uint64 → uint64 hash map (linear probing, backward-shift deletion) for the
- * readers' live-object tracking.  Key 0 marks an empty slot, so callers never store key 0. */
+ * readers' live-object tracking and the tracer's table of live blocks (windowed tracing).  Key 0
+ * marks an empty slot, so callers never store key 0.  Its memory comes from calloc/free unless
+ * the includer defines HCT_MAP_ZALLOC(bytes) and HCT_MAP_RELEASE(p, bytes) (the tracer maps its
+ * own: it must not allocate from the heap it traces). */
 #ifndef HCTRACE_MAP_H
 #define HCTRACE_MAP_H
 
 #include <stdint.h>
 #include <stdlib.h>
+
+#ifndef HCT_MAP_ZALLOC
+#define HCT_MAP_ZALLOC(bytes) calloc(1, (bytes))
+#define HCT_MAP_RELEASE(p, bytes) free(p)
+#endif
 
 typedef struct hct_map {
     uint64_t *keys, *vals;
@@ -23,10 +31,17 @@ static int hct_map_grow(hct_map *m)
 {
     size_t ocap = m->cap, ncap = ocap ? ocap * 2 : 1024;
     uint64_t *ok = m->keys, *ov = m->vals;
-    m->keys = calloc(ncap, sizeof *m->keys);
-    m->vals = calloc(ncap, sizeof *m->vals);
-    if (!m->keys || !m->vals)
+    uint64_t *nk = HCT_MAP_ZALLOC(ncap * sizeof *m->keys);
+    uint64_t *nv = HCT_MAP_ZALLOC(ncap * sizeof *m->vals);
+    if (!nk || !nv) {
+        if (nk)
+            HCT_MAP_RELEASE(nk, ncap * sizeof *m->keys);
+        if (nv)
+            HCT_MAP_RELEASE(nv, ncap * sizeof *m->vals);
         return -1;
+    }
+    m->keys = nk;
+    m->vals = nv;
     m->cap = ncap;
     for (size_t i = 0; i < ocap; i++)
         if (ok[i]) {
@@ -36,8 +51,10 @@ static int hct_map_grow(hct_map *m)
             m->keys[j] = ok[i];
             m->vals[j] = ov[i];
         }
-    free(ok);
-    free(ov);
+    if (ok) {
+        HCT_MAP_RELEASE(ok, ocap * sizeof *ok);
+        HCT_MAP_RELEASE(ov, ocap * sizeof *ov);
+    }
     return 0;
 }
 
@@ -105,8 +122,10 @@ static inline int hct_map_del(hct_map *m, uint64_t k, uint64_t *v)
 
 static inline void hct_map_free(hct_map *m)
 {
-    free(m->keys);
-    free(m->vals);
+    if (m->keys) {
+        HCT_MAP_RELEASE(m->keys, m->cap * sizeof *m->keys);
+        HCT_MAP_RELEASE(m->vals, m->cap * sizeof *m->vals);
+    }
     m->keys = m->vals = NULL;
     m->cap = m->len = 0;
 }

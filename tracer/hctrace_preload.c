@@ -2,6 +2,7 @@
  *
  *   HCTRACE_OUT=app.hct LD_PRELOAD=build/libhctrace.so ./app args
  *   (HCTRACE_TIME=1 adds a time stamp to every event)
+ *   (HCTRACE_START_AFTER=S HCTRACE_DURATION=S record only a window of the run, see below)
  *
  * Records every malloc, calloc, realloc, reallocarray, free and memalign-family call of a
  * dynamically linked program in the hctune trace format (docs/trace-format.md).  Like
@@ -33,7 +34,18 @@
  * below) keeps it: our handler calls it, and writes the trace only when the program's action is
  * the default one, which is then restored and the signal raised again, so the process ends
  * with the same status (and core dump) as without the tracer.  Everything on those paths is
- * async-signal-safe (writev, open, fstat, membarrier; no locks, no malloc). */
+ * async-signal-safe (writev, open, fstat, membarrier; no locks, no malloc).
+ *
+ * Windowed tracing (HCTRACE_START_AFTER and/or HCTRACE_DURATION, seconds, decimals allowed):
+ * before the window the hooks record nothing but keep a table of the live blocks (address ->
+ * size and alignment, in memory of the tracer's own mmap, behind one spin lock).  The first
+ * hook that sees the start time pass (each thread looks at the clock every WINDOW_TICK calls)
+ * writes, under that lock, one malloc (or memalign) event per live block, then switches to
+ * recording and drops the table: the window's trace begins with the heap as it was, so its
+ * frees of earlier blocks are known and its live bytes are right.  A hook that saw "before"
+ * takes the lock and looks again, so no event falls between the table and the window.  After
+ * DURATION the hooks pass everything through.  Children forked before the window inherit the
+ * table; a child forked inside the window starts a file without its parent's blocks. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -56,6 +68,15 @@
 
 #include "hctrace.h"
 #include "hctrace_enc.h"
+
+static void *map_zalloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+#define HCT_MAP_ZALLOC(bytes) map_zalloc(bytes)
+#define HCT_MAP_RELEASE(p, bytes) munmap((p), (bytes))
+#include "hctrace_map.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -95,6 +116,15 @@ static pthread_key_t g_key;
 static char g_out[PATH_MAX_LEN];
 static dev_t g_dev;                  /* our file's identity, to notice a closed/reused fd */
 static ino_t g_ino;
+
+/* ---- windowed tracing (see the top of the file) ---- */
+enum { WIN_BEFORE, WIN_RECORDING, WIN_AFTER };
+#define WINDOW_TICK 16               /* calls between two looks at the clock, per thread */
+static int g_windowed;               /* set once at start-up */
+static _Atomic int g_win = WIN_RECORDING;
+static uint64_t g_win_start_ns, g_win_end_ns;   /* since g_mono0; end 0 = until exit */
+static _Atomic int g_win_lock;
+static TLS uint32_t t_tick;
 
 /* dlsym() calls calloc before real_calloc is known: serve it from here (never freed). */
 static _Alignas(16) uint8_t g_pool[8192];
@@ -308,6 +338,147 @@ static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const voi
     end_own(t);
 }
 
+/* ---- windowed tracing ---- */
+
+static hct_map g_live;               /* before the window: address -> size | log2(align) << 56 */
+static int g_live_lost;              /* the table could not grow: the window would be wrong */
+
+static void win_lock(void)
+{
+    while (atomic_exchange_explicit(&g_win_lock, 1, memory_order_acquire))
+        while (atomic_load_explicit(&g_win_lock, memory_order_relaxed))
+            __builtin_ia32_pause();
+}
+
+static void win_unlock(void) { atomic_store_explicit(&g_win_lock, 0, memory_order_release); }
+
+#define SIZE_BITS 56
+static void live_put(const void *p, size_t size, size_t align)
+{
+    uint64_t v = (uint64_t)size & (((uint64_t)1 << SIZE_BITS) - 1);
+    if (align)
+        v |= (uint64_t)__builtin_ctzll(align) << SIZE_BITS;
+    if (hct_map_put(&g_live, (uint64_t)(uintptr_t)p, v) < 0 && !g_live_lost) {
+        g_live_lost = 1;
+        say("out of memory for the table of live blocks: the window's trace will show frees "
+            "of unknown blocks", NULL);
+    }
+}
+
+/* Under the lock: the table as events, then recording on. */
+static void win_start_locked(void)
+{
+    tbuf *t = &t_buf;
+    for (size_t i = 0; i < g_live.cap; i++) {
+        uint64_t k = g_live.keys[i];
+        if (!k)
+            continue;
+        uint64_t v = g_live.vals[i], size = v & (((uint64_t)1 << SIZE_BITS) - 1);
+        unsigned shift = (unsigned)(v >> SIZE_BITS);
+        record(t, shift ? HCT_MEMALIGN : HCT_MALLOC, next_seq(), (void *)(uintptr_t)k, NULL,
+               (size_t)size, shift ? (size_t)1 << shift : 0);
+    }
+    hct_map_free(&g_live);
+    atomic_store_explicit(&g_win, WIN_RECORDING, memory_order_release);
+}
+
+static void win_check_clock(void)
+{
+    int w = atomic_load_explicit(&g_win, memory_order_acquire);
+    if (w == WIN_AFTER)
+        return;
+    uint64_t now = mono_ns() - g_mono0;
+    if (w == WIN_BEFORE && now >= g_win_start_ns) {
+        win_lock();
+        if (atomic_load_explicit(&g_win, memory_order_relaxed) == WIN_BEFORE)
+            win_start_locked();
+        win_unlock();
+        w = WIN_RECORDING;
+    }
+    if (w == WIN_RECORDING && g_win_end_ns && now >= g_win_end_ns)
+        atomic_store_explicit(&g_win, WIN_AFTER, memory_order_release);
+}
+
+/* One allocator event in windowed mode: recorded inside the window, noted in the table before
+ * it, dropped after.  Allocations come here after the real call, frees before (as record). */
+static void win_event(uint8_t op, const void *p, const void *old, size_t size, size_t align)
+{
+    if (unlikely(++t_tick >= WINDOW_TICK)) {
+        t_tick = 0;
+        win_check_clock();
+    }
+    int w = atomic_load_explicit(&g_win, memory_order_acquire);
+    if (w == WIN_BEFORE) {
+        win_lock();
+        w = atomic_load_explicit(&g_win, memory_order_relaxed);
+        if (w == WIN_BEFORE) {
+            if (op == HCT_FREE || op == HCT_REALLOC)
+                hct_map_del(&g_live, (uint64_t)(uintptr_t)(op == HCT_FREE ? p : old), NULL);
+            if (op != HCT_FREE)
+                live_put(p, size, op == HCT_MEMALIGN ? align : 0);
+            win_unlock();
+            return;
+        }
+        /* the window began meanwhile: this event is its, numbered after the table */
+        uint64_t seq = next_seq();
+        win_unlock();
+        record(&t_buf, op, seq, p, old, size, align);
+        return;
+    }
+    if (w == WIN_RECORDING)
+        record(&t_buf, op, next_seq(), p, old, size, align);
+}
+
+/* Every hook's event: the whole run, or the window. */
+static inline void event(uint8_t op, const void *p, const void *old, size_t size, size_t align)
+{
+    if (likely(!g_windowed))
+        record(&t_buf, op, next_seq(), p, old, size, align);
+    else
+        win_event(op, p, old, size, align);
+}
+
+/* "12", "0.5", "2.25" seconds -> ns; -1 for anything else.  No strtod: this runs in start-up,
+ * possibly inside the program's first malloc. */
+static int64_t parse_seconds(const char *s)
+{
+    if (!s || !*s)
+        return -1;
+    uint64_t whole = 0, frac = 0, scale = 1000000000u;
+    const char *q = s;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        whole = whole * 10 + (uint64_t)(*q - '0');
+        if (whole > 100000000u)
+            return -1;
+    }
+    if (*q == '.')
+        for (q++; *q >= '0' && *q <= '9'; q++)
+            if (scale > 1) {
+                scale /= 10;
+                frac += (uint64_t)(*q - '0') * scale;
+            }
+    if (*q || q == s)
+        return -1;
+    return (int64_t)(whole * 1000000000u + frac);
+}
+
+static void window_setup(void)
+{
+    const char *a = getenv("HCTRACE_START_AFTER"), *d = getenv("HCTRACE_DURATION");
+    if ((!a || !*a) && (!d || !*d))
+        return;
+    int64_t start = a && *a ? parse_seconds(a) : 0, dur = d && *d ? parse_seconds(d) : 0;
+    if (start < 0 || dur < 0) {
+        say("HCTRACE_START_AFTER / HCTRACE_DURATION must be seconds (e.g. 30 or 0.5); "
+            "tracing the whole run", NULL);
+        return;
+    }
+    g_win_start_ns = (uint64_t)start;
+    g_win_end_ns = dur ? (uint64_t)start + (uint64_t)dur : 0;
+    g_windowed = 1;
+    atomic_store(&g_win, start > 0 ? WIN_BEFORE : WIN_RECORDING);
+}
+
 /* ---- start-up ---- */
 
 static size_t put_str(char *dst, size_t at, size_t cap, const char *s)
@@ -404,6 +575,7 @@ static void at_fork_child(void)
     if (t_buf.thread_plus1 && !t_buf.dead)
         register_buf(&t_buf);
     g_stop = 0;
+    atomic_store(&g_win_lock, 0);    /* only this thread exists now; the table is as it was */
     atomic_store(&g_ending, 0);
     atomic_store(&g_scanning, 0);
     g_pid = getpid();
@@ -630,6 +802,7 @@ static void init(void)
     g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
     g_mono0 = mono_ns();
     g_pid = getpid();
+    window_setup();
     g_fd = open_output();
     int ok = g_fd >= 0 && pthread_key_create(&g_key, thread_done) == 0;
     if (ok) {
@@ -679,7 +852,7 @@ EXPORT void *malloc(size_t n)
         return real_malloc(n);
     void *p = real_malloc(n);
     if (p)
-        record(&t_buf, HCT_MALLOC, next_seq(), p, NULL, n, 0);
+        event(HCT_MALLOC, p, NULL, n, 0);
     leave();
     return p;
 }
@@ -698,7 +871,7 @@ EXPORT void *calloc(size_t n, size_t m)
         return real_calloc(n, m);
     void *p = real_calloc(n, m);
     if (p)
-        record(&t_buf, HCT_CALLOC, next_seq(), p, NULL, n * m, 0);
+        event(HCT_CALLOC, p, NULL, n * m, 0);
     leave();
     return p;
 }
@@ -716,7 +889,7 @@ EXPORT void free(void *p)
         real_free(p);
         return;
     }
-    record(&t_buf, HCT_FREE, next_seq(), p, NULL, 0, 0);   /* before: see the header */
+    event(HCT_FREE, p, NULL, 0, 0);   /* before: see the header */
     leave();
     real_free(p);
 }
@@ -727,11 +900,11 @@ static void *do_realloc(void *old, size_t n, void *p, int tracing)
         return p;
     if (!old) {
         if (p)
-            record(&t_buf, HCT_MALLOC, next_seq(), p, NULL, n, 0);
+            event(HCT_MALLOC, p, NULL, n, 0);
     } else if (p) {
-        record(&t_buf, HCT_REALLOC, next_seq(), p, old, n, 0);
+        event(HCT_REALLOC, p, old, n, 0);
     } else if (n == 0) {
-        record(&t_buf, HCT_FREE, next_seq(), old, NULL, 0, 0);  /* glibc: realloc(p, 0) frees */
+        event(HCT_FREE, old, NULL, 0, 0);  /* glibc: realloc(p, 0) frees */
     }
     leave();
     return p;
@@ -770,7 +943,7 @@ static void *traced_aligned(void *p, size_t align, size_t n, int tracing)
 {
     if (tracing) {
         if (p)
-            record(&t_buf, HCT_MEMALIGN, next_seq(), p, NULL, n, align);
+            event(HCT_MEMALIGN, p, NULL, n, align);
         leave();
     }
     return p;

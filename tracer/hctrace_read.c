@@ -1,10 +1,14 @@
 /* hctrace_read.c — the C reader of the hctune trace format (build/libhctrace_read.a).
  *
- * The file is mapped, its chunk headers indexed once at open (so a truncated or foreign file is
- * refused up front with one line), then events are decoded lazily.  Chunks are the per-thread
- * buffers of the tracer; they overlap in seq when several threads allocate, so hct_next merges
- * them: chunks enter a small min-heap of cursors in first_seq order and the smallest pending
- * seq is returned next.  A single-threaded trace keeps one cursor and never sifts.
+ * Bounded memory whatever the trace's size: the file is never mapped or read whole.  hct_open
+ * reads the header and each chunk header (pread), so a truncated or foreign file is refused up
+ * front with one line, and keeps an index of the chunks (a few tens of bytes per chunk of
+ * 32-64 KiB).  Chunks are the per-thread buffers of the tracer; they overlap in seq when several
+ * threads allocate, so hct_next merges them: chunks enter a small min-heap of cursors in
+ * first_seq order, each reading its chunk's payload into a buffer of its own, and the smallest
+ * pending seq is returned next.  Memory: the index plus one payload per chunk in the heap (about
+ * one per thread allocating at the same time).  Buffers are mmap'd and reused, so a replay
+ * harness linking this reader does not call the allocator under test per chunk.
  * Layout: configs/trace_format.toml, docs/trace-format.md. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,30 +25,40 @@
 #include "hctrace_varint.h"
 
 typedef struct chunk {
-    const uint8_t *pos, *end;   /* payload */
+    uint64_t off;               /* the payload's offset in the file */
     uint64_t first_seq, base_time;
-    uint32_t thread, count;
+    uint32_t thread, count, len;
 } chunk;
+
+typedef struct buffer {
+    uint8_t *p;
+    size_t cap;
+} buffer;
 
 typedef struct cursor {
     const chunk *c;
-    const uint8_t *pos;
+    buffer buf;                 /* the chunk's payload, read at push */
+    const uint8_t *pos, *end;
     uint32_t left;              /* events not yet decoded */
     uint64_t prev_seq, prev_ptr, prev_time;
     hct_event ev;               /* the pending (decoded, not yet returned) event */
 } cursor;
 
+#define POOL_MAX 64             /* free payload buffers kept for reuse */
+
 struct hct_reader {
-    const uint8_t *map;
-    size_t len;
+    int fd;
+    uint64_t len;
     unsigned flags;
     uint32_t pid, ppid;
     uint64_t start_ns, events;
     char *command;
     chunk *chunks;
-    size_t nchunks, next_chunk;
+    size_t nchunks, capchunks, next_chunk;
     cursor *heap;
     size_t nheap, capheap;
+    buffer pool[POOL_MAX];
+    size_t npool;
     char err[256];
 };
 
@@ -68,43 +82,82 @@ static int by_first_seq(const void *a, const void *b)
     return (x->first_seq > y->first_seq) - (x->first_seq < y->first_seq);
 }
 
-/* Index every chunk header; 0 on success, -1 with err set. */
-static int index_chunks(hct_reader *r, size_t off, const char *path, char *err, size_t errlen)
+/* mmap'd memory for the reader's own arrays: not the allocator a replay measures. */
+static void *grow(void *old, size_t old_bytes, size_t new_bytes)
 {
-    size_t cap = 0;
-    const uint8_t *p = r->map + off, *end = r->map + r->len;
-    while (p < end) {
-        size_t at = (size_t)(p - r->map);
+    void *p = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (old) {
+        memcpy(p, old, old_bytes);
+        munmap(old, old_bytes);
+    }
+    return p;
+}
+
+/* Read exactly n bytes at off (short only at the end of the file); the count read, -1 on error. */
+static ssize_t read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
+/* Index every chunk header; 0 on success, -1 with err set. */
+static int index_chunks(hct_reader *r, uint64_t off, const char *path, char *err, size_t errlen)
+{
+    uint8_t head[HCT_CHUNK_HEADER_MAX];
+    while (off < r->len) {
+        uint64_t at = off;
+        ssize_t got = read_at(r->fd, head, sizeof head, off);
+        if (got <= 0) {
+            fail(err, errlen, "%s: cannot read: %s", path, got < 0 ? strerror(errno) : "short");
+            return -1;
+        }
+        const uint8_t *p = head, *end = head + got;
         uint64_t thread, first, count, plen, base = 0;
         if (*p++ != HCT_CHUNK_MARKER) {
-            fail(err, errlen, "%s: corrupt trace: no chunk marker at offset %zu", path, at);
+            fail(err, errlen, "%s: corrupt trace: no chunk marker at offset %llu", path,
+                 (unsigned long long)at);
             return -1;
         }
         if (!(p = hct_get_varint(p, end, &thread)) || !(p = hct_get_varint(p, end, &first)) ||
             !(p = hct_get_varint(p, end, &count)) || !(p = hct_get_varint(p, end, &plen)) ||
             ((r->flags & HCT_FLAG_TIME) && !(p = hct_get_varint(p, end, &base))) ||
-            plen > (uint64_t)(end - p)) {
-            fail(err, errlen, "%s: truncated trace: chunk at offset %zu runs past the end of the "
-                 "file (%zu bytes)", path, at, r->len);
+            plen > r->len - (at + (uint64_t)(p - head))) {
+            fail(err, errlen, "%s: truncated trace: chunk at offset %llu runs past the end of the "
+                 "file (%llu bytes)", path, (unsigned long long)at, (unsigned long long)r->len);
             return -1;
         }
-        if (count == 0 || count > plen || thread > UINT32_MAX) {
-            fail(err, errlen, "%s: corrupt trace: bad chunk header at offset %zu", path, at);
+        if (count == 0 || count > plen || thread > UINT32_MAX || plen > UINT32_MAX) {
+            fail(err, errlen, "%s: corrupt trace: bad chunk header at offset %llu", path,
+                 (unsigned long long)at);
             return -1;
         }
-        if (r->nchunks == cap) {
-            cap = cap ? 2 * cap : 64;
-            chunk *n = realloc(r->chunks, cap * sizeof *n);
+        if (r->nchunks == r->capchunks) {
+            size_t cap = r->capchunks ? 2 * r->capchunks : 1024;
+            chunk *n = grow(r->chunks, r->capchunks * sizeof *n, cap * sizeof *n);
             if (!n) {
                 fail(err, errlen, "%s: out of memory indexing the trace", path);
                 return -1;
             }
             r->chunks = n;
+            r->capchunks = cap;
         }
-        r->chunks[r->nchunks++] = (chunk){p, p + plen, first, base, (uint32_t)thread,
-                                          (uint32_t)count};
+        off = at + (uint64_t)(p - head);
+        r->chunks[r->nchunks++] = (chunk){off, first, base, (uint32_t)thread, (uint32_t)count,
+                                          (uint32_t)plen};
         r->events += count;
-        p += plen;
+        off += plen;
     }
     /* Stable enough: one thread's chunks never share a first_seq. */
     qsort(r->chunks, r->nchunks, sizeof *r->chunks, by_first_seq);
@@ -130,28 +183,26 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
         fail(err, errlen, "out of memory");
         return NULL;
     }
-    r->len = (size_t)st.st_size;
+    r->fd = fd;
+    r->len = (uint64_t)st.st_size;
+    uint8_t h[HCT_COMMAND_OFFSET];
     if (r->len < HCT_COMMAND_OFFSET) {
-        char head[HCT_MAGIC_LEN] = {0};
-        ssize_t got = pread(fd, head, sizeof head, 0);
-        if (got > 0 && memcmp(head, HCT_MAGIC, (size_t)got) == 0)
-            fail(err, errlen, "%s: truncated trace: %zu bytes, shorter than the header", path,
-                 r->len);
+        ssize_t got = read_at(fd, h, HCT_MAGIC_LEN, 0);
+        if (got > 0 && memcmp(h, HCT_MAGIC, (size_t)got) == 0)
+            fail(err, errlen, "%s: truncated trace: %llu bytes, shorter than the header", path,
+                 (unsigned long long)r->len);
         else
-            fail(err, errlen, "%s: not an hctune trace (too short: %zu bytes)", path, r->len);
-        close(fd);
-        free(r);
+            fail(err, errlen, "%s: not an hctune trace (too short: %llu bytes)", path,
+                 (unsigned long long)r->len);
+        hct_close(r);
         return NULL;
     }
-    r->map = mmap(NULL, r->len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (r->map == MAP_FAILED) {
-        fail(err, errlen, "%s: cannot map: %s", path, strerror(errno));
-        free(r);
+    if (read_at(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
+        fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        hct_close(r);
         return NULL;
     }
-    madvise((void *)r->map, r->len, MADV_SEQUENTIAL);
-    const uint8_t *h = r->map;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     uint32_t hlen = get_u32(h + HCT_HEADER_LEN_OFFSET);
     uint32_t clen = get_u32(h + HCT_COMMAND_LEN_OFFSET);
     if (memcmp(h + HCT_MAGIC_OFFSET, HCT_MAGIC, HCT_MAGIC_LEN) != 0) {
@@ -160,21 +211,22 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
         fail(err, errlen, "%s: trace format version %u, this reader knows version %u", path,
              get_u16(h + HCT_VERSION_OFFSET), HCT_VERSION);
     } else if (hlen < HCT_COMMAND_OFFSET + (uint64_t)clen || hlen > r->len) {
-        fail(err, errlen, "%s: truncated trace: header of %u bytes, file of %zu", path, hlen,
-             r->len);
+        fail(err, errlen, "%s: truncated trace: header of %u bytes, file of %llu", path, hlen,
+             (unsigned long long)r->len);
     } else {
         r->flags = get_u16(h + HCT_FLAGS_OFFSET);
         r->pid = get_u32(h + HCT_PID_OFFSET);
         r->ppid = get_u32(h + HCT_PPID_OFFSET);
         r->start_ns = get_u64(h + HCT_START_TIME_OFFSET);
         r->command = malloc((size_t)clen + 1);
-        if (r->command) {
-            memcpy(r->command, h + HCT_COMMAND_OFFSET, clen);
+        if (!r->command) {
+            fail(err, errlen, "out of memory");
+        } else if (read_at(fd, r->command, clen, HCT_COMMAND_OFFSET) != (ssize_t)clen) {
+            fail(err, errlen, "%s: cannot read the command line", path);
+        } else {
             r->command[clen] = 0;
             if (index_chunks(r, hlen, path, err, errlen) == 0)
                 return r;
-        } else {
-            fail(err, errlen, "out of memory");
         }
     }
     hct_close(r);
@@ -184,7 +236,7 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
 /* Decode the next event of cursor k into k->ev; 0 ok, -1 corrupt. */
 static int decode(hct_reader *r, cursor *k)
 {
-    const uint8_t *p = k->pos, *end = k->c->end;
+    const uint8_t *p = k->pos, *end = k->end;
     uint64_t v;
     if (p >= end)
         goto corrupt;
@@ -231,8 +283,8 @@ static int decode(hct_reader *r, cursor *k)
         goto corrupt;
     return 0;
 corrupt:
-    snprintf(r->err, sizeof r->err, "corrupt trace: bad event in the chunk at offset %zu",
-             (size_t)(k->c->pos - r->map));
+    snprintf(r->err, sizeof r->err, "corrupt trace: bad event in the chunk at offset %llu",
+             (unsigned long long)k->c->off);
     return -1;
 }
 
@@ -255,11 +307,38 @@ static void sift_down(hct_reader *r, size_t i)
     }
 }
 
+/* A buffer of at least n bytes: a pooled one, or a new mapping. */
+static int take_buffer(hct_reader *r, size_t n, buffer *out)
+{
+    for (size_t i = r->npool; i-- > 0;)
+        if (r->pool[i].cap >= n) {
+            *out = r->pool[i];
+            r->pool[i] = r->pool[--r->npool];
+            return 0;
+        }
+    size_t cap = n < 65536 ? 65536 : (n + 4095) & ~(size_t)4095;
+    void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    *out = (buffer){p, cap};
+    return 0;
+}
+
+static void give_buffer(hct_reader *r, buffer b)
+{
+    if (!b.p)
+        return;
+    if (r->npool < POOL_MAX)
+        r->pool[r->npool++] = b;
+    else
+        munmap(b.p, b.cap);
+}
+
 static int push_chunk(hct_reader *r, const chunk *c)
 {
     if (r->nheap == r->capheap) {
         size_t cap = r->capheap ? 2 * r->capheap : 16;
-        cursor *n = realloc(r->heap, cap * sizeof *n);
+        cursor *n = grow(r->heap, r->capheap * sizeof *n, cap * sizeof *n);
         if (!n) {
             snprintf(r->err, sizeof r->err, "out of memory merging thread chunks");
             return -1;
@@ -267,11 +346,24 @@ static int push_chunk(hct_reader *r, const chunk *c)
         r->heap = n;
         r->capheap = cap;
     }
-    cursor *k = &r->heap[r->nheap];
-    *k = (cursor){.c = c, .pos = c->pos, .left = c->count, .prev_seq = c->first_seq - 1,
-                  .prev_ptr = 0, .prev_time = c->base_time};
-    if (decode(r, k) < 0)
+    buffer b;
+    if (take_buffer(r, c->len, &b) < 0) {
+        snprintf(r->err, sizeof r->err, "out of memory reading a chunk of %u bytes", c->len);
         return -1;
+    }
+    if (read_at(r->fd, b.p, c->len, c->off) != (ssize_t)c->len) {
+        snprintf(r->err, sizeof r->err, "cannot read the chunk at offset %llu: %s",
+                 (unsigned long long)c->off, errno ? strerror(errno) : "short read");
+        give_buffer(r, b);
+        return -1;
+    }
+    cursor *k = &r->heap[r->nheap];
+    *k = (cursor){.c = c, .buf = b, .pos = b.p, .end = b.p + c->len, .left = c->count,
+                  .prev_seq = c->first_seq - 1, .prev_ptr = 0, .prev_time = c->base_time};
+    if (decode(r, k) < 0) {
+        give_buffer(r, b);
+        return -1;
+    }
     /* sift up */
     size_t i = r->nheap++;
     while (i > 0 && less(&r->heap[i], &r->heap[(i - 1) / 2])) {
@@ -299,6 +391,7 @@ int hct_next(hct_reader *r, hct_event *ev)
         if (decode(r, top) < 0)
             return -1;
     } else {
+        give_buffer(r, top->buf);
         r->heap[0] = r->heap[--r->nheap];
     }
     sift_down(r, 0);
@@ -317,10 +410,16 @@ void hct_close(hct_reader *r)
 {
     if (!r)
         return;
-    if (r->map && r->map != MAP_FAILED)
-        munmap((void *)r->map, r->len);
+    if (r->fd >= 0)
+        close(r->fd);
+    for (size_t i = 0; i < r->nheap; i++)
+        munmap(r->heap[i].buf.p, r->heap[i].buf.cap);
+    for (size_t i = 0; i < r->npool; i++)
+        munmap(r->pool[i].p, r->pool[i].cap);
     free(r->command);
-    free(r->chunks);
-    free(r->heap);
+    if (r->chunks)
+        munmap(r->chunks, r->capchunks * sizeof *r->chunks);
+    if (r->heap)
+        munmap(r->heap, r->capheap * sizeof *r->heap);
     free(r);
 }

@@ -12,7 +12,7 @@ $(BUILD)/libhctrace_read.a: $(BUILD)/hctrace_read.o
 ALL += $(BUILD)/libhctrace_read.a
 
 # The LD_PRELOAD tracer: no libc beyond the syscalls wrappers in its hot path.
-$(BUILD)/libhctrace.so: $(HCT_DIR)/hctrace_preload.c $(HCT_HEADERS) | $(BUILD)
+$(BUILD)/libhctrace.so: $(HCT_DIR)/hctrace_preload.c $(HCT_HEADERS) $(HCT_DIR)/hctrace_map.h | $(BUILD)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -ftls-model=initial-exec -shared -I$(HCT_DIR) \
 	  -o $@ $< -ldl -lpthread
 

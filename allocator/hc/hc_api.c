@@ -197,6 +197,12 @@ static HC_NOINLINE void hc_free_slow(void *p)
  * call to calloc, which would call itself here. */
 static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
 {
+    /* Small blocks on the thread's pages (hc_page.c), single-threaded or not. */
+    if (HC_SP_ON && hc_likely(n <= HC_SP_LIMIT)) {
+        void *p = hc_sp_malloc(n);
+        if (hc_likely(p != NULL))
+            return p;
+    }
     /* n below the medium limit: a quick-list or medium size, and the rounding cannot overflow.
      * Single-threaded, a quick-list size tries its quick list (§3.10), a medium size its own
      * list (§3.4): the first two steps of hc_alloc_block, in its order.  With threads, a size
@@ -223,6 +229,11 @@ void *malloc(size_t n) { return hc_malloc(n); }
 
 void free(void *p)
 {
+    /* One compare tells a page block (hc_page.c) from a paper block. */
+    if (HC_SP_ON && hc_sp_owns(p)) {
+        hc_sp_free(p);
+        return;
+    }
     char *b = hc_block_of(p);
     /* One unsigned compare keeps the check that b is a block of the heap: NULL, mmapped and
      * foreign pointers all fall outside [first, top) and go to the slow path. */
@@ -253,6 +264,15 @@ void *calloc(size_t count, size_t size)
     if (__builtin_mul_overflow(count, size, &n)) {
         errno = ENOMEM;
         return NULL;
+    }
+    if (HC_SP_ON && n <= HC_SP_LIMIT) {
+        int clean;
+        void *p = hc_sp_malloc_slow(n, &clean); /* the slow path knows a never-written block */
+        if (p) {
+            if (!clean)
+                memset(p, 0, n);
+            return p;
+        }
     }
     if (HC_TC_ON && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
         void *p = hc_malloc(n);
@@ -299,6 +319,21 @@ void *realloc(void *p, size_t n)
     if (n == 0) {
         free(p);
         return NULL;
+    }
+    if (HC_SP_ON && hc_sp_owns(p)) {
+        /* A page block: kept while n still fits and uses more than half of it, else moved (to
+         * another class, or across SMALL_MAX to the paper's heap). */
+        size_t have = hc_sp_usable(p);
+        if (!have)
+            hc_fail("realloc(): invalid pointer");
+        if (n <= have && n > have / 2)
+            return p;
+        void *q = malloc(n);
+        if (q) {
+            memcpy(q, p, have < n ? have : n);
+            hc_sp_free(p);
+        }
+        return q;
     }
     if (HC_TC_ON && !HC_DEBUG && n <= HC_TC_REQUEST && !HC_SINGLE_THREADED()) {
         void *q = hc_tc_realloc(p, n);
@@ -384,6 +419,14 @@ static void *hc_memalign(size_t align, size_t n)
 {
     if (align <= HC_GRANULE)
         return malloc(n);
+    if (HC_SP_ON && align <= HC_SP_ALIGN_MAX && n <= HC_SP_LIMIT) {
+        /* A power-of-two class of at least align bytes is aligned to align (hc_page.c). */
+        size_t need = n > align ? n : align;
+        need = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(need - 1)));
+        void *p;
+        if (need <= HC_SP_LIMIT && hc_sp_class_size(need) == need && (p = hc_sp_malloc(need)) != NULL)
+            return p;
+    }
     if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST - n) {
         errno = ENOMEM;
         return NULL;
@@ -473,6 +516,8 @@ size_t malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
+    if (HC_SP_ON && hc_sp_owns(p))
+        return hc_sp_usable(p);
     /* The caller owns the block, so its size bits do not change under us: no lock. */
     if (hc_arena_of(p) != NULL)
         return hc_size(hc_block_of(p)) - HC_HDR;

@@ -38,6 +38,7 @@ int malloc_trim(size_t pad)
         hc_unlock(held);
     }
     hc_use(was);
+    done += hc_sp_trim(); /* empty small pages (hc_page.c) */
     return done > 0;
 }
 

@@ -26,6 +26,7 @@ static inline void hc_account_free(size_t bytes)
 int hc_stats_get(struct hc_stats *out)
 {
     hc_arena_stats(out);
+    hc_sp_stats(out);
     out->version = HC_STATS_VERSION;
     out->monitor = MONITOR;
     return 0;

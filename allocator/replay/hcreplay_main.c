@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     uint64_t base_rss = hcr_vm_rss();
     struct hcr_hc hc_before;
     int hc = hcr_hc_read(&hc_before);
-    uint64_t hwm_first = 0;
+    uint64_t hwm_first = 0, rss_first = 0;
     struct hcr_hc hc_first, hc_after;
     for (long r = 0; r < repeat; r++) {
         if (mt) {
@@ -193,6 +193,9 @@ int main(int argc, char **argv)
         }
         if (r == 0) { /* outside the timed part */
             hwm_first = hcr_vm_hwm();
+            /* what the allocator still holds once the repeat has freed its blocks: the decay
+               and trim knobs show here, not in the peak */
+            rss_first = hcr_vm_rss();
             if (hc)
                 hcr_hc_read(&hc_first);
         }
@@ -250,6 +253,8 @@ int main(int argc, char **argv)
             (unsigned long long)peak, (unsigned long long)peak_all);
     else
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
+    put(", \"final_rss_bytes\": %llu",
+        (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
     put(", \"threads_mode\": \"%s\"", threads_mode ? "auto" : "off");

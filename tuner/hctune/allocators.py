@@ -21,15 +21,13 @@ import os
 import subprocess
 from pathlib import Path
 
+from hctune import allocator_knobs as _xknobs
+from hctune import build, knobs, native
 from hctune.errors import HctuneError
 
-# name -> (file names to look for, Debian package that ships them)
-SYSTEM = {
-    "jemalloc": (("libjemalloc.so.2", "libjemalloc.so"), "libjemalloc2"),
-    "mimalloc": (("libmimalloc.so.2", "libmimalloc.so.2.0", "libmimalloc.so"), "libmimalloc2.0"),
-    "tcmalloc": (("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so", "libtcmalloc.so.4"),
-                 "libtcmalloc-minimal4"),
-}
+# name -> (file names to look for, Debian package that ships them), from configs/allocators.toml
+SYSTEM = {a: (_xknobs.allocator(a).files, _xknobs.allocator(a).package)
+          for a in _xknobs.names() if _xknobs.allocator(a).files}
 BUILT = {"kingsley": "libkingsley.so", "bump": "libhcbump.so"}
 NAMES = ("hc", "glibc", *SYSTEM, "kingsley")  # what users pick from; bump is for tests
 BASELINES = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "kingsley")
@@ -42,14 +40,22 @@ _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64",
 class Allocator:
     name: str                 # one of NAMES, "bump", or the path given
     library: Path | None      # what LD_PRELOAD gets; None for glibc
-    setting: dict | None = None  # HC only: the full setting it was built from
+    # HC: the full setting it was built from; glibc, jemalloc, mimalloc, tcmalloc: the knobs
+    # (configs/allocators.toml) that differ from the library's defaults ({}: its defaults)
+    setting: dict | None = None
+    variables: tuple = ()     # (name, value) of the environment that carries that setting
 
     def env(self, base: dict | None = None) -> dict:
-        """The environment that runs a program on this allocator."""
+        """The environment that runs a program on this allocator (with its setting)."""
         env = dict(os.environ if base is None else base)
         env.pop("LD_PRELOAD", None)
+        if self.name in _xknobs.names():
+            # the caller's own MALLOC_CONF (say) must not leak into a measurement
+            for var in _xknobs.owned_vars(self.name):
+                env.pop(var, None)
         if self.library is not None:
             env["LD_PRELOAD"] = str(self.library)
+        env.update(dict(self.variables))
         return env
 
 
@@ -85,22 +91,26 @@ def find_system(name: str) -> Path:
 
 def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None) -> Allocator:
     """The allocator called `name`; for hc, `setting` (default: the generic preset) is built
-    through the build cache.  Unknown names and missing libraries raise HctuneError."""
+    through the build cache; for glibc, jemalloc, mimalloc and tcmalloc it is a dict of their
+    knobs (configs/allocators.toml), carried by environment variables.  Unknown names, bad
+    settings and missing libraries raise HctuneError."""
     name = (name or "").strip()
     if not name:
         raise HctuneError("empty allocator name")
-    if setting is not None and name != "hc":
-        raise HctuneError(f"a knob setting only applies to the hc allocator, not {name}")
+    if setting is not None and name != "hc" and name not in _xknobs.names():
+        raise HctuneError(f"a knob setting only applies to hc, {', '.join(_xknobs.names())}; "
+                          f"not {name}")
     if name == "hc":
-        from hctune import build, knobs
         full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
         return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
-    if name == "glibc":
-        return Allocator("glibc", None)
-    if name in SYSTEM:
-        return Allocator(name, find_system(name))
+    if name in _xknobs.names():
+        if setting and set(setting) & set(knobs.knobs()):
+            raise HctuneError(f"HC's knob setting only applies to the hc allocator, not {name}")
+        library = find_system(name) if name in SYSTEM else None
+        full = _xknobs.complete(name, setting)
+        return Allocator(name, library, full if setting is not None else None,
+                         tuple(_xknobs.env_vars(name, full).items()))
     if name in BUILT:
-        from hctune import native
         return Allocator(name, native.path(BUILT[name]))
     if "/" in name or name.endswith(".so") or ".so." in name:
         lib = Path(name).expanduser().resolve()
@@ -119,3 +129,32 @@ def parse_list(text: str) -> list[str]:
         if item and item not in out:
             out.append(item)
     return out
+
+
+def setting_key(name: str, setting: dict | None) -> str | None:
+    """A setting's canonical one-line form for database rows and cache keys: HC's
+    (hctune.knobs.key), another allocator's knobs (allocator_knobs.key), None for no setting
+    or another allocator's defaults (so they share rows with its plain measurements)."""
+    if setting is None:
+        return None
+    if name == "hc":
+        from hctune import knobs
+        return knobs.key(setting)
+    return _xknobs.key(name, setting) or None
+
+
+def parse_setting(name: str, preset: str | None = None, sets=()) -> dict | None:
+    """The setting `--preset`/`--set` ask for on allocator `name`: HC's full setting; for
+    glibc, jemalloc, mimalloc, tcmalloc their changed knobs (`--set jemalloc.narenas=1`);
+    None for other allocators, which have no knobs."""
+    if name == "hc":
+        from hctune import knobs
+        return knobs.resolve(preset, sets)
+    if preset:
+        raise HctuneError(f"--preset and its named settings apply to the hc allocator, "
+                          f"not {name}")
+    if name in _xknobs.names():
+        return _xknobs.parse_sets(name, sets) if sets else None
+    if sets:
+        raise HctuneError(f"--set applies to hc, {', '.join(_xknobs.names())}; not {name}")
+    return None

@@ -17,13 +17,22 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
 from hctune import knobs, paths
 from hctune.errors import HctuneError
 
-CFLAGS = ("-O2", "-fPIC", "-shared", "-pthread")
-DEBUG_CFLAGS = ("-O1", "-g", "-fPIC", "-shared", "-pthread")
+
+
+@functools.lru_cache(maxsize=None)
+def recipes() -> dict:
+    """configs/build.toml: how every C part is compiled, said once."""
+    return tomllib.loads((paths.CONFIGS / "build.toml").read_text())
+
+
+CFLAGS = tuple(recipes()["hc"]["cflags"])
+DEBUG_CFLAGS = tuple(recipes()["hc"]["debug_cflags"])
 LIBRARY = "libhc.so"
 
 
@@ -62,7 +71,7 @@ def cache_key(source: str, cc: str, flags: tuple[str, ...]) -> str:
 def build_hc(setting: dict, debug: bool = False, db=None) -> Path:
     """<HC build cache>/<key>/libhc.so for this setting, compiled if not cached; recorded in db's
     builds table when a Database is given."""
-    from hctune import render  # the HC allocator's part; imported late so the rest loads alone
+    from hctune import render  # deferred: the renderer loads Jinja2, which only an HC build needs
 
     setting = knobs.complete(setting)
     source = render.render_malloc(setting, debug=debug)

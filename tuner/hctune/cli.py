@@ -1,25 +1,83 @@
 """The `hctune` command: a thin Click group over the library, one module per command in
-hctune/commands/ (each exports `command`). User mistakes raise HctuneError: one line, exit 2."""
+hctune/commands/ (each exports `command`). User mistakes raise HctuneError: one line, exit 2.
+
+COMMANDS below is the list of what exists. A command's module is imported only when that
+command runs (or its --help is asked), so `hctune --help` and the light commands (`stats` of a
+trace file) never import Optuna, SQLAlchemy, Rich or matplotlib. To add a command: write
+hctune/commands/NAME.py with `command`, and add one line here (tests/test_core_cli.py checks
+that the list and the folder agree)."""
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 
 import click
 
-from hctune import VERSION_TEXT, commands
 from hctune.errors import HctuneError, database_error_line, is_database_error, os_error_line
 
+# name: (module in hctune.commands, the one line `hctune --help` shows for it)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "profile": ("profile", "Run a program, recording its malloc/calloc/realloc/free/memalign."),
+    "import": ("import_", "Import a trace of another format and register it."),
+    "stats": ("stats", "What a trace says about the heap (sizes, live bytes, graph)."),
+    "replay": ("replay", "Replay a trace against one allocator in the replay harness."),
+    "compare": ("compare", "Memory and time of each allocator on a trace."),
+    "search": ("search", "Search HC's knobs for traces (default: the latest profile)."),
+    "best": ("best", "Show the best setting of a study against glibc and generic."),
+    "validate": ("validate", "Run the real program under a study's best settings."),
+    "studies": ("studies", "List the studies: trace, objective, trials, best, verdict."),
+    "emit": ("emit", "Write the tuned allocator as one self-contained malloc.c."),
+    "report": ("report", "Write an HTML report of a study."),
+    "serve": ("serve", "Serve the web app and JSON API."),
+    "worker": ("worker", "Take queued studies and run their trials."),
+    "doctor": ("doctor", "Check the tools and native parts hctune uses."),
+}
 
-class _Group(click.Group):
+
+class _LazyGroup(click.Group):
+    """Commands from COMMANDS, each imported when first asked for."""
+
     def list_commands(self, ctx):
-        return sorted(self.commands)
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module, summary = COMMANDS[name]
+        cmd = importlib.import_module(f"hctune.commands.{module}").command
+        cmd.short_help = summary
+        return cmd
+
+    def format_commands(self, ctx, formatter):
+        # The listing from COMMANDS alone: no command module is imported for `hctune --help`.
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            if not is_database_error(e):
+                raise
+            # a read-only or locked database file, a lost PostgreSQL connection: one line
+            # naming the database of this run (the group's --db, in ctx.obj)
+            db_path = (ctx.obj or {}).get("db_path")
+            raise HctuneError(database_error_line(e, db_path)) from None
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(VERSION_TEXT, prog_name="hctune", message="%(prog)s %(version)s")
+def _print_version(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from hctune import VERSION_TEXT      # package metadata and `git describe`: only when asked
+    click.echo(f"hctune {VERSION_TEXT}")
+    ctx.exit()
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 @click.option("--db", "db_path", envvar="HCTUNE_DB", default="hctune.db", show_default=True,
               type=click.Path(dir_okay=False),
               help="Results database: a SQLite file, or postgresql://user@host/db to share "
@@ -34,15 +92,6 @@ def cli(ctx: click.Context, db_path: str):
       hctune emit -o malloc.c           write the tuned allocator; build it into the app
     """
     ctx.obj = {"db_path": db_path}
-    _state["db_path"] = db_path
-
-
-_state: dict = {}      # what main's error lines name (the database of this run)
-
-
-for _info in pkgutil.iter_modules(commands.__path__):
-    if not _info.name.startswith("_"):
-        cli.add_command(importlib.import_module(f"hctune.commands.{_info.name}").command)
 
 
 def main(argv=None) -> int:
@@ -73,12 +122,6 @@ def main(argv=None) -> int:
     except OSError as e:
         # unwritable output, full disk, file-size limit, missing program: one line, what + where
         click.echo(f"hctune: error: {os_error_line(e)}", err=True)
-        return 2
-    except Exception as e:
-        if not is_database_error(e):
-            raise
-        # a read-only or locked database file, a lost PostgreSQL connection
-        click.echo(f"hctune: error: {database_error_line(e, _state.get('db_path'))}", err=True)
         return 2
     return 0
 

@@ -7,7 +7,7 @@ old file or the new one, never half of one.
 
 from __future__ import annotations
 
-import datetime as _dt
+import hashlib
 import json
 import os
 import shlex
@@ -17,23 +17,23 @@ from pathlib import Path
 
 from hctune import VERSION_TEXT
 from hctune import knobs as _knobs
-from hctune import templating
+from hctune import build, render, templating
+from hctune import validate as _validate
 from hctune.db import Database
-from hctune.errors import HctuneError
+from hctune.errors import HctuneError, NotFound
 from hctune.files import write_atomic
 
-SO_CFLAGS = ["-O2", "-fPIC", "-shared"]
-SO_LIBS = ["-lpthread"]
-
-
+SO_NAME = "libhcmalloc.so"
 
 
 def compile_so(source: Path, out: Path, cc: str | None = None) -> list[str]:
-    """Compile `source` into the shared library `out` (atomically); returns the command."""
-    cc = cc or os.environ.get("CC", "cc")
+    """Compile `source` into the shared library `out` (atomically) with the HC recipe the
+    search's builds use (configs/build.toml), so it holds the code that was measured; returns
+    the command."""
+    cc = cc or build.compiler()
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".so", dir=out.parent)
     os.close(fd)
-    cmd = [*shlex.split(cc), *SO_CFLAGS, str(source), "-o", tmp, *SO_LIBS]
+    cmd = [*shlex.split(cc), *build.CFLAGS, "-o", tmp, str(source)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -61,12 +61,20 @@ def _measured(trial, metric: str) -> str:
     return "; ".join(lines)
 
 
+def _trace_text(traces, paths: bool) -> str:
+    """The study's traces for a provenance; without paths (the service: its own file names are
+    none of the reader's business) only their ids and commands."""
+    return ", ".join(f"#{t.id}" + (f" {t.path}" if paths else "")
+                     + (f" ({t.command})" if t.command else "") for t in traces)
+
+
 def choose_setting(db_path, study: str | None, objective: str | None, preset: str | None,
-                   sets) -> tuple[dict, dict]:
-    """(setting, provenance) from a study's best trial or a preset, `--set` applied last."""
+                   sets, trial: int | None = None, paths: bool = True) -> tuple[dict, dict]:
+    """(setting, provenance) from a study's best trial (the real runs' winner once validated),
+    one finished `trial` of it, or a preset, `--set` applied last. Used by `hctune emit` and
+    the service alike."""
     sets = list(sets or ())
     overrides = _knobs.parse_sets(sets)
-    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     prov = {}
     if preset is not None:
         if study is not None:
@@ -74,45 +82,55 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         setting = _knobs.resolve(preset, sets)
         prov.update(trace="none (a preset, not tuned to a trace)", objective=f"preset {preset}",
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
-                    date=date, hctune=VERSION_TEXT)
+                    date=render.date_text(), hctune=VERSION_TEXT)
         return setting, prov
-    from hctune import validate as _validate
-    from hctune.search import results  # only a study-based emit needs Optuna
-    from hctune.search import study as _study
+    from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
+    from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
     with Database(db_path) as db:
-        try:
-            row, st, objective, trial = results.chosen(db, study, objective)
-        except HctuneError as e:
-            if study is None and "no study" in str(e):
-                raise HctuneError("no study in the database: run `hctune search` first, or emit "
-                                  "a paper setting with --preset generic") from None
-            raise
+        if trial is not None:
+            row, st = _study.load(db, study)
+            objective = objective or row["objective"]
+            chosen_t = next((t for t in _study.finished(st) if t.number == trial), None)
+            if chosen_t is None:
+                raise NotFound(f"study {row['name']} has no finished trial {trial}")
+            real = None
+        else:
+            try:
+                row, st, objective, chosen_t = results.chosen(db, study, objective)
+            except HctuneError as e:
+                if study is None and "no study" in str(e):
+                    raise HctuneError("no study in the database: run `hctune search` first, "
+                                      "or emit a paper setting with --preset generic") from None
+                raise
+            real = _validate.validated(db, row, asked)
         traces = results.study_traces(db, row)
-        real = _validate.validated(db, row, asked)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
-    setting = _study.trial_setting(trial)
+    setting = _study.trial_setting(chosen_t)
     if real is not None:
         # the real runs' winner replaces the replay's best
         setting = _validate.winner_setting(real)
         n = real["winner"]["trial"]
-        trial = next((t for t in _study.finished(st) if t.number == n), None) if n is not None \
-            else None
+        chosen_t = next((t for t in _study.finished(st) if t.number == n), None) \
+            if n is not None else None
     setting.update(overrides)
     setting = _knobs.complete(setting)
-    measured = _measured(trial, metric) if trial is not None else "not measured by the study"
+    measured = _measured(chosen_t, metric) if chosen_t is not None \
+        else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
-    prov.update(trace=", ".join(f"#{t.id} {t.path}" + (f" ({t.command})" if t.command else "")
-                                for t in traces),
+    prov.update(trace=_trace_text(traces, paths),
                 objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
-                          + (f"trial {trial.number}" if trial is not None else "generic setting"),
-                source=(f"seeded from {trial.user_attrs['seed']}"
-                        if trial is not None and trial.user_attrs.get("seed")
-                        else "found by the Optuna search" if trial is not None
+                          + (f"trial {chosen_t.number}" if chosen_t is not None
+                             else "generic setting"),
+                source=(f"seeded from {chosen_t.user_attrs['seed']}"
+                        if chosen_t is not None and chosen_t.user_attrs.get("seed")
+                        else "found by the Optuna search" if chosen_t is not None
                         else "Hasan & Chang 2006, Table 6"),
                 measured=measured)
-    if real is not None:
+    if trial is not None:
+        prov["chosen by"] = f"asked for trial {trial}"
+    elif real is not None:
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
                              f"#{real['validation_id']} on {real['measure']}")
         prov.update(_validate.provenance(real))
@@ -125,8 +143,40 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                 f"best HC setting, {real['winner']['candidate']}; see the verdict)")
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
-    prov.update(date=date, hctune=VERSION_TEXT)
+    prov.update(date=render.date_text(), hctune=VERSION_TEXT)
     return setting, prov
+
+
+def write_snippets(directory: Path, source: str, so_name: str = SO_NAME) -> dict:
+    """The Make and CMake snippets that build `source` (a file in `directory`) into `so_name`;
+    returns {file name: path}."""
+    snippet_vars = {"source": source, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
+                    "so_name": so_name,
+                    "so_stem": so_name.removeprefix("lib").removesuffix(".so")}
+    written = {}
+    for name, tpl in (("malloc.mk", "snippets/malloc.mk.j2"),
+                      ("hcmalloc.cmake", "snippets/hcmalloc.cmake.j2")):
+        path = Path(directory) / name
+        write_atomic(path, templating.render(tpl, **snippet_vars))
+        written[name] = str(path)
+    return written
+
+
+def emit_into(directory, setting: dict, prov: dict, so: bool = False) -> Path:
+    """malloc.c, its snippets and (so) libhcmalloc.so for `setting` in a directory of their own
+    under `directory`, named by the source's hash: a second call for the same source writes
+    nothing again (the service's downloads). Returns that directory."""
+    text = render.render_malloc(setting, prov)
+    d = Path(directory) / hashlib.sha256(text.encode()).hexdigest()[:16]
+    d.mkdir(parents=True, exist_ok=True)
+    src = d / "malloc.c"
+    if not src.exists():
+        write_atomic(src, text)
+    if not (d / "hcmalloc.cmake").exists():
+        write_snippets(d, src.name)
+    if so and not (d / SO_NAME).exists():
+        compile_so(src, d / SO_NAME)
+    return d
 
 
 def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None) -> dict:
@@ -135,7 +185,6 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     if out.is_dir():
         raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/malloc.c")
     setting, prov = choose_setting(db_path, study, objective, preset, sets)
-    from hctune import render  # the renderer of the HC allocator (another part of hctune)
     text = render.render_malloc(setting, prov)
     existed = out.exists()
     write_atomic(out, text)
@@ -150,12 +199,6 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
                 out.unlink(missing_ok=True)
             raise
         written["so"] = str(so_path)
-    snippet_vars = {"source": out.name, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
-                    "so_name": so_path.name if so_path else "libhcmalloc.so"}
-    snippet_vars["so_stem"] = snippet_vars["so_name"].removeprefix("lib").removesuffix(".so")
-    for name, tpl in (("malloc.mk", "snippets/malloc.mk.j2"),
-                      ("hcmalloc.cmake", "snippets/hcmalloc.cmake.j2")):
-        path = out.parent / name
-        write_atomic(path, templating.render(tpl, **snippet_vars))
-        written[name] = str(path)
+    written.update(write_snippets(out.parent, out.name,
+                                  so_path.name if so_path else SO_NAME))
     return written

@@ -17,6 +17,11 @@ class HctuneError(Exception):
         self.exit_code = exit_code
 
 
+class NotFound(HctuneError):
+    """What was named does not exist (a study's trial, a trace): exit 2 on the command line,
+    404 from the service."""
+
+
 class DatabaseUnavailable(HctuneError):
     """The results database or the study storage cannot be opened (a server down, a bad file):
     one line for a command; a long-running worker waits and tries again."""

@@ -1,9 +1,9 @@
-"""hctune's native parts: the LD_PRELOAD tracer, the replay harness, the C trace tool and the
-baselines (Kingsley, bump), found or compiled on first use.
+"""hctune's native parts: the LD_PRELOAD tracer, the replay harness, the C trace tool, the
+baselines (Kingsley, bump) and validate's launcher (hcrun), found or compiled on first use.
 
 `path(name)` returns the product:
   - from a checkout, `make` builds them into build/ and that copy is used when present (the
-    Makefile is the reference for these recipes; the flags below are the same);
+    recipes are configs/build.toml's; tests/test_build_recipes.py checks the Makefile's);
   - otherwise (an installed wheel, or a checkout before `make`) it is compiled from the C
     sources in hctune's data directory into the per-user cache,
     <cache_dir()>/native/<name>-<key>/<name>, key = sha256 of the sources, the compiler's
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from hctune import paths
 from hctune.build import BuildError, build_into, compiler, compiler_identity, first_error, \
-    run_compiler
+    recipes, run_compiler
 
-CFLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-std=gnu11")
+CFLAGS = tuple(recipes()["native"]["cflags"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,28 +35,14 @@ class Recipe:
     flags: tuple[str, ...]       # after CFLAGS; -I paths relative to the data directory
     libs: tuple[str, ...] = ()
     what: str = ""
+    static: bool = False         # try -static first (a static libc may not be installed)
+    make: bool = True            # the Makefile builds it too (into build/)
 
 
-RECIPES = {
-    "libhctrace.so": Recipe(
-        ("tracer/hctrace_preload.c",), ("tracer/*.h",),
-        ("-fvisibility=hidden", "-ftls-model=initial-exec", "-shared", "-Itracer"),
-        ("-ldl", "-lpthread"), "the LD_PRELOAD tracer"),
-    "hcreplay": Recipe(
-        ("allocator/replay/hcreplay_*.c", "tracer/hctrace_read.c"),
-        ("allocator/replay/*.h", "tracer/*.h", "allocator/hc/hc_stats.h"),
-        ("-fno-builtin", "-Iallocator/replay", "-Itracer", "-Iallocator/hc"),
-        ("-ldl",), "the replay harness"),
-    "hctrace-tool": Recipe(
-        ("tracer/hctrace_tool.c", "tracer/hctrace_read.c"), ("tracer/*.h",),
-        ("-Itracer",), (), "the trace statistics tool"),
-    "libkingsley.so": Recipe(
-        ("allocator/replay/kingsley.c",), ("allocator/replay/api_derived.h",),
-        ("-fno-builtin", "-shared"), ("-lpthread",), "the Kingsley baseline"),
-    "libhcbump.so": Recipe(
-        ("allocator/replay/bump.c",), ("allocator/replay/api_derived.h",),
-        ("-fno-builtin", "-shared"), (), "the bump allocator"),
-}
+# configs/build.toml's [native.parts], the one statement of these recipes
+RECIPES = {name: Recipe(tuple(r["sources"]), tuple(r["headers"]), tuple(r["flags"]),
+                        tuple(r["libs"]), r["what"], r.get("static", False), r.get("make", True))
+           for name, r in recipes()["native"]["parts"].items()}
 NAMES = tuple(RECIPES)
 
 # Optional headers that change what a product does (hcreplay counts instructions only when
@@ -91,6 +77,8 @@ def made(name: str) -> Path | None:
     """The checkout's `make` product, if this is a checkout and it is built."""
     if name not in RECIPES:
         raise KeyError(name)
+    if not RECIPES[name].make:
+        return None
     p = paths.build_dir() / name
     return p if p.exists() else None
 
@@ -123,9 +111,12 @@ def build(name: str) -> Path:
     def compile_in(tmp: Path) -> list[str]:
         out = tmp / name
         flags = [f"-I{root / f[2:]}" if f.startswith("-I") else f for f in r.flags]
-        cmd = [*shlex.split(cc), *CFLAGS, *flags, "-o", str(out),
-               *(str(p) for p in _files(r.sources)), *r.libs]
-        res = run_compiler(cmd, cc, f"{r.what} ({name})")
+        for static in ((["-static"], []) if r.static else ([],)):
+            cmd = [*shlex.split(cc), *CFLAGS, *flags, *static, "-o", str(out),
+                   *(str(p) for p in _files(r.sources)), *r.libs]
+            res = run_compiler(cmd, cc, f"{r.what} ({name})")
+            if res.returncode == 0:
+                break
         if res.returncode != 0:
             (tmp / "build.log").write_text(res.stderr)
             raise BuildError(f"cannot build {r.what} ({name}): {first_error(res.stderr)}")

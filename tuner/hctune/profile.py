@@ -100,11 +100,24 @@ def default_output(program: str) -> Path:
     return DEFAULT_DIR / f"{Path(program).name}-{stamp}{spec.EXTENSION}"
 
 
-def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False
+def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
+             start_after: float | None = None, duration: float | None = None
              ) -> tuple[list[str], dict]:
     env = dict(os.environ)
+    env.pop("HCTRACE_START_AFTER", None)
+    env.pop("HCTRACE_DURATION", None)
     if timestamps:
         env["HCTRACE_TIME"] = "1"
+    if start_after is not None or duration is not None:
+        if tracer != "preload":
+            raise HctuneError("--start-after/--duration need the preload tracer")
+        for name, value in (("start-after", start_after), ("duration", duration)):
+            if value is not None and not 0 <= value <= 1e8:
+                raise HctuneError(f"--{name} must be seconds between 0 and 1e8, not {value}")
+        # the tracer's window (tracer/hctrace_preload.c): seconds since the program started
+        env["HCTRACE_START_AFTER"] = f"{start_after or 0:.6f}"
+        if duration:
+            env["HCTRACE_DURATION"] = f"{duration:.6f}"
     if tracer == "preload":
         tracer_so = native.path("libhctrace.so")
         env["HCTRACE_OUT"] = str(out)
@@ -170,8 +183,11 @@ def invocation(argv: list[str]) -> dict:
 
 
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
-            db_path: str | Path = "hctune.db", timestamps: bool = False) -> Profile:
-    """Run argv under the tracer; move, register and summarise its traces."""
+            db_path: str | Path = "hctune.db", timestamps: bool = False,
+            start_after: float | None = None, duration: float | None = None) -> Profile:
+    """Run argv under the tracer; move, register and summarise its traces.  start_after,
+    duration (seconds): record only that window of the run; the trace then begins with one
+    allocation per block live when the window opened (docs/tracing.md)."""
     if not argv:
         raise HctuneError("no program given: hctune profile ./app args...")
     program = find_program(argv[0])
@@ -185,7 +201,8 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
     try:
         base = "trace" + spec.EXTENSION
         # absolute: children may chdir
-        cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps)
+        cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps,
+                            start_after, duration)
         rc = _run(cmd, env)
         code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)], base)

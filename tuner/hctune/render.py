@@ -24,7 +24,7 @@ SOURCES = (
     "hc_stats.h", "hc_internal.h", "hc_block.h", "hc_lock.h",
     "hc_lists.c", "hc_heap.c", "hc_os.c", "hc_coalesce.c", "hc_alloc.c", "hc_free.c",
     "hc_realloc.c", "hc_align.c", "hc_arena.c", "hc_stats.c", "hc_debug.c", "hc_tcache.c",
-    "hc_glibc.c", "hc_api.c",
+    "hc_page.c", "hc_glibc.c", "hc_api.c",
 )
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"hc_[a-z_]+\.h"\s*\n', re.M)
@@ -53,12 +53,17 @@ def _environment():
     return env
 
 
+def date_text() -> str:
+    """Now, as a provenance's date reads (UTC, to the minute): the one place it is written."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _provenance_rows(provenance: dict | None) -> list[tuple[str, list[str]]]:
     """(key, value wrapped into comment lines), with the date and hctune version added."""
     if not provenance:
         return []
     rows = dict(provenance)
-    rows.setdefault("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    rows.setdefault("date", date_text())
     rows.setdefault("hctune", VERSION_TEXT)
     out = []
     for key, value in rows.items():

@@ -30,7 +30,6 @@ another's heap) with the allocator injected by LD_PRELOAD, and returns the harne
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import statistics
@@ -157,6 +156,8 @@ def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
     result["allocator"] = alloc.name
     result["library"] = str(alloc.library) if alloc.library else None
     result["setting"] = alloc.setting
+    if alloc.variables:
+        result["variables"] = dict(alloc.variables)
     result["metric"] = metric
     result["time_ns_per_op"] = result["median_ns"] / ops  # full precision (C prints 4 places)
     result["cpu_ns_per_op"] = result.get("cpu_median_ns", result["median_ns"]) / ops
@@ -182,25 +183,6 @@ def finish(result: dict, alloc: allocators.Allocator, metric: str) -> dict:
 def spread(times) -> float:
     """max/min - 1 of a list of repeat times: how far apart the repeats were."""
     return max(times) / min(times) - 1 if times and min(times) > 0 else float("nan")
-
-
-def register_trace(db, path, command: str | None = None, events: int | None = None) -> int:
-    """The trace's id in the database, registering it first if needed (idempotent by hash)."""
-    from hctune.files import sha256
-
-    p = _check_trace(path)
-    # by content, not by path: a trace re-recorded to the same file is a new trace
-    return db.add_trace(p, sha256(p), command=command, events=events,
-                        size_bytes=os.path.getsize(p))
-
-
-def latest_trace(db) -> Path:
-    row = db.latest_trace()
-    if row is None:
-        raise HctuneError("no trace given and none in the database; run `hctune profile "
-                          "./app args` first, or name a trace file")
-    from hctune.trace import store
-    return store.local_path(db, row)
 
 
 def summary(r: dict) -> str:

@@ -15,7 +15,8 @@ import math
 
 from hctune import __version__
 from hctune import knobs as _knobs
-from hctune import templating
+from hctune import realruns, templating
+from hctune import trace as _trace
 from hctune.db import Database
 from hctune.files import write_atomic
 from hctune.errors import HctuneError
@@ -51,7 +52,6 @@ def _trace_stats(row) -> dict | None:
     if row["stats_json"]:
         return json.loads(row["stats_json"])
     try:
-        from hctune import trace as _trace
         return _trace.stats(row["path"])
     except Exception:  # the trace may be gone; the page says so instead of failing
         return None
@@ -112,11 +112,10 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
         front = [t.number for t in _study.pareto_front(st)]
         best = _bests(db, row, st, generic)
         main = best.get("mem" if row["objective"] != "perf" else "perf")
-        from hctune import validate as _validate
-        real = _validate.latest(db, row["name"])
+        real = realruns.latest(db, row["name"])
         if real and real.get("winner"):
             main = {"trial": real["winner"]["trial"],
-                    "setting": _validate.winner_setting(real)}
+                    "setting": realruns.winner_setting(real)}
         traces = []
         for tr in results.study_traces(db, row):
             if measure_references:

@@ -8,6 +8,7 @@ import click
 
 from hctune import allocators, compare, replay
 from hctune.db import Database
+from hctune.trace import register
 
 
 @click.command("compare")
@@ -36,15 +37,15 @@ def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
     default = ctx.get_parameter_source("names") == click.core.ParameterSource.DEFAULT
     optional = tuple(allocators.SYSTEM) if default else ()
     with Database(ctx.obj["db_path"]) as db:
-        if trace is None:
-            trace = replay.latest_trace(db)
-        tid = None
+        row = register.latest(db) if trace is None else None
+        if row is not None:
+            trace = register.local_path(db, row)
+        tid = None if row is None else row["id"]
 
         def store(entry, result):
             nonlocal tid
             if tid is None:
-                tid = replay.register_trace(db, trace, result.get("command"),
-                                            result.get("events"))
+                tid = register.named(db, trace)["id"]
             db.add_measurement(tid, result["allocator"], compare.knobs.key(entry["setting"])
                                if entry["setting"] else None, "time", inner, result)
 

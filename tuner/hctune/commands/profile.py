@@ -1,4 +1,5 @@
-"""hctune profile [-o TRACE] [--tracer preload|pin] PROGRAM ARGS...: trace a program's heap."""
+"""hctune profile [-o TRACE] [--tracer preload|pin] [--start-after S] [--duration S] PROGRAM ARGS...:
+trace a program's heap, the whole run or a window of it."""
 
 import signal
 
@@ -15,17 +16,26 @@ from hctune.profile import profile
               show_default=True, help="LD_PRELOAD library or Intel Pin tool (needs PIN_ROOT).")
 @click.option("--timestamps", is_flag=True,
               help="Record a time stamp per event (costs ~2x on some machines).")
+@click.option("--start-after", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Record only from SECONDS after the program starts (the blocks live then "
+                   "open the trace); for services after their warm-up.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop recording SECONDS after recording began (the program runs on).")
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, output, tracer, timestamps, program, args):
+def command(ctx, output, tracer, timestamps, start_after, duration, program, args):
     """Run PROGRAM ARGS as is, recording every malloc/calloc/realloc/free/memalign.
 
     Options after PROGRAM belong to it (a `--` before PROGRAM also works).  Exits with the
     program's exit code; the traces are registered in the results database.
     """
-    p = profile([program, *args], output, tracer, ctx.obj["db_path"], timestamps)
+    p = profile([program, *args], output, tracer, ctx.obj["db_path"], timestamps,
+                start_after, duration)
     s = p.main_stats
+    if (start_after or duration) and not s["events"]:
+        click.echo(f"hctune: warning: nothing recorded: the program made no allocator call "
+                   f"after {start_after or 0:g} s", err=True)
     click.echo(f"hctune: traced {s['events']:,} events, max live {s['max_live_bytes']:,} bytes "
                f"in {s['max_live_objects']:,} objects -> {p.main} (trace #{p.main_id})", err=True)
     if p.others:

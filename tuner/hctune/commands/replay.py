@@ -6,9 +6,9 @@ import json
 
 import click
 
-from hctune import knobs, replay
+from hctune import allocators, replay
 from hctune.db import Database
-from hctune.errors import HctuneError
+from hctune.trace import register
 
 
 @click.command("replay")
@@ -16,7 +16,9 @@ from hctune.errors import HctuneError
 @click.option("--allocator", "-a", default="hc", show_default=True,
               help="hc, glibc, jemalloc, mimalloc, tcmalloc, kingsley, or a malloc .so path.")
 @click.option("--preset", "-p", help="HC: a named setting from configs/presets.toml.")
-@click.option("--set", "sets", multiple=True, metavar="KNOB=VALUE", help="HC: override a knob.")
+@click.option("--set", "sets", multiple=True, metavar="KNOB=VALUE",
+              help="Override a knob: HC's (QL_HIGH=128) or the allocator's own "
+                   "(jemalloc.narenas=1; configs/allocators.toml).")
 @click.option("--repeat", "-n", default=5, show_default=True, type=click.IntRange(1, 1000),
               help="Replays in one process (median time reported).")
 @click.option("--metric", type=click.Choice(replay.METRICS), default="time", show_default=True,
@@ -30,19 +32,16 @@ from hctune.errors import HctuneError
 def command(ctx, trace, allocator, preset, sets, repeat, metric, no_touch, threads, as_json):
     """Replay TRACE (default: the latest profiled trace) against one allocator in the replay
     harness (Hasan & Chang 2006, §4.4): time per operation, peak memory, HC's footprint."""
-    setting = None
-    if allocator == "hc":
-        setting = knobs.resolve(preset, sets)
-    elif preset or sets:
-        raise HctuneError(f"--preset/--set apply to the hc allocator, not {allocator}")
+    setting = allocators.parse_setting(allocator, preset, sets)
     with Database(ctx.obj["db_path"]) as db:
-        if trace is None:
-            trace = replay.latest_trace(db)
+        row = register.latest(db) if trace is None else None
+        if row is not None:
+            trace = register.local_path(db, row)
         result = replay.measure(trace, allocator, setting, repeat=repeat, metric=metric,
                                 touch=not no_touch, db=db, threads=threads)
-        tid = replay.register_trace(db, trace, result.get("command"), result.get("events"))
+        tid = (row or register.named(db, trace))["id"]
         db.add_measurement(tid, result["allocator"],
-                           knobs.key(setting) if setting is not None else None,
+                           allocators.setting_key(allocator, setting),
                            metric, repeat, result)
     if as_json:
         click.echo(json.dumps(result, indent=1, sort_keys=True))

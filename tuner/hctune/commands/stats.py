@@ -4,8 +4,6 @@ import json
 
 import click
 
-from hctune.db import Database
-from hctune.errors import HctuneError
 from hctune.files import write_atomic
 from hctune.trace.stats import stats
 
@@ -20,15 +18,15 @@ def command(ctx, trace, as_json, html_out, png_out):
     """Sizes, small/large requests, max live bytes and objects (Hasan & Chang 2006, Tables 1,
     3, 4) and the allocation graph of TRACE (default: the latest profiled trace)."""
     if trace is None:
+        from hctune.db import Database      # deferred: SQLAlchemy, only when the database is read
+        from hctune.trace import register   # deferred: imports hctune.db (SQLAlchemy)
         with Database(ctx.obj["db_path"]) as db:
-            row = db.latest_trace()
-        if row is None:
-            raise HctuneError("no trace given and none registered: run hctune profile first")
-        trace = row["path"]
+            trace = str(register.local_path(db, register.latest(db)))
     st = stats(trace)
-    from hctune.trace import plots, report   # matplotlib is slow to import: only when used
+    from hctune.trace import report
     if html_out:
         write_atomic(html_out, report.html(st, trace))
     if png_out:
+        from hctune.trace import plots   # matplotlib is slow to import: only when used
         write_atomic(png_out, plots.png_bytes(st))
     click.echo(json.dumps(st, indent=1, sort_keys=True) if as_json else report.text(st, trace))

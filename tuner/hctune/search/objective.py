@@ -17,6 +17,7 @@ import socket
 import threading
 from pathlib import Path
 
+from hctune import build, replay
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
@@ -124,7 +125,7 @@ class Evaluator:
 
     def build_key(self, setting: dict) -> str:
         """The build cache's key of HC with `setting` (rendered source + compiler + flags)."""
-        from hctune import build, render  # the HC build cache and renderer (other parts)
+        from hctune import render  # deferred: the renderer loads Jinja2 (validate imports this module)
         return build.cache_key(render.render_malloc(_knobs.complete(setting)), build.compiler(),
                                build.CFLAGS)
 
@@ -156,7 +157,6 @@ class Evaluator:
                 return found, True
             fn = self._measure_fn
             if fn is None:
-                from hctune import replay  # the replay harness's library (another part)
                 fn = replay.measure
             result = fn(trace.path, allocator=allocator, setting=setting,
                         repeat=self.repeat, metric=self.metric)

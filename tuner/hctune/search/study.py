@@ -26,11 +26,11 @@ from optuna.trial import TrialState
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
-from hctune.files import sha256
 from hctune.search import objective as _obj
 from hctune.search import seeds as _seeds
 from hctune.search import space
 from hctune.search.storage import default_url, fail_orphans, open_storage, this_worker
+from hctune.trace import register
 
 # Stop after this many trials fail in a row: the harness or the build is broken, not the setting.
 MAX_FAILS_IN_A_ROW = 3
@@ -89,33 +89,17 @@ def apply_defaults(opts: "Options") -> "Options":
 
 
 def register_trace(db: Database, path) -> _obj.Trace:
-    """A trace file named on the command line: checked, registered (idempotent), returned."""
-    p = Path(path)
-    if not p.is_file():
-        raise HctuneError(f"trace {path} does not exist")
-    if p.stat().st_size == 0:
-        raise HctuneError(f"trace {path} is empty")
-    from hctune import trace as _trace  # the trace reader (another part of hctune)
-    t = _trace.open_trace(p)  # TraceError (an HctuneError) for anything that is not a trace
-    if t.count == 0:
-        raise HctuneError(f"trace {path} has no allocation events")
-    row = db.trace_by_path(p)
-    sha = sha256(p)
-    if row is not None and row["sha256"] == sha:
-        return _obj.Trace.from_row(row)
-    tid = db.add_trace(p, sha, command=t.header.command, events=t.count,
-                       size_bytes=p.stat().st_size)
-    return _obj.Trace.from_row(db.trace(tid))
+    """A trace file named on the command line: checked, registered (hctune.trace.register)."""
+    return _obj.Trace.from_row(register.named(db, path))
 
 
 def registered_trace(db: Database, trace_id: int) -> _obj.Trace:
     """A trace already in the database, by id, with the path of its file on this machine
     (hctune.trace.store: a shared database's copy when the file is elsewhere)."""
-    from hctune.trace import store
     row = db.trace(trace_id)
     if row is None:
         raise HctuneError(f"trace #{trace_id} is no longer in the database")
-    return dataclasses.replace(_obj.Trace.from_row(row), path=str(store.local_path(db, row)))
+    return dataclasses.replace(_obj.Trace.from_row(row), path=str(register.local_path(db, row)))
 
 
 def resolve_traces(db: Database, paths) -> list[_obj.Trace]:
@@ -126,14 +110,7 @@ def resolve_traces(db: Database, paths) -> list[_obj.Trace]:
                   for p in paths]
         uniq = {t.id: t for t in traces}
         return list(uniq.values())
-    row = db.latest_trace()
-    if row is None:
-        raise HctuneError("no trace named and none in the database; run `hctune profile ./app` "
-                          "first or name a trace file")
-    from hctune.trace import store
-    if not store.available(db, row):
-        raise HctuneError(f"the latest trace {row['path']} no longer exists; name a trace file")
-    return [registered_trace(db, row["id"])]
+    return [registered_trace(db, register.latest(db)["id"])]
 
 
 # ---- names ----

@@ -14,6 +14,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from hctune import native
+from hctune.errors import HctuneError
 from hctune.trace import spec
 from hctune.trace.reader import Trace, TraceError, open_trace
 
@@ -24,8 +26,6 @@ GRAPH_POINTS = 2000
 def _tool() -> Path | None:
     """hctrace-tool (the checkout's build, or compiled into the user cache), None if it cannot
     be built here (then the pure-Python definition serves)."""
-    from hctune import native
-    from hctune.errors import HctuneError
     try:
         return native.path("hctrace-tool")
     except HctuneError:

@@ -166,3 +166,46 @@ class Writer:
             self.close()
         else:
             self.abort()
+
+
+def tile(src: str | os.PathLike, dst: str | os.PathLike, times: int) -> Path:
+    """Write dst: the events of the untimed trace src, `times` over, one copy after the other
+    (each copy's chunks with their seq shifted past the previous copy's).  A big trace at disk
+    speed, for tests and benchmarks of traces larger than memory: src should free what it
+    allocates, or each copy after the first allocates at live addresses."""
+    data = Path(src).read_bytes()
+    hlen = struct.unpack_from("<I", data, spec.H["HEADER_LEN_OFFSET"])[0]
+    flags = struct.unpack_from("<H", data, spec.H["FLAGS_OFFSET"])[0]
+    if flags & spec.FLAG_TIME:
+        raise TraceError(f"{src}: tile needs an untimed trace")
+    chunks = []                      # (thread, first_seq, count, payload)
+    pos, last = hlen, 0
+    while pos < len(data):
+        pos += 1                     # the chunk marker
+        fields = []
+        for _ in range(4):
+            v = shift = 0
+            while True:
+                b = data[pos]
+                pos += 1
+                v |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            fields.append(v)
+        thread, first, count, plen = fields
+        chunks.append((thread, first, count, data[pos:pos + plen]))
+        last = max(last, first + count)
+        pos += plen
+    tmp = Path(dst).with_name(f".{Path(dst).name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data[:hlen])
+        for k in range(times):
+            for thread, first, count, payload in chunks:
+                head = bytearray([spec.CHUNK_MARKER])
+                for v in (thread, first + k * last, count, len(payload)):
+                    _varint(v, head)
+                f.write(head)
+                f.write(payload)
+    os.replace(tmp, dst)
+    return Path(dst)

@@ -75,8 +75,8 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
         raise HctuneError("--top must be at least 1")
-    from hctune.search import results
-    from hctune.search import study as _study
+    from hctune.search import results          # deferred: Optuna (see candidates.tuned_trials)
+    from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
         if study is None and objective is not None:
             study = results.study_for(db, objective)

@@ -59,8 +59,8 @@ def _spread(front: list, k: int) -> list:
 def tuned_trials(st, objective: str, top: int) -> list:
     """The study's best `top` distinct settings other than generic: by its objective, or for
     pareto spread along the front (lowest memory first)."""
-    from hctune.search import space
-    from hctune.search import study as _study
+    from hctune.search import space  # deferred: hctune.search loads Optuna (~1 s); emit and report
+    from hctune.search import study as _study  # import this package and may not need it
     generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
     ok = [t for t in _study.finished(st) if _study.feasible(t)]
     if objective == "pareto":
@@ -103,7 +103,7 @@ def _other_study_best(db: Database, study_row, have: set, notes: list) -> Candid
 def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: bool = True,
                extra=(), progress=None) -> tuple[list[Candidate], list[str]]:
     """(candidates, notes): built and ready to run; notes say what was left out and why."""
-    from hctune.search import space
+    from hctune.search import space  # deferred: Optuna (see tuned_trials)
     from hctune.search import study as _study
     notes = []
     objective = study_row["objective"]

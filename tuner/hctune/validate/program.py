@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.profile import invocation
 
 
 @dataclasses.dataclass
@@ -47,7 +48,6 @@ def program_for(db: Database, study_row, argv: list[str] | None = None) -> Progr
     """The program to run: `argv` (in the current directory, with stdin when it is a file), or
     the command the study's (latest) profiled trace recorded."""
     if argv:
-        from hctune.profile import invocation
         inv = invocation(list(argv))
         return check_program(Program(inv["argv"], inv["cwd"], inv["stdin"]))
     for tid in reversed(json.loads(study_row["trace_ids"])):

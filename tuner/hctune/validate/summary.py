@@ -35,7 +35,7 @@ def _pairs(vals: dict, seed: int):
     """ratio(a, b, measure): a's median over b's with its paired-bootstrap interval, computed
     once per pair, each pair with its own generator (the same runs give the same numbers,
     whichever pairs a verdict happens to ask about first)."""
-    import numpy as np
+    import numpy as np  # deferred: numpy (~0.2 s) only when a ratio is computed
     cache = {}
 
     def ratio(a, b, m):
@@ -69,7 +69,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     peak RSS within `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's
     and generic HC's). `recommendation` is the rule over every candidate (it can be glibc or
     another allocator); `winner` is the rule over the HC candidates: what `emit` writes."""
-    import numpy as np
+    import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     by = {c.label: [r for r in runs if r["candidate"] == c.label] for c in cands}
     vals = {c.label: {m: _values(by[c.label], m) for m in MEASURES} for c in cands}

@@ -1,0 +1,775 @@
+/* hc_page.c -- small blocks on pages owned by a thread, beyond Hasan & Chang 2006 (SMALL_MAX,
+ * SMALL_CLASSES; docs/allocator.md, "Small blocks on pages").
+ *
+ * The paper's block carries a 4-byte header, so a 16-byte request takes a 32-byte block, and a
+ * block has no owner, so a block freed by another thread travels through that thread's cache
+ * and the arena lock.  With SMALL_MAX > 0, requests of up to SMALL_MAX bytes are served here
+ * instead (SMALL_MAX = 0: this file compiles to nothing and HC is the paper's allocator with
+ * its thread cache and arenas, exactly):
+ *
+ *  - Size classes.  16, 32, 48, ... stepping by 16 up to 16 x SMALL_CLASSES, then SMALL_CLASSES
+ *    classes per power of two (SMALL_CLASSES = 4: ..., 128, 160, 192, 224, 256, 320, ...), so a
+ *    block wastes less than 1/SMALL_CLASSES of its size.  Every class is a multiple of 16: every
+ *    block is 16-byte aligned, and a power-of-two class is aligned to its size up to 256 bytes
+ *    (the memalign family of small sizes is served here).
+ *  - Pages.  A page is HC_SP_PAGE (64 KiB) of one class: a 256-byte page header, then blocks
+ *    with no per-block header.  Pages are carved from one region reserved once (HC_SP_REGION,
+ *    aligned to the page size, PROT_READ|PROT_WRITE with MAP_NORESERVE: the kernel gives a page
+ *    on first touch), so free() tells a page block from a paper block with one compare and
+ *    finds the page header by masking the pointer.  A fresh page hands its blocks out from a
+ *    bump pointer, one OS page of blocks at a time, so a page that is never filled is never
+ *    touched whole; blocks beyond the bump pointer of a fresh page are known zero (calloc).
+ *  - Owner.  A page belongs to one thread (the thread's record, `hc_sp_me`).  The owner pops and
+ *    pushes its page's free list with no lock and no atomic instruction.  Another thread's free
+ *    pushes the block onto the page's own atomic list (`xfree`, a compare-and-swap loop on its
+ *    own cache line); the owner takes that whole list with one exchange when the page's local
+ *    list runs dry.  There is one consumer, so the exchange has no ABA problem.  The owner keeps,
+ *    per class, a list of pages with free blocks (its head is the page malloc pops) and a list
+ *    of full pages.  A full page comes back when its owner frees into it, or when the owner,
+ *    about to take a new page, scans its full pages for other threads' frees: only after it took
+ *    at least 1/8 as many new pages as it has full ones, so the scans cost O(1) per new page and
+ *    blocks freed by others are found again before the thread grows by more than 1/8.
+ *  - Thread exit (a pthread key destructor): each of the thread's pages goes to the empty pool
+ *    if it has no live block, else to the orphan pool of its class, owner cleared; a thread
+ *    needing a page of that class adopts an orphan before it takes an empty or a new page, and
+ *    orphans whose blocks were all freed meanwhile go back to the empty pool, so 10,000
+ *    short-lived threads reuse the same pages.  Calls a thread makes after its destructor ran
+ *    go to the paper's heap (malloc) or onto the page's atomic list (free).
+ *  - Empty pages.  A page whose blocks all came back is kept if it is the class's current page,
+ *    else it goes to the empty pool, reused first (most recently emptied first) by any class.
+ *    The decay gives them back as the heap's does (DECAY_MS, DECAY_BYTES, mallopt
+ *    M_TRIM_THRESHOLD, hc_os.c's madvise): when a page is emptied, pages empty for DECAY_MS are
+ *    released once the empty pool's unreleased pages reach DECAY_BYTES; malloc_trim releases
+ *    them all.  A released page keeps its header page; its blocks read as zero again.
+ *  - fork: the pools' lock is taken around fork; in the child, pages of threads that did not
+ *    survive the fork become orphans.
+ *  - Statistics: pages taken (small_pages, counted in the footprint: the region is never
+ *    unmapped), empty pages held, bytes released.  Page blocks are not counted in allocs_* and
+ *    bytes_* (those are the paper's heap's, which COALESCE_QL's ratio reads).
+ *  - Misuse: free of a pointer inside the region but not a block of a page in use aborts with
+ *    one line; a double free on the owner's side is caught by a per-process key written into a
+ *    freed block (its second word) and a walk of the page's free list when the key matches.
+ *    The debug build also checks each pointer is a block boundary and each page's counts.
+ *
+ * The paper's quick lists, medium lists, big list and thread cache keep serving everything above
+ * SMALL_MAX (and everything a page cannot serve: a thread past its destructor, a region the OS
+ * refused), so the thread cache gives way to the pages for the small sizes.  Ideas from
+ * mimalloc's thread-free lists and snmalloc's message queues; the code is HC's own.
+ */
+#include "hc_block.h"
+#include "hc_lock.h"
+
+#define HC_SP_ON (SMALL_MAX > 0)
+
+#if HC_SP_ON
+
+#define HC_SP_LIMIT ((size_t)((SMALL_MAX) < 4096 ? (SMALL_MAX) : 4096))
+#define HC_SP_PER2 ((SMALL_CLASSES) >= 8 ? 8u : (SMALL_CLASSES) >= 4 ? 4u : (SMALL_CLASSES) >= 2 ? 2u : 1u)
+#define HC_SP_SHIFT 16u
+#define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
+#define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
+#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space, reserved once */
+#define HC_SP_NCLS 64u                       /* classes at most (8 per power of two to 4 KiB: 48) */
+#define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
+#define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
+
+enum { HC_SP_AVAIL = 1, HC_SP_FULL, HC_SP_ORPHAN, HC_SP_EMPTY };
+enum { HC_SP_NEW = 0, HC_SP_STARTING, HC_SP_LIVE, HC_SP_DEAD };
+
+struct hc_sp_thread;
+
+struct hc_sp_page {
+    /* line 0: written when the page changes hands, read by every free */
+    struct hc_sp_thread *owner; /* NULL: orphan or empty */
+    uint32_t size;              /* block size; 0: not a page of blocks (empty, or never used) */
+    uint32_t cls;
+    char *end;                  /* end of the last whole block */
+    char *zero_from;            /* bytes from here up were never written (or released) */
+    uint64_t stamp;             /* when it went to the empty pool (ms, coarse clock) */
+    unsigned char released;     /* in the empty pool, its blocks' pages given back */
+    char pad0[64 - 41];
+    /* line 1: the owner's */
+    void *free;                 /* local free list: the next block is each block's first word */
+    char *bump;                 /* next block never handed out */
+    struct hc_sp_page *next, *prev; /* the list the page is on (where) */
+    uint32_t used;              /* blocks handed out and not freed by the owner */
+    uint32_t where;
+    char pad1[64 - 40];
+    /* line 2: other threads' frees */
+    void *xfree;
+};
+
+/* A thread's pages.  cur[c] is the head of class c's list of pages with free blocks, or
+ * hc_sp_none (whose free list is empty) so that malloc's fast path needs no NULL test. */
+struct hc_sp_thread {
+    struct hc_sp_page *cur[HC_SP_NCLS];
+    struct hc_sp_page *full[HC_SP_NCLS];
+    uint32_t nfull[HC_SP_NCLS];
+    uint32_t fresh[HC_SP_NCLS]; /* pages taken since the last scan of the full list */
+    unsigned char state;
+};
+
+static struct hc_sp_page hc_sp_none;
+static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-exec"))) = {
+    .cur = { [0 ... HC_SP_NCLS - 1] = &hc_sp_none }
+};
+
+/* The region: [base, base + HC_SP_REGION).  Before it exists, base is an address no user
+ * pointer has, so free()'s compare fails for every pointer. */
+static uintptr_t hc_sp_base = (uintptr_t)0 - HC_SP_REGION;
+static char *hc_sp_top;                 /* next page to carve (atomic) */
+static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
+static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + 15) / 16 -> class; 0 until set up */
+static uint32_t hc_sp_size[HC_SP_NCLS];
+static uint64_t hc_sp_magic;            /* the freed-block key (xor the block's address) */
+
+/* The pools, under hc_sp_mu. */
+static pthread_mutex_t hc_sp_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hc_sp_page *hc_sp_orphans[HC_SP_NCLS];
+static size_t hc_sp_norphans, hc_sp_carved_since_sweep;
+static struct hc_sp_page *hc_sp_dirty, *hc_sp_dirty_tail; /* empty, resident: newest first */
+static struct hc_sp_page *hc_sp_clean;                    /* empty, released */
+static size_t hc_sp_ndirty, hc_sp_nclean;
+static uint64_t hc_sp_released_bytes;
+
+static pthread_key_t hc_sp_key;
+static pthread_once_t hc_sp_once = PTHREAD_ONCE_INIT;
+static int hc_sp_keyed;
+
+static inline struct hc_sp_page *hc_sp_page_of(void *p)
+{
+    return (struct hc_sp_page *)(void *)((uintptr_t)p & ~(uintptr_t)(HC_SP_PAGE - 1));
+}
+
+static inline int hc_sp_owns(void *p) { return (uintptr_t)p - hc_sp_base < HC_SP_REGION; }
+
+static inline uint64_t *hc_sp_keyp(void *p) { return (uint64_t *)(void *)((char *)p + 8); }
+static inline uint64_t hc_sp_key_of(void *p) { return hc_sp_magic ^ (uintptr_t)p; }
+
+/* The block size a request of n bytes gets here (n <= HC_SP_LIMIT, table set up). */
+static inline size_t hc_sp_class_size(size_t n) { return hc_sp_size[hc_sp_cls[(n + 15) >> 4]]; }
+
+/* ---- set-up ---- */
+
+static void hc_sp_classes(void)
+{
+    unsigned c = 0;
+    size_t s = 16;
+    for (; c + 1 < HC_SP_NCLS; c++) {
+        hc_sp_size[c + 1] = (uint32_t)s;
+        if (s >= HC_SP_LIMIT)
+            break;
+        size_t p2 = (size_t)1 << (63 - __builtin_clzll((unsigned long long)s));
+        size_t step = p2 / HC_SP_PER2 > 16 ? p2 / HC_SP_PER2 : 16;
+        s += step;
+    }
+    unsigned k = 1;
+    for (size_t i = 0; i < HC_SP_IDX; i++) {
+        size_t n = i * 16;
+        while (hc_sp_size[k] < n)
+            k++;
+        hc_sp_cls[i] = (uint8_t)k;
+    }
+}
+
+/* Reserve the region and make the tables: 1 when the layer can serve. */
+static HC_NOINLINE int hc_sp_setup(void)
+{
+    int st = __atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE);
+    if (st)
+        return st > 0;
+    pthread_mutex_lock(&hc_sp_mu);
+    if (!hc_sp_state) {
+        void *m = MAP_FAILED;
+        if (!hc_os_strict_overcommit())
+            m = mmap(NULL, HC_SP_REGION + HC_SP_PAGE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            __atomic_store_n(&hc_sp_state, -1, __ATOMIC_RELEASE);
+        } else {
+            char *lo = (char *)(((uintptr_t)m + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
+            if (lo > (char *)m)
+                munmap(m, (size_t)(lo - (char *)m));
+            char *hi = (char *)m + HC_SP_REGION + HC_SP_PAGE;
+            if (hi > lo + HC_SP_REGION)
+                munmap(lo + HC_SP_REGION, (size_t)(hi - (lo + HC_SP_REGION)));
+            hc_sp_top = lo;
+            hc_sp_classes();
+            uintptr_t x = (uintptr_t)lo ^ ((uintptr_t)getpid() << 40) ^ (uintptr_t)&x;
+            x ^= x >> 31;
+            x *= 0x94d049bb133111ebull;
+            x ^= x >> 29;
+            hc_sp_magic = x | 1u;
+            __atomic_store_n(&hc_sp_base, (uintptr_t)lo, __ATOMIC_RELEASE);
+            __atomic_store_n(&hc_sp_state, 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&hc_sp_mu);
+    return hc_sp_state > 0;
+}
+
+static void hc_sp_exit(void *arg);
+
+static void hc_sp_key_init(void)
+{
+    hc_sp_keyed = pthread_key_create(&hc_sp_key, hc_sp_exit) == 0;
+}
+
+/* Register the calling thread for its exit destructor before it owns any page. */
+static HC_NOINLINE int hc_sp_start(struct hc_sp_thread *t)
+{
+    if (t->state == HC_SP_LIVE)
+        return 1;
+    if (t->state != HC_SP_NEW)
+        return 0;
+    t->state = HC_SP_STARTING; /* a malloc from inside pthread_setspecific goes to the heap */
+    pthread_once(&hc_sp_once, hc_sp_key_init);
+    if (!hc_sp_keyed || pthread_setspecific(hc_sp_key, t) != 0) {
+        t->state = HC_SP_DEAD;
+        return 0;
+    }
+    t->state = HC_SP_LIVE;
+    return 1;
+}
+
+/* ---- lists ---- */
+
+static inline struct hc_sp_page *hc_sp_avail(struct hc_sp_thread *t, unsigned c)
+{
+    return t->cur[c] == &hc_sp_none ? NULL : t->cur[c];
+}
+
+static void hc_sp_unlink(struct hc_sp_thread *t, struct hc_sp_page *pg)
+{
+    unsigned c = pg->cls;
+    if (pg->prev)
+        pg->prev->next = pg->next;
+    else if (pg->where == HC_SP_AVAIL)
+        t->cur[c] = pg->next ? pg->next : &hc_sp_none;
+    else
+        t->full[c] = pg->next;
+    if (pg->next)
+        pg->next->prev = pg->prev;
+    if (pg->where == HC_SP_FULL)
+        t->nfull[c]--;
+    pg->next = pg->prev = NULL;
+}
+
+/* Onto class c's available list: at its head (malloc pops it next) or just after the head. */
+static void hc_sp_push_avail(struct hc_sp_thread *t, struct hc_sp_page *pg, int head)
+{
+    unsigned c = pg->cls;
+    struct hc_sp_page *h = hc_sp_avail(t, c);
+    pg->where = HC_SP_AVAIL;
+    if (head || !h) {
+        pg->prev = NULL;
+        pg->next = h;
+        if (h)
+            h->prev = pg;
+        t->cur[c] = pg;
+    } else {
+        pg->prev = h;
+        pg->next = h->next;
+        if (h->next)
+            h->next->prev = pg;
+        h->next = pg;
+    }
+}
+
+static void hc_sp_push_full(struct hc_sp_thread *t, struct hc_sp_page *pg)
+{
+    unsigned c = pg->cls;
+    pg->where = HC_SP_FULL;
+    pg->prev = NULL;
+    pg->next = t->full[c];
+    if (pg->next)
+        pg->next->prev = pg;
+    t->full[c] = pg;
+    t->nfull[c]++;
+}
+
+/* Take the blocks other threads freed onto pg's own list (pg's owner, or anyone holding hc_sp_mu
+ * for a page no thread owns). */
+static void hc_sp_collect(struct hc_sp_page *pg)
+{
+    if (!__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED))
+        return;
+    void *x = __atomic_exchange_n(&pg->xfree, NULL, __ATOMIC_ACQUIRE);
+    if (!x)
+        return;
+    uint32_t n = 1;
+    void *last = x;
+    while (*(void **)last) {
+        last = *(void **)last;
+        n++;
+    }
+    *(void **)last = pg->free;
+    pg->free = x;
+    if (hc_unlikely(n > pg->used))
+        hc_fail("free(): double free (a block freed twice by other threads)");
+    pg->used -= n;
+}
+
+/* ---- the empty pool and the decay (hc_sp_mu held) ---- */
+
+static size_t hc_sp_release(struct hc_sp_page *pg)
+{
+    char *from = (char *)pg + hc_page();
+    size_t done = hc_os_release(from, (char *)pg + HC_SP_PAGE);
+    pg->released = 1;
+    pg->zero_from = from;
+    hc_sp_released_bytes += done;
+    return done;
+}
+
+/* Release the oldest empty pages: all of them (malloc_trim), or those empty for DECAY_MS once
+ * the pool's unreleased pages reach DECAY_BYTES. */
+static size_t hc_sp_decay(int all)
+{
+    size_t done = 0;
+#if DECAY_MS > 0
+    uint64_t now = 0;
+    if (!all) {
+        if (hc_arenas[0].os.decay_off || hc_sp_ndirty * HC_SP_PAGE < hc_arenas[0].os.decay_bytes)
+            return 0;
+        now = hc_os_now_ms();
+    }
+#else
+    if (!all)
+        return 0;
+    uint64_t now = 0;
+#endif
+    while (hc_sp_dirty_tail && (all || now - hc_sp_dirty_tail->stamp >= (uint64_t)(DECAY_MS))) {
+        struct hc_sp_page *pg = hc_sp_dirty_tail;
+        hc_sp_dirty_tail = pg->prev;
+        if (hc_sp_dirty_tail)
+            hc_sp_dirty_tail->next = NULL;
+        else
+            hc_sp_dirty = NULL;
+        hc_sp_ndirty--;
+        done += hc_sp_release(pg);
+        pg->prev = NULL;
+        pg->next = hc_sp_clean;
+        hc_sp_clean = pg;
+        hc_sp_nclean++;
+    }
+    return done;
+}
+
+static void hc_sp_retire_locked(struct hc_sp_page *pg)
+{
+    __atomic_store_n(&pg->owner, NULL, __ATOMIC_RELAXED);
+    pg->size = 0;
+    pg->where = HC_SP_EMPTY;
+    pg->released = 0;
+#if DECAY_MS > 0
+    pg->stamp = hc_os_now_ms();
+#endif
+    pg->prev = NULL;
+    pg->next = hc_sp_dirty;
+    if (hc_sp_dirty)
+        hc_sp_dirty->prev = pg;
+    else
+        hc_sp_dirty_tail = pg;
+    hc_sp_dirty = pg;
+    hc_sp_ndirty++;
+}
+
+static void hc_sp_retire(struct hc_sp_page *pg)
+{
+    pthread_mutex_lock(&hc_sp_mu);
+    hc_sp_retire_locked(pg);
+    hc_sp_decay(0);
+    pthread_mutex_unlock(&hc_sp_mu);
+}
+
+/* Orphans whose blocks all came back go to the empty pool (hc_sp_mu held). */
+static void hc_sp_sweep_orphans(void)
+{
+    for (unsigned c = 1; c < HC_SP_NCLS; c++) {
+        struct hc_sp_page **at = &hc_sp_orphans[c];
+        while (*at) {
+            struct hc_sp_page *pg = *at;
+            hc_sp_collect(pg);
+            if (pg->used == 0) {
+                *at = pg->next;
+                hc_sp_norphans--;
+                hc_sp_retire_locked(pg);
+            } else {
+                at = &pg->next;
+            }
+        }
+    }
+    hc_sp_carved_since_sweep = 0;
+}
+
+/* Make pg a page of class c owned by t, its blocks from the start. */
+static void hc_sp_format(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned c, int fresh)
+{
+    size_t size = hc_sp_size[c];
+    char *first = (char *)pg + HC_SP_HEAD;
+    pg->size = (uint32_t)size;
+    pg->cls = c;
+    pg->end = first + (HC_SP_PAGE - HC_SP_HEAD) / size * size;
+    if (fresh)
+        pg->zero_from = first;
+    else if (!pg->released)
+        pg->zero_from = (char *)pg + HC_SP_PAGE;
+    pg->released = 0;
+    pg->free = NULL;
+    pg->bump = first;
+    pg->used = 0;
+    __atomic_store_n(&pg->xfree, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
+}
+
+/* A page for class c that no thread owns: an orphan of the class (adopted, owner set), else an
+ * empty page, else a new one from the region; NULL when the region is used up. */
+static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
+{
+    struct hc_sp_page *pg;
+    pthread_mutex_lock(&hc_sp_mu);
+    if ((pg = hc_sp_orphans[c]) != NULL) {
+        hc_sp_orphans[c] = pg->next;
+        hc_sp_norphans--;
+        __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&hc_sp_mu);
+        hc_sp_collect(pg);
+        return pg;
+    }
+    if (hc_sp_norphans && hc_sp_carved_since_sweep * 8 >= hc_sp_norphans)
+        hc_sp_sweep_orphans();
+    int fresh = 0;
+    if ((pg = hc_sp_dirty) != NULL) {
+        hc_sp_dirty = pg->next;
+        if (hc_sp_dirty)
+            hc_sp_dirty->prev = NULL;
+        else
+            hc_sp_dirty_tail = NULL;
+        hc_sp_ndirty--;
+    } else if ((pg = hc_sp_clean) != NULL) {
+        hc_sp_clean = pg->next;
+        hc_sp_nclean--;
+    } else {
+        char *p = hc_sp_top;
+        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > HC_SP_REGION) {
+            pthread_mutex_unlock(&hc_sp_mu);
+            return NULL;
+        }
+        __atomic_store_n(&hc_sp_top, p + HC_SP_PAGE, __ATOMIC_RELAXED);
+        pg = (struct hc_sp_page *)(void *)p;
+        hc_sp_carved_since_sweep++;
+        fresh = 1;
+    }
+    hc_sp_format(t, pg, c, fresh);
+    pthread_mutex_unlock(&hc_sp_mu);
+    return pg;
+}
+
+/* Other threads' frees into t's full pages of class c: pages with free blocks go back to the
+ * available list; a page that came back whole is kept if nothing else is available, else
+ * retired.  1 when a page became available. */
+static int hc_sp_scan_full(struct hc_sp_thread *t, unsigned c)
+{
+    int found = 0;
+    t->fresh[c] = 0;
+    for (struct hc_sp_page *pg = t->full[c], *next; pg; pg = next) {
+        next = pg->next;
+        if (!__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED))
+            continue;
+        hc_sp_collect(pg);
+        hc_sp_unlink(t, pg);
+        if (pg->used == 0 && found) {
+            hc_sp_retire(pg);
+        } else {
+            hc_sp_push_avail(t, pg, 0);
+            found = 1;
+        }
+    }
+    return found;
+}
+
+#if HC_DEBUG
+static HC_COLD void hc_sp_fail(const char *what, void *p)
+{
+    char buf[200];
+    int n = snprintf(buf, sizeof buf, "hcmalloc: page check failed: %s (block %p)\n", what, p);
+    if (n > 0)
+        hc_write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    abort();
+}
+
+/* The page's counts: free list + blocks never handed out + used = its blocks (less the other
+ * threads' frees not yet collected, which used still counts), every free block on a boundary. */
+static void hc_sp_check_page(struct hc_sp_page *pg)
+{
+    char *first = (char *)pg + HC_SP_HEAD;
+    size_t size = pg->size, blocks = (size_t)(pg->end - first) / size, nfree = 0;
+    if (!size || pg->bump < first || pg->bump > pg->end || (size_t)(pg->bump - first) % size)
+        hc_sp_fail("page header overwritten", pg);
+    for (char *b = pg->free; b; b = *(char **)b) {
+        if (b < first || b >= pg->bump || (size_t)(b - first) % size)
+            hc_sp_fail("free-list link is not a block of its page (block overwritten?)", b);
+        if (++nfree > blocks)
+            hc_sp_fail("free list longer than the page (a cycle: double free?)", b);
+    }
+    if (nfree + (size_t)(pg->end - pg->bump) / size + pg->used != blocks)
+        hc_sp_fail("page's free, unused and used blocks do not add up", pg);
+}
+
+/* p is a block boundary of a page in use, handed out (below the bump pointer). */
+static void hc_sp_check_arg(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    char *first = (char *)pg + HC_SP_HEAD;
+    if (!pg->size || (char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
+        hc_sp_fail("free of a pointer that is not a block of a small page", p);
+}
+#endif
+
+/* ---- malloc ---- */
+
+static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
+{
+    if (hc_unlikely(hc_sp_state <= 0) && !hc_sp_setup())
+        return NULL;
+    struct hc_sp_thread *t = &hc_sp_me;
+    if (hc_unlikely(t->state != HC_SP_LIVE) && !hc_sp_start(t))
+        return NULL;
+    unsigned c = hc_sp_cls[(n + 15) >> 4];
+    if (!c)
+        c = 1;
+    struct hc_sp_page *pg;
+    for (;;) {
+        while ((pg = hc_sp_avail(t, c)) != NULL) {
+            hc_sp_collect(pg);
+            if (pg->free || pg->bump < pg->end)
+                break;
+            hc_sp_unlink(t, pg);
+            hc_sp_push_full(t, pg);
+        }
+        if (pg)
+            break;
+        if (t->nfull[c] && t->fresh[c] * 8 >= t->nfull[c] && hc_sp_scan_full(t, c))
+            continue;
+        if ((pg = hc_sp_take(t, c)) == NULL)
+            return NULL;
+        t->fresh[c]++;
+        hc_sp_push_avail(t, pg, 1);
+    }
+    char *b = pg->free;
+    if (b) {
+        pg->free = *(void **)b;
+        *clean = 0;
+    } else {
+        /* From the bump pointer: this block, and the rest of its OS page onto the free list. */
+        size_t size = pg->size;
+        b = pg->bump;
+        *clean = b >= pg->zero_from;
+        char *lim = (char *)(((uintptr_t)b + size + 4095) & ~(uintptr_t)4095);
+        if (lim > pg->end)
+            lim = pg->end;
+        char *q = b + size;
+        void **tail = &pg->free;
+        for (; q + size <= lim; q += size) {
+            *tail = q;
+            tail = (void **)(void *)q;
+        }
+        *tail = NULL;
+        pg->bump = q;
+    }
+    pg->used++;
+#if HC_DEBUG
+    hc_sp_check_page(pg);
+#endif
+    if (!*clean)
+        *hc_sp_keyp(b) = 0;
+    return b;
+}
+
+/* A block for n <= HC_SP_LIMIT bytes, or NULL (the caller goes to the paper's heap). */
+static inline __attribute__((always_inline)) void *hc_sp_malloc(size_t n)
+{
+#if !HC_DEBUG
+    struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + 15) >> 4]];
+    void *b = pg->free;
+    if (hc_likely(b != NULL)) {
+        pg->free = *(void **)b;
+        pg->used++;
+        *hc_sp_keyp(b) = 0;
+        return b;
+    }
+#endif
+    int clean;
+    return hc_sp_malloc_slow(n, &clean);
+}
+
+/* ---- free ---- */
+
+static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
+{
+    if (pg->owner != &hc_sp_me)
+        return; /* another thread's page: its free list is not ours to walk */
+    for (void *q = pg->free; q; q = *(void **)q)
+        if (q == p)
+            hc_fail("free(): double free (block already free on its page)");
+}
+
+/* The owner freed into a page that is full, or that is now empty. */
+static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_sp_page *pg)
+{
+    if (pg->where == HC_SP_FULL) {
+        hc_sp_unlink(t, pg);
+        hc_sp_push_avail(t, pg, 0);
+    }
+    if (pg->used == 0 && pg != t->cur[pg->cls]) {
+        hc_sp_unlink(t, pg);
+        hc_sp_retire(pg);
+    }
+}
+
+static inline void hc_sp_free(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    if (hc_unlikely(((uintptr_t)p & 15) || !pg->size))
+        hc_fail("free(): invalid pointer (not a block of a small page, or freed twice)");
+#if HC_DEBUG
+    hc_sp_check_arg(p);
+#endif
+    if (hc_unlikely(*hc_sp_keyp(p) == hc_sp_key_of(p)))
+        hc_sp_double_free_check(pg, p);
+    struct hc_sp_thread *t = &hc_sp_me;
+    if (hc_likely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)) {
+        *(void **)p = pg->free;
+        *hc_sp_keyp(p) = hc_sp_key_of(p);
+        pg->free = p;
+        if (hc_unlikely(--pg->used == 0 || pg->where != HC_SP_AVAIL))
+            hc_sp_free_owner_slow(t, pg);
+#if HC_DEBUG
+        if (pg->size)
+            hc_sp_check_page(pg);
+#endif
+        return;
+    }
+    /* Another thread's page (or an orphan): onto its atomic list. */
+    *hc_sp_keyp(p) = hc_sp_key_of(p);
+    void *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
+    do
+        *(void **)p = head;
+    while (!__atomic_compare_exchange_n(&pg->xfree, &head, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size; }
+
+/* ---- thread exit, malloc_trim, fork, statistics ---- */
+
+/* The thread is exiting (pthread key destructor): each of its pages is retired or orphaned. */
+static void hc_sp_exit(void *arg)
+{
+    struct hc_sp_thread *t = arg;
+    t->state = HC_SP_DEAD;
+    pthread_mutex_lock(&hc_sp_mu);
+    for (unsigned c = 1; c < HC_SP_NCLS; c++) {
+        struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
+        for (int k = 0; k < 2; k++)
+            for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
+                next = pg->next;
+                hc_sp_collect(pg);
+                if (pg->used == 0) {
+                    hc_sp_retire_locked(pg);
+                } else {
+                    __atomic_store_n(&pg->owner, NULL, __ATOMIC_RELAXED);
+                    pg->where = HC_SP_ORPHAN;
+                    pg->prev = NULL;
+                    pg->next = hc_sp_orphans[c];
+                    hc_sp_orphans[c] = pg;
+                    hc_sp_norphans++;
+                }
+            }
+        t->cur[c] = &hc_sp_none;
+        t->full[c] = NULL;
+        t->nfull[c] = 0;
+    }
+    hc_sp_decay(0);
+    pthread_mutex_unlock(&hc_sp_mu);
+}
+
+/* malloc_trim: the calling thread's empty pages retired, orphans swept, every empty page
+ * released.  The bytes released. */
+static size_t hc_sp_trim(void)
+{
+    if (hc_sp_state <= 0)
+        return 0;
+    struct hc_sp_thread *t = &hc_sp_me;
+    if (t->state == HC_SP_LIVE)
+        for (unsigned c = 1; c < HC_SP_NCLS; c++)
+            for (struct hc_sp_page *pg = t->full[c] ? t->full[c] : NULL, *next; pg; pg = next) {
+                next = pg->next;
+                hc_sp_collect(pg);
+                if (pg->used == 0) {
+                    hc_sp_unlink(t, pg);
+                    hc_sp_retire(pg);
+                }
+            }
+    pthread_mutex_lock(&hc_sp_mu);
+    hc_sp_sweep_orphans();
+    size_t done = hc_sp_decay(1);
+    pthread_mutex_unlock(&hc_sp_mu);
+    return done;
+}
+
+static void hc_sp_stats(struct hc_stats *out)
+{
+    if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
+        return;
+    pthread_mutex_lock(&hc_sp_mu);
+    uint64_t pages = (uint64_t)((uintptr_t)hc_sp_top - hc_sp_base) / HC_SP_PAGE;
+    out->small_pages = pages;
+    out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
+    out->small_bytes_released = hc_sp_released_bytes;
+    out->footprint += pages * HC_SP_PAGE;
+    pthread_mutex_unlock(&hc_sp_mu);
+}
+
+static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
+static void hc_sp_fork_parent(void) { pthread_mutex_unlock(&hc_sp_mu); }
+
+/* In the child only the forking thread lives on: the pages of every other owner are orphaned. */
+static void hc_sp_fork_child(void)
+{
+    hc_sp_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    if (hc_sp_state <= 0)
+        return;
+    struct hc_sp_thread *me = &hc_sp_me;
+    for (char *p = (char *)hc_sp_base; p < hc_sp_top; p += HC_SP_PAGE) {
+        struct hc_sp_page *pg = (struct hc_sp_page *)(void *)p;
+        if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
+            continue;
+        pg->owner = NULL;
+        pg->where = HC_SP_ORPHAN;
+        pg->prev = NULL;
+        pg->next = hc_sp_orphans[pg->cls];
+        hc_sp_orphans[pg->cls] = pg;
+        hc_sp_norphans++;
+    }
+}
+
+__attribute__((constructor)) static void hc_sp_init(void)
+{
+    pthread_atfork(hc_sp_fork_prepare, hc_sp_fork_parent, hc_sp_fork_child);
+}
+
+#else /* !HC_SP_ON */
+
+#define HC_SP_LIMIT ((size_t)0)
+static inline int hc_sp_owns(void *p) { (void)p; return 0; }
+static inline void *hc_sp_malloc(size_t n) { (void)n; return NULL; }
+static inline void *hc_sp_malloc_slow(size_t n, int *clean) { (void)n; (void)clean; return NULL; }
+static inline void hc_sp_free(void *p) { (void)p; }
+static inline size_t hc_sp_usable(void *p) { (void)p; return 0; }
+static inline size_t hc_sp_class_size(size_t n) { return n; }
+#define HC_SP_ALIGN_MAX 0u
+static inline size_t hc_sp_trim(void) { return 0; }
+static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
+
+#endif /* HC_SP_ON */

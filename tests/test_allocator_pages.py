@@ -1,0 +1,167 @@
+"""HC's small blocks on pages owned by a thread (allocator/hc/hc_page.c; SMALL_MAX, SMALL_CLASSES).
+
+- The randomized stress (tests/c/hc_stress.c), single-threaded and with blocks traded between
+  threads, release and debug builds, over the layer off, on with several bounds and spacings,
+  and with its neighbours changed (thread cache off, one arena, 16 arenas, quick lists up to
+  1 KiB).
+- Every request size: usable size, alignment, calloc of dirty memory, realloc across the bound,
+  the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES.
+- A producer thread allocating and consumers freeing keeps a bounded resident size; 10,000
+  short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
+- A double free aborts with one line.
+- Real programs with the layer on give glibc's output: gawk, sqlite3, and a threaded C++ program
+  (tests/c/mt_wordfreq.cpp).
+- The layer off is the paper's allocator: no page is ever taken, the paper's counters run, and
+  the spacing knob changes no statistic (all of hc_page.c is behind `#if SMALL_MAX > 0`).
+"""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import build_hc_libraries, preload_env
+from hctune import knobs
+from test_allocator_programs import GAWK_PROGRAM, sqlite_script, words_file
+from test_allocator_tcache import wordfreq
+
+# (name, knob overrides)
+SETTINGS = [
+    ("off", {"SMALL_MAX": 0}),
+    ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
+    ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
+    ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8}),
+    ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
+    ("512-c2-ql1016", {"SMALL_MAX": 512, "SMALL_CLASSES": 2, "QL_HIGH": 1016}),
+    ("1024-nocache", {"SMALL_MAX": 1024, "TCACHE_COUNT": 0}),
+    ("1024-one-arena", {"SMALL_MAX": 1024, "ARENAS": 1}),
+    ("1024-16-arenas", {"SMALL_MAX": 1024, "ARENAS": 16, "TCACHE_COUNT": 0}),
+]
+IDS = [name for name, _ in SETTINGS]
+ON = "1024-c4"
+THREADS = 4
+
+
+def _setting(overrides):
+    return knobs.complete(dict(knobs.preset("generic"), **overrides))
+
+
+@pytest.fixture(scope="module")
+def release_libraries():
+    return dict(zip(IDS, build_hc_libraries([_setting(o) for _, o in SETTINGS], debug=False)))
+
+
+@pytest.fixture(scope="module")
+def debug_libraries():
+    return dict(zip(IDS, build_hc_libraries([_setting(o) for _, o in SETTINGS], debug=True)))
+
+
+def run(argv, library, timeout=120, **env):
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout, env=preload_env(library, **env))
+
+
+def stress(program, library, ops, seed, slots, threads):
+    res = run([program, ops, seed, slots, threads], library, HCMALLOC_CHECK="1")
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}{res.stderr[-3000:]}"
+    assert re.fullmatch(rf"ok ops={ops} allocs=\d+ reallocs=\d+ frees=\d+\n", res.stdout)
+
+
+@pytest.mark.parametrize("threads", [1, THREADS])
+@pytest.mark.parametrize("name", IDS)
+def test_stress_release(c_program, release_libraries, name, threads):
+    stress(c_program("hc_stress"), release_libraries[name], 400_000, 11 + threads, 2000, threads)
+
+
+@pytest.mark.parametrize("threads", [1, THREADS])
+@pytest.mark.parametrize("name", IDS)
+def test_stress_debug(c_program, debug_libraries, name, threads):
+    stress(c_program("hc_stress"), debug_libraries[name], 20_000, 21 + threads, 400, threads)
+
+
+@pytest.mark.parametrize("name,limit,per2", [("256-c4", 256, 4), ("1024-c4", 1024, 4),
+                                             ("4096-c8", 4096, 8), ("1024-c1", 1024, 1)])
+def test_every_size(c_program, release_libraries, debug_libraries, name, limit, per2):
+    for library in (release_libraries[name], debug_libraries[name]):
+        res = run([c_program("hc_pages"), "sizes", limit], library)
+        assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+        m = re.fullmatch(rf"ok sizes max={limit} worst_waste=([0-9.]+) small_pages=1\n", res.stdout)
+        assert m, res.stdout
+        assert float(m.group(1)) < 1 / per2
+
+
+def test_producer_consumers_bounded(c_program, release_libraries):
+    """One thread allocates, two free, for 2 s: the resident size stops growing."""
+    res = run([c_program("hc_pages"), "prodcons", 2000, 3], release_libraries[ON])
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    assert res.stdout == "ok prodcons blocks=many\n"
+
+
+@pytest.mark.parametrize("kind", ["release", "debug"])
+def test_ten_thousand_short_threads(c_program, release_libraries, debug_libraries, kind):
+    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    res = run([c_program("hc_pages"), "short", 10_000], library)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    assert res.stdout == "ok short threads=10000\n"
+
+
+@pytest.mark.parametrize("kind", ["release", "debug"])
+def test_ring_and_fork(c_program, release_libraries, debug_libraries, kind):
+    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    items, forks = (50_000, 20) if kind == "release" else (5_000, 10)
+    res = run([c_program("hc_threads"), "ring", items], library)
+    assert res.returncode == 0 and res.stdout == f"ok ring threads=8 blocks={items * 8}\n", \
+        res.stdout + res.stderr[-2000:]
+    res = run([c_program("hc_threads"), "fork", forks], library)
+    assert res.returncode == 0 and res.stdout == f"ok fork children={forks}\n", \
+        res.stdout + res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["release", "debug"])
+def test_double_free_aborts(c_program, release_libraries, debug_libraries, kind):
+    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    res = run([c_program("hc_pages"), "doublefree"], library)
+    assert res.returncode < 0 and "double free" in res.stderr, res.stdout + res.stderr
+
+
+def _stats(library, program, *args):
+    res = run([program, *args], library, HCMALLOC_STATS="1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    return dict((k, int(v)) for k, v in re.findall(r"^(\w+) (\d+)$", res.stderr, re.M))
+
+
+def test_off_is_the_papers_allocator(c_program, release_libraries, hc_library):
+    """SMALL_MAX=0 takes no page, and the layer's other knob then changes nothing: a
+    single-threaded stress ends with the same statistics whatever SMALL_CLASSES is."""
+    program = c_program("hc_stress")
+    off = _stats(release_libraries["off"], program, 100_000, 3, 2000)
+    assert off["small_pages"] == 0 and off["ql_hits"] > 0
+    plain = _stats(hc_library(_setting({"SMALL_MAX": 0, "SMALL_CLASSES": 8})), program, 100_000, 3,
+                   2000)
+    assert off == plain
+    on = _stats(release_libraries[ON], program, 100_000, 3, 2000)
+    assert on["small_pages"] > 0
+    # The pages serve the small requests: the paper's heap sees only the larger ones.
+    assert on["allocs_total"] < off["allocs_total"] // 2
+    assert on["footprint"] >= on["small_pages"] * 65536
+
+
+def test_programs_with_the_layer_on(release_libraries, debug_libraries, tmp_path):
+    """gawk and sqlite3 (single-threaded) and a threaded C++ program, as under glibc."""
+    def same(argv, library, timeout=300):
+        ref = run(argv, None, timeout=timeout)
+        got = run(argv, library, timeout=timeout)
+        assert ref.returncode == 0, ref.stderr[-2000:]
+        assert got.returncode == 0, got.stderr[-2000:]
+        assert got.stdout == ref.stdout
+    gawk, sqlite3 = shutil.which("gawk"), shutil.which("sqlite3")
+    if gawk:
+        same([gawk, GAWK_PROGRAM, words_file(tmp_path / "w.txt", 30_000)], release_libraries[ON])
+        same([gawk, GAWK_PROGRAM, words_file(tmp_path / "v.txt", 400)], debug_libraries[ON])
+    if sqlite3:
+        script = tmp_path / "script.sql"
+        script.write_text(sqlite_script())
+        same([sqlite3, ":memory:", f".read {script}"], release_libraries["4096-c8"])
+    same([wordfreq(), 6, 60_000], release_libraries[ON])
+    same([wordfreq(), 3, 3_000], debug_libraries[ON])

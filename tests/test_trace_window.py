@@ -1,0 +1,102 @@
+"""Windowed tracing (issue 23): `hctune profile --start-after S --duration S` records a window
+of the run.  tests/c/trace_window.c allocates blocks before the window, frees some of them inside
+it (also from other threads), and allocates more after it.  The window's trace must begin with
+the blocks live when it opened, so that it replays with no anomaly and the right live bytes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hctune import native, paths
+from hctune.trace import open_trace, spec
+
+TRACER = paths.BUILD / "libhctrace.so"
+# The window opens 0.3 s into the first pause and shuts 0.7 s after the pause ends (so phase 2
+# has 0.7 s to run on a loaded machine); phase 3 starts after the second pause, past the window.
+PAUSE_MS = 800
+START, DURATION = 0.3, 1.2
+
+
+@pytest.fixture(scope="module")
+def window_program(c_program):
+    if not TRACER.exists():
+        pytest.fail(f"{TRACER} is missing: run make")
+    return c_program("trace_window")
+
+
+def _profile(tmp_path, program, threads):
+    out = tmp_path / f"w{threads}.hct"
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
+                        "profile", "--start-after", str(START), "--duration", str(DURATION),
+                        "-o", str(out), str(program), str(PAUSE_MS), str(threads)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _live_at_end(trace):
+    live = {}
+    for e in trace:
+        if e.op == spec.FREE:
+            assert e.ptr in live, f"free of a block the window does not know: {e}"
+            del live[e.ptr]
+        elif e.op == spec.REALLOC:
+            assert e.old_ptr in live, f"realloc of a block the window does not know: {e}"
+            del live[e.old_ptr]
+            live[e.ptr] = e.size
+        else:
+            live[e.ptr] = e.size
+    return live
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_window_replays_with_no_anomaly_and_the_right_live_bytes(tmp_path, window_program,
+                                                                   threads):
+    out = _profile(tmp_path, window_program, threads)
+    t = open_trace(out)
+    events = list(t)
+    sizes = [e.size for e in events if e.op != spec.FREE]
+    # the blocks of phase 1 still live when the window opened, and only those, come first
+    assert sorted(s for s in sizes if 1000 <= s < 1100) == list(range(1050, 1100))
+    assert not [s for s in sizes if 9000 <= s < 9100], "phase 3 is after the window"
+    assert sorted(s for s in sizes if 5000 <= s < 5100) == list(range(5000, 5050))
+    assert sorted(s for s in sizes if 20000 <= s < 20100) == sorted(
+        list(range(20000, 20020)) * threads)
+    live = _live_at_end(events)
+    ours = {p: s for p, s in live.items() if s >= 1000}     # (glibc's own blocks: thread TLS)
+    gone = {95 - k for k in range(threads)}
+    expect = (sum(1000 + i for i in range(75, 100) if i not in gone)
+              + sum(5000 + i for i in range(10, 50)) + threads * sum(range(20000, 20020)))
+    assert sum(ours.values()) == expect
+
+    st = json.loads(subprocess.run([str(native.path("hctrace-tool")), "stats", str(out), "10"],
+                                   capture_output=True, text=True, check=True).stdout)
+    assert st["anomalies"] == {"free_unknown": 0, "realloc_unknown": 0, "alloc_live": 0}
+    assert st["final_live_bytes"] == sum(live.values())
+    r = subprocess.run([str(native.path("hcreplay")), str(out), "--json", "--repeat", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["skipped"] == 0 and rep["repaired"] == 0 and rep["failed"] == 0
+    assert rep["max_live_bytes"] == st["max_live_bytes"]
+
+
+def test_a_window_that_never_opens_says_so(tmp_path, window_program):
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
+                        "profile", "--start-after", "30", "-o", str(tmp_path / "n.hct"),
+                        str(window_program), "50", "0"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "nothing recorded" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_bad_window_is_one_line(tmp_path, window_program):
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
+                        "profile", "--duration", "-1", str(window_program)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

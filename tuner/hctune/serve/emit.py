@@ -1,0 +1,38 @@
+"""The downloads of `hctune serve`: a study's tuned malloc.c (its best setting, or one trial's),
+its Make and CMake snippets, the shared library, and the HTML report. The setting, its
+provenance and the files come from hctune.emit, the functions `hctune emit` calls."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse
+
+from hctune import emit as _emit
+from hctune.serve.auth import need_token
+from hctune.serve.state import Service, service
+
+router = APIRouter(tags=["emit"], dependencies=[Depends(need_token)])
+
+_FILES = {"malloc.c": "text/x-c", "malloc.mk": "text/plain",
+          "hcmalloc.cmake": "text/plain", _emit.SO_NAME: "application/octet-stream"}
+
+
+@router.get("/api/studies/{name}/emit/{file}")
+def api_emit(name: str, file: str, trial: int | None = None, svc: Service = Depends(service)):
+    """The study's best setting (or `trial`'s) as malloc.c, its Make or CMake snippet, or
+    the shared library built on this server's platform."""
+    if file not in _FILES:
+        raise HTTPException(404, f"no such file {file!r}; one of {', '.join(_FILES)}")
+    svc.queue_row(name)
+    setting, prov = _emit.choose_setting(svc.cfg.db_path, name, None, None, (), trial=trial,
+                                         paths=False)
+    d = _emit.emit_into(svc.cfg.data_dir / "emit", setting, prov, so=file == _emit.SO_NAME)
+    return FileResponse(d / file, media_type=_FILES[file], filename=file)
+
+
+@router.get("/api/studies/{name}/report.html")
+def api_report(name: str, svc: Service = Depends(service)):
+    from hctune import report as _report
+    svc.queue_row(name)
+    return HTMLResponse(_report.render(_report.collect(svc.cfg.db_path, name)),
+                        headers={"Content-Disposition": f'attachment; filename="{name}.html"'})

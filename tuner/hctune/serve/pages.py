@@ -1,0 +1,103 @@
+"""The HTML pages of `hctune serve` (the templates serve_*.html.j2) and their forms, which go
+through the same functions as the JSON API (hctune.serve.traces, hctune.serve.studies)."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import ValidationError
+
+from hctune import validate as _validate
+from hctune.search import objective as _obj
+from hctune.serve.auth import need_token
+from hctune.serve.state import Service, service, study_brief
+from hctune.serve.studies import StudyRequest, create_study
+from hctune.serve.traces import store_upload
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+def index():
+    return RedirectResponse("/studies", status_code=303)
+
+
+@router.get("/traces", response_class=HTMLResponse)
+def traces_page(request: Request, svc: Service = Depends(service)):
+    return svc.page("serve_traces.html.j2", request, traces=svc.list_traces())
+
+
+@router.post("/traces", dependencies=[Depends(need_token)])
+def traces_upload(request: Request, file: UploadFile = File(...), format: str = Form("hctune"),
+                  svc: Service = Depends(service)):
+    t = store_upload(svc, file, format, request)
+    return RedirectResponse(f"/traces/{t['id']}", status_code=303)
+
+
+@router.get("/traces/{trace_id}", response_class=HTMLResponse)
+def trace_page(trace_id: int, svc: Service = Depends(service)):
+    from hctune.trace import report as trace_report
+    with svc.db() as db:
+        row = db.trace(trace_id)
+    if row is None:
+        raise HTTPException(404, f"no trace #{trace_id}")
+    if row["stats_json"]:
+        st = json.loads(row["stats_json"])
+    else:
+        from hctune.trace.stats import stats as trace_stats
+        st = trace_stats(row["path"])
+    return HTMLResponse(trace_report.html(st, f"trace #{trace_id}: {row['command'] or ''}"))
+
+
+@router.get("/studies", response_class=HTMLResponse)
+def studies_page(request: Request, svc: Service = Depends(service)):
+    with svc.db() as db:
+        rows = [study_brief(q) for q in db.queued()]
+    st = {}
+    for r in rows:
+        if r["state"] != "queued":
+            s = svc.trials.get(r["name"], r["state"])
+            st[r["name"]] = None if s is None else s.summary(r["options"]["objective"])
+    return svc.page("serve_studies.html.j2", request, studies=rows, summaries=st,
+                    traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS)
+
+
+@router.post("/studies", dependencies=[Depends(need_token)])
+def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
+                   metric: str = Form("time"), trials: int = Form(20),
+                   max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
+                   timeout: str = Form(""), validate_runs: int = Form(0),
+                   validate_top: int = Form(_validate.DEFAULT_TOP),
+                   svc: Service = Depends(service)):
+    def num(s):
+        try:
+            return float(s) if s.strip() else None
+        except ValueError:
+            raise HTTPException(422, f"not a number: {s!r}") from None
+    try:
+        req = StudyRequest(traces=traces, objective=objective, metric=metric, trials=trials,
+                           max_memory_overhead=num(max_memory_overhead),
+                           max_slowdown=num(max_slowdown), timeout=num(timeout),
+                           validate_runs=validate_runs, validate_top=validate_top)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise HTTPException(422, f"{'.'.join(map(str, first['loc']))}: {first['msg']}") \
+            from None
+    s = create_study(svc, req)
+    return RedirectResponse(f"/studies/{s['name']}", status_code=303)
+
+
+@router.get("/studies/{name}", response_class=HTMLResponse)
+async def study_page(request: Request, name: str):
+    # (async: no thread for a page that is read from memory; its JavaScript fills it in)
+    svc = service(request)
+    study = study_brief(svc.queue_row(name))
+    key = (json.dumps(study, sort_keys=True), svc.authorised(request))
+    body = svc.rendered.get(key)
+    if body is None:
+        if len(svc.rendered) >= 256:
+            svc.rendered.clear()
+        body = svc.rendered[key] = svc.page("serve_study.html.j2", request, study=study).body
+    return HTMLResponse(body)

@@ -1,0 +1,170 @@
+"""The studies of `hctune serve`: queue one (StudyRequest), list them, one with its summary,
+comparison and validation, and its trials for a polling page (ETag, `since`). The server never
+runs a search: `hctune worker` takes the queued study (hctune.serve.worker)."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from hctune import validate as _validate
+from hctune.errors import HctuneError
+from hctune.search import objective as _obj
+from hctune.serve.auth import need_token
+from hctune.serve.state import Service, service, study_brief
+from hctune.trace import store
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+router = APIRouter(tags=["studies"])
+
+
+class StudyRequest(BaseModel):
+    traces: list[int] = Field(min_length=1, max_length=64)
+    objective: str = "mem"
+    metric: str = "time"
+    trials: int = Field(20, ge=1, le=10000)
+    timeout: float | None = Field(None, gt=0)
+    max_memory_overhead: float | None = Field(None, ge=0)
+    max_slowdown: float | None = Field(None, ge=0)
+    repeat: int = Field(1, ge=1, le=20)
+    seed: int | None = None
+    name: str | None = None
+    compare_rounds: int = Field(3, ge=0, le=20, description="rounds of measuring the other "
+                                "allocators once the search is done (0: none)")
+    validate_runs: int = Field(0, ge=0, le=100, description=(
+        "once the search is done, real runs of the profiled program per candidate on the "
+        f"worker's machine (hctune validate); 0: none, else at least {_validate.MIN_RUNS}. "
+        "Every trace must carry its command (profiled with `hctune profile`)"))
+    validate_top: int = Field(_validate.DEFAULT_TOP, ge=1, le=10, description=(
+        "how many of the study's best distinct settings the validation runs"))
+
+
+def create_study(svc: Service, req: StudyRequest) -> dict:
+    try:
+        _obj.check_choice(req.objective, req.metric)
+    except HctuneError as e:
+        raise HTTPException(422, str(e)) from None
+    if req.name is not None and not _NAME.match(req.name):
+        raise HTTPException(422, "name: letters, digits, '_', '.', '-' (at most 64)")
+    name = req.name or f"web-{req.objective}-{secrets.token_hex(4)}"
+    if 0 < req.validate_runs < _validate.MIN_RUNS:
+        raise HTTPException(422, f"validate_runs: 0 (no validation) or at least "
+                                 f"{_validate.MIN_RUNS} (intervals need several runs)")
+    with svc.db() as db:
+        for tid in req.traces:
+            row = db.trace(tid)
+            if row is None:
+                raise HTTPException(404, f"no trace #{tid}")
+            if not store.available(db, row):
+                raise HTTPException(409, f"trace #{tid}'s file {Path(row['path']).name} "
+                                         "is gone")
+            if req.validate_runs and db.invocation(row) is None:
+                raise HTTPException(422, f"validate_runs: trace #{tid} carries no command to "
+                                         "run (uploaded or imported); validation needs "
+                                         "traces profiled with `hctune profile`")
+        if db.queued(name) is not None or db.study(name) is not None:
+            raise HTTPException(409, f"a study named {name!r} exists")
+        opts = req.model_dump(exclude={"traces", "name"})
+        db.enqueue(name, sorted(set(req.traces)), opts)
+        return study_brief(db.queued(name))
+
+
+def validation(svc: Service, q) -> dict | None:
+    """The study's latest validation (real runs, hctune.validate): its state, the number of
+    runs stored so far, and once done the verdict, the winner and every candidate's medians
+    and ratios (with intervals) beside the replay's prediction; or its one-line error."""
+    with svc.db() as db:
+        v = db.latest_validation(q["study"], done=False)
+        if v is None:
+            return None
+        stored = len(db.real_runs(v["id"]))
+    s = json.loads(v["summary_json"]) if v["summary_json"] else {}
+    out = {"id": v["id"], "status": v["status"], "runs": v["runs"], "stored_runs": stored,
+           "host": v["host"], "created": v["created"], "finished": v["finished"],
+           "error": s.get("error")}
+    if v["status"] == "failed" and out["error"] is None:
+        out["error"] = "the validation failed"
+    for k in ("verdict", "winner", "significant", "measure", "candidates", "notes",
+              "output_check", "interval"):
+        out[k] = s.get(k)
+    return out
+
+
+def comparison(svc: Service, q) -> list[dict] | None:
+    from hctune import report as _report
+    try:
+        data = _report.collect(svc.cfg.db_path, q["study"])
+    except HctuneError:
+        return None
+    return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
+
+
+def study_full(svc: Service, q, with_trials: bool = True) -> Response:
+    """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
+    as the cache's bytes, not decoded and encoded again."""
+    out = study_brief(q)
+    snap = svc.trials.get(q["study"], q["state"])
+    out["summary"] = None if snap is None else snap.summary(out["options"]["objective"])
+    out["comparison"] = comparison(svc, q) if q["state"] == "done" else None
+    out["validation"] = validation(svc, q)
+    body = json.dumps(out, separators=(",", ":")).encode()
+    if with_trials:
+        body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
+    return Response(body, media_type="application/json")
+
+
+def not_modified(request: Request, etag: str) -> bool:
+    given = request.headers.get("if-none-match")
+    if not given:
+        return False
+    tags = {t.strip().removeprefix("W/") for t in given.split(",")}
+    return "*" in tags or etag in tags
+
+
+@router.get("/api/studies")
+def api_studies(svc: Service = Depends(service)):
+    with svc.db() as db:
+        return [study_brief(q) for q in db.queued()]
+
+
+@router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)])
+def api_create(req: StudyRequest, svc: Service = Depends(service)):
+    return create_study(svc, req)
+
+
+@router.get("/api/studies/{name}")
+def api_study(name: str, trials: bool = Query(True, description="include the trials list "
+                                              "(a polling client reads /trials?since=N)"),
+              svc: Service = Depends(service)):
+    return study_full(svc, svc.queue_row(name), trials)
+
+
+async def snapshot(svc: Service, name: str, state: str):
+    """trials.get() without leaving the event loop unless a read of the storage is due
+    (at most once a second per study): the hot path of every polling client."""
+    return svc.trials.peek(name, state) or await run_in_threadpool(svc.trials.get, name, state)
+
+
+@router.get("/api/studies/{name}/trials")
+async def api_trials(request: Request, name: str,
+                     since: int = Query(0, ge=0, description="only the trials numbered this or "
+                                        "more: a finished trial never changes, so a polling "
+                                        "client asks from its first unfinished one")):
+    """The study's trials in number order, read at most a second ago. The ETag changes
+    with them: with `If-None-Match` an unchanged list is a 304 with no body."""
+    svc = service(request)
+    q = svc.queue_row(name)
+    snap = await snapshot(svc, name, q["state"])
+    body, etag = (b"[]", '"empty"') if snap is None else snap.since(since)
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if not_modified(request, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
