@@ -98,7 +98,7 @@ def test_a_failing_command_leaves_no_new_database(tmp_path):
     assert (tmp_path / "hctune.db").exists()
 
 
-def test_studies_without_any():
+def test_studies_without_any(tmp_path):
     from click.testing import CliRunner
-    r = CliRunner().invoke(cli, ["--db", ":memory:", "studies"])
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "h.db"), "studies"])
     assert r.exit_code == 0 and "no study yet" in r.output
