@@ -22,7 +22,8 @@ def show(rows: list[dict]) -> None:
         click.echo("no study yet: hctune search --objective mem|perf")
         return
     for r in rows:
-        traces = ", ".join(f"#{t['id']}" + (f" ({t['command']})" if t["command"] else "")
+        traces = ", ".join(f"#{t['id']}" + (f" ({' '.join(t['command'].split())})"
+                                            if t["command"] else "")
                            for t in r["traces"])
         click.echo(f"{r['name']}")
         click.echo(f"  {r['objective']} on trace {traces}; created {r['created']}")
