@@ -68,7 +68,9 @@ static void hc_free_locked(void *p)
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("free(): invalid pointer (not from this malloc, or freed twice)");
         hc_account_free(hc_mmap_len(p));
+        int saved = errno; /* free keeps errno even when munmap fails (POSIX.1-2024, glibc) */
         hc_munmap_block(p);
+        errno = saved;
         return;
     }
 #if HC_DEBUG
@@ -468,12 +470,9 @@ int posix_memalign(void **out, size_t align, size_t n)
 {
     if (!hc_pow2(align) || align % sizeof(void *))
         return EINVAL;
-    int saved = errno;
     void *p = hc_memalign(align, n);
-    if (!p) {
-        errno = saved;
-        return ENOMEM;
-    }
+    if (!p)
+        return ENOMEM; /* errno is ENOMEM too, as glibc leaves it */
     *out = p;
     return 0;
 }
@@ -487,10 +486,11 @@ void *aligned_alloc(size_t align, size_t n)
     return hc_memalign(align, n);
 }
 
-/* memalign rounds a non-power-of-two alignment up, as glibc does. */
+/* memalign rounds a non-power-of-two alignment up, as glibc does: EINVAL only for an alignment
+ * above 2^63 (no power of two to round to); 2^63 itself cannot be served, ENOMEM. */
 void *memalign(size_t align, size_t n)
 {
-    if (align > ((size_t)1 << 62)) {
+    if (align > ((size_t)1 << 63)) {
         errno = EINVAL;
         return NULL;
     }

@@ -107,9 +107,14 @@ struct mallinfo mallinfo(void)
     return m;
 }
 
-/* glibc's format on stderr, one arena; written with write(2), no stdio stream. */
+/* glibc's format on stderr, one arena; written with write(2), no stdio stream.  write is a
+ * cancellation point: cancellation is off around it, as glibc turns it off, so a thread with a
+ * pending cancel still prints (and is cancelled at its next cancellation point). */
 void malloc_stats(void)
 {
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    int saved = errno;
     struct hc_info i = hc_info_get();
     char buf[512];
     int n = snprintf(buf, sizeof buf,
@@ -120,6 +125,8 @@ void malloc_stats(void)
                      i.hblkhd);
     if (n > 0)
         hc_write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    errno = saved;
+    pthread_setcancelstate(cancel, NULL);
 }
 
 /* XML in the spirit of glibc's, with HC's own figures; options must be 0 (EINVAL otherwise). */

@@ -41,8 +41,9 @@
  *    M_TRIM_THRESHOLD, hc_os.c's madvise): when a page is emptied, pages empty for DECAY_MS are
  *    released once the empty pool's unreleased pages reach DECAY_BYTES; malloc_trim releases
  *    them all.  A released page keeps its header page; its blocks read as zero again.
- *  - fork: the pools' lock is taken around fork; in the child, pages of threads that did not
- *    survive the fork become orphans.
+ *  - fork: the pools' lock is taken around fork by hc_lock.h's handlers, in its lock order
+ *    (after the stdio list lock, not at all while single-threaded); in the child, pages of
+ *    threads that did not survive the fork become orphans.
  *  - Statistics: pages taken (small_pages, counted in the footprint: the region is never
  *    unmapped), empty pages held, bytes released.  Page blocks are not counted in allocs_* and
  *    bytes_* (those are the paper's heap's, which COALESCE_QL's ratio reads).
@@ -731,6 +732,8 @@ static void hc_sp_stats(struct hc_stats *out)
     pthread_mutex_unlock(&hc_sp_mu);
 }
 
+/* fork: called by hc_lock.h's handlers (in its lock order: after the stdio list lock, before
+ * the arenas), and only when the process has threads -- single-threaded, nothing is locked. */
 static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
 static void hc_sp_fork_parent(void) { pthread_mutex_unlock(&hc_sp_mu); }
 
@@ -754,11 +757,6 @@ static void hc_sp_fork_child(void)
     }
 }
 
-__attribute__((constructor)) static void hc_sp_init(void)
-{
-    pthread_atfork(hc_sp_fork_prepare, hc_sp_fork_parent, hc_sp_fork_child);
-}
-
 #else /* !HC_SP_ON */
 
 #define HC_SP_LIMIT ((size_t)0)
@@ -771,5 +769,8 @@ static inline size_t hc_sp_class_size(size_t n) { return n; }
 #define HC_SP_ALIGN_MAX 0u
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
+static void hc_sp_fork_prepare(void) {}
+static void hc_sp_fork_parent(void) {}
+static void hc_sp_fork_child(void) {}
 
 #endif /* HC_SP_ON */

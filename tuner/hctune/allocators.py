@@ -138,7 +138,6 @@ def setting_key(name: str, setting: dict | None) -> str | None:
     if setting is None:
         return None
     if name == "hc":
-        from hctune import knobs
         return knobs.key(setting)
     return _xknobs.key(name, setting) or None
 
@@ -148,7 +147,6 @@ def parse_setting(name: str, preset: str | None = None, sets=()) -> dict | None:
     glibc, jemalloc, mimalloc, tcmalloc their changed knobs (`--set jemalloc.narenas=1`);
     None for other allocators, which have no knobs."""
     if name == "hc":
-        from hctune import knobs
         return knobs.resolve(preset, sets)
     if preset:
         raise HctuneError(f"--preset and its named settings apply to the hc allocator, "

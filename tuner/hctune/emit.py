@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from hctune import VERSION_TEXT
+from hctune import allocator_knobs, allocators
 from hctune import knobs as _knobs
 from hctune import build, render, templating
 from hctune import validate as _validate
@@ -72,10 +73,42 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
                    sets, trial: int | None = None, paths: bool = True) -> tuple[dict, dict]:
     """(setting, provenance) from a study's best trial (the real runs' winner once validated),
     one finished `trial` of it, or a preset, `--set` applied last. Used by `hctune emit` and
-    the service alike."""
+    the service alike. A recommendation of another allocator than HC has no malloc.c: one
+    line pointing at `emit --env`."""
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets, trial=trial,
+                                  paths=paths)
+    if alloc != "hc":
+        raise HctuneError(f"the recommendation is {allocator_knobs.describe(alloc, setting)}: "
+                          f"not HC, so there is no malloc.c to write; write its environment "
+                          f"with `hctune emit --env FILE`")
+    return setting, prov
+
+
+def choose(db_path, study: str | None, objective: str | None, preset: str | None, sets,
+           allocator: str | None = None, trial: int | None = None,
+           paths: bool = True) -> tuple[str, dict, dict]:
+    """(allocator, setting, provenance): a study's recommendation (the real runs' winner once
+    validated, else the replay's best trial; or one finished `trial`), a preset, or
+    `allocator` with its library defaults; `--set` applied last (HC's KNOB=VALUE, another
+    allocator's ALLOCATOR.KNOB=VALUE)."""
     sets = list(sets or ())
-    overrides = _knobs.parse_sets(sets)
+    if allocator in (None, "hc") and not any("." in i.partition("=")[0] for i in sets):
+        _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     prov = {}
+    if allocator is not None and allocator != "hc":
+        if study is not None or preset is not None:
+            raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
+                              f"two ways; give one")
+        if allocator not in allocator_knobs.names():
+            raise HctuneError(f"--allocator: use hc or {', '.join(allocator_knobs.names())}, "
+                              f"not {allocator!r}")
+        allocators.resolve(allocator)  # installed? (one line saying how to add it)
+        setting = allocator_knobs.parse_sets(allocator, sets)
+        prov.update(objective=f"{allocator} as asked (--allocator"
+                              + (f", --set {' '.join(sets)})" if sets else ")"),
+                    measured="not measured by hctune", validated="not validated in real runs",
+                    date=render.date_text(), hctune=VERSION_TEXT)
+        return allocator, setting, prov
     if preset is not None:
         if study is not None:
             raise HctuneError("--preset and --study choose the setting two ways; give one")
@@ -83,7 +116,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         prov.update(trace="none (a preset, not tuned to a trace)", objective=f"preset {preset}",
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=render.date_text(), hctune=VERSION_TEXT)
-        return setting, prov
+        return "hc", setting, prov
     from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
     from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
@@ -116,15 +149,22 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
         traces = results.study_traces(db, row)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
     setting = _study.trial_setting(chosen_t)
+    alloc = _study.trial_allocator(chosen_t)
     if real is not None:
         # the real runs' winner replaces the replay's best
+        alloc = real["winner"].get("allocator") or "hc"
         setting = _validate.winner_setting(real)
         n = real["winner"]["trial"]
         if not origin:
             chosen_t = next((t for t in _study.finished(st) if t.number == n), None) \
                 if n is not None else None
-    setting.update(overrides)
-    setting = _knobs.complete(setting)
+    if alloc == "hc":
+        setting.update(_knobs.parse_sets(sets))
+        setting = _knobs.complete(setting)
+    else:
+        setting = allocator_knobs.complete(alloc, {**setting,
+                                                   **allocator_knobs.parse_sets(alloc, sets)})
+    overrides = bool(sets)
     measured = _measured(chosen_t, metric) if chosen_t is not None \
         else "not measured by the study"
     if overrides:
@@ -157,7 +197,7 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
     prov.update(date=render.date_text(), hctune=VERSION_TEXT)
-    return setting, prov
+    return alloc, setting, prov
 
 
 def write_snippets(directory: Path, source: str, so_name: str = SO_NAME) -> dict:
@@ -214,4 +254,54 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
         written["so"] = str(so_path)
     written.update(write_snippets(out.parent, out.name,
                                   so_path.name if so_path else SO_NAME))
+    return written
+
+
+def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None = None) -> dict:
+    """Write the shell file that, sourced, runs a program under `alloc` with `setting`
+    (LD_PRELOAD of its library and its variables), with the same setting as a one-line
+    command, GLIBC_TUNABLES/MALLOC_CONF string, systemd drop-in, Dockerfile ENV block and
+    LD_PRELOAD line in comments, and the evidence (`prov`) above. For HC, `library` is the
+    .so written beside it."""
+    path = Path(path)
+    if path.is_dir():
+        raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")
+    if alloc == "hc":
+        if library is None:
+            raise HctuneError("an HC recommendation needs its .so beside the file")
+        variables, package, title = {}, None, "HC, tuned by hctune (Hasan & Chang 2006, §3)"
+    else:
+        library = allocators.resolve(alloc).library
+        variables = allocator_knobs.env_vars(alloc, setting)
+        package = allocator_knobs.allocator(alloc).package if library is not None else None
+        title = f"{allocator_knobs.describe(alloc, setting)}, recommended by hctune"
+    exports = []
+    if library is not None:
+        exports.append(("LD_PRELOAD", str(Path(library).resolve())))
+    exports += list(variables.items())
+    text = templating.render("snippets/allocator.env.j2", title=title, env_name=path.name,
+                             prov=list(prov.items()), package=package,
+                             library=str(Path(library).resolve()) if library else None,
+                             exports=[(k, shlex.quote(v), v) for k, v in exports])
+    write_atomic(path, text)
+    return {"env": str(path), "allocator": alloc, "variables": dict(exports)}
+
+
+def emit_env(db_path, env_path, study=None, objective=None, preset=None, sets=(),
+             allocator=None, out=None, so=None) -> dict:
+    """`hctune emit --env FILE`: the recommendation as a shell file (write_env); for HC the
+    malloc.c (`out`, default malloc.c beside FILE) and its .so (`so`, default libhcmalloc.so
+    beside FILE) are written too, and LD_PRELOAD names that .so."""
+    env_path = Path(env_path)
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets, allocator)
+    written = {}
+    library = None
+    if alloc == "hc":
+        out = Path(out) if out else env_path.parent / "malloc.c"
+        so = Path(so) if so else env_path.parent / SO_NAME
+        written = emit(db_path, out, study, objective, preset, sets, so)
+        library = so
+    written.update(write_env(env_path, alloc, setting, prov, library))
+    written["setting"] = setting
+    written["provenance"] = prov
     return written

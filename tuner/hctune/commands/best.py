@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hctune import allocator_knobs
 from hctune.search import results
 
 
@@ -36,7 +37,11 @@ def show(r: dict, console: Console):
                      "(not validated: hctune validate)"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
-    console.print(escape(f"changed from generic (Table 6): {changed}"))
+    if r.get("allocator", "hc") != "hc":
+        console.print(escape(f"allocator: {allocator_knobs.describe(r['allocator'], r['setting'])}"
+                             " (the tuned row; write it with hctune emit --env FILE)"))
+    else:
+        console.print(escape(f"changed from generic (Table 6): {changed}"))
     for e in r["traces"]:
         t = Table(title=escape(e["command"] or e["trace"]), title_justify="left")
         for col in ("", "footprint", "vs glibc", "vs generic", perf.replace("_", " "),

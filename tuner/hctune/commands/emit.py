@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -17,13 +18,23 @@ from hctune import knobs
 @click.option("--preset", default=None,
               help=f"Emit a paper setting instead of a study's: {', '.join(knobs.preset_names())}.")
 @click.option("--set", "sets", multiple=True, metavar="KNOB=VALUE",
-              help="Override one knob (repeatable).")
-@click.option("-o", "--output", required=True, type=click.Path(), help="The malloc.c to write.")
+              help="Override one knob (repeatable): HC's QL_HIGH=128, another allocator's "
+                   "jemalloc.narenas=1.")
+@click.option("-o", "--output", default=None, type=click.Path(),
+              help="The malloc.c to write (an HC recommendation).")
+@click.option("--env", "env_file", default=None, type=click.Path(dir_okay=False),
+              help="Write a shell file that, sourced, runs a program under the recommendation "
+                   "(any allocator): LD_PRELOAD and the allocator's variables, and the same as "
+                   "export line, GLIBC_TUNABLES/MALLOC_CONF string, systemd drop-in, "
+                   "Dockerfile ENV.")
+@click.option("--allocator", default=None,
+              help="With --env: this allocator (glibc, jemalloc, mimalloc, tcmalloc) at its "
+                   "defaults or --set values, instead of a study's recommendation.")
 @click.option("--so", "so", default=None, type=click.Path(dir_okay=False),
               help="Also compile the shared library (for LD_PRELOAD), e.g. libhcmalloc.so.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @click.pass_context
-def command(ctx, study_name, objective, preset, sets, output, so, as_json):
+def command(ctx, study_name, objective, preset, sets, output, env_file, allocator, so, as_json):
     """Write the tuned allocator as one self-contained malloc.c.
 
     \b
@@ -31,6 +42,22 @@ def command(ctx, study_name, objective, preset, sets, output, so, as_json):
     or as a preloadable .so:   hctune emit -o malloc.c --so libhcmalloc.so
     malloc.mk and hcmalloc.cmake are written beside it for make and CMake builds.
     """
+    if env_file is not None:
+        w = _emit.emit_env(ctx.obj["db_path"], env_file, study_name, objective, preset, sets,
+                           allocator, output, so)
+        if as_json:
+            click.echo(json.dumps(w, indent=2, sort_keys=True, default=str))
+            return
+        if "malloc_c" in w:
+            click.echo(f"wrote {w['malloc_c']} and {w['so']}")
+        click.echo(f"wrote {w['env']}  (. ./{Path(w['env']).name} && ./app: "
+                   + " ".join(f"{k}={v}" for k, v in w["variables"].items()) + ")"
+                   if w["variables"] else f"wrote {w['env']}  (glibc's defaults: nothing to set)")
+        return
+    if output is None:
+        raise click.UsageError("give -o malloc.c (HC) or --env FILE (any allocator)")
+    if allocator not in (None, "hc"):
+        raise click.UsageError(f"--allocator {allocator} has no malloc.c; use --env FILE")
     w = _emit.emit(ctx.obj["db_path"], output, study_name, objective, preset, sets, so)
     if as_json:
         click.echo(json.dumps(w, indent=2, sort_keys=True, default=str))

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hctune import allocators
 from hctune import validate as _validate
 from hctune.commands import validate as _validate_cmd
 from hctune.search import objective as _obj
@@ -68,6 +69,15 @@ def _bar(opts: _study.Options, console: Console):
     return prog, first_call
 
 
+def _allocator_list(text: str) -> tuple[str, ...]:
+    names = allocators.parse_list(text)
+    if names == ["installed"]:
+        return _study.default_allocators()
+    if not names:
+        raise click.UsageError("--allocators needs at least one name")
+    return tuple(names)
+
+
 @click.command("search")
 @click.argument("traces", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--objective", type=click.Choice(_obj.OBJECTIVES), default="mem", show_default=True,
@@ -92,6 +102,14 @@ def _bar(opts: _study.Options, console: Console):
 @click.option("--repeat", type=int, default=3, show_default=True,
               help="Replays per measurement (the median is kept).")
 @click.option("--seed", type=int, default=None, help="Sampler seed (reproducible search).")
+@click.option("--allocators", "allocator_list", default="hc", show_default=True,
+              metavar="hc,glibc,jemalloc,...",
+              help="Allocators to search across, each with its own knobs (configs/"
+                   "allocators.toml); 'installed': hc and every one installed.")
+@click.option("--memory-measure", type=click.Choice(("peak", "final", "mean")), default="peak",
+              show_default=True,
+              help="What mem minimises: the peak, or the RSS left after the replay frees its "
+                   "blocks (final; where decay knobs show). mean needs real runs' RSS curve.")
 @click.option("--validate", "do_validate", is_flag=True,
               help="Then run the real program under the best settings (hctune validate).")
 @click.option("--validate-runs", type=int, default=_validate.DEFAULT_RUNS, show_default=True,
@@ -101,8 +119,8 @@ def _bar(opts: _study.Options, console: Console):
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
-            max_memory_overhead, max_slowdown, metric, repeat, seed, do_validate, validate_runs,
-            validate_top, as_json):
+            max_memory_overhead, max_slowdown, metric, repeat, seed, allocator_list,
+            memory_measure, do_validate, validate_runs, validate_top, as_json):
     """Search HC's knobs for the TRACES (default: the latest profile).
 
     Seeds the study with the paper's settings (Hasan & Chang 2006, Tables 6, 7 and the §5.2
@@ -113,7 +131,9 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     opts = _study.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
                           jobs=jobs, study=study_name, storage=storage,
                           max_memory_overhead=limit, max_slowdown=max_slowdown,
-                          seed=seed, repeat=repeat, memory_limit_default=limit_default)
+                          seed=seed, repeat=repeat, memory_limit_default=limit_default,
+                          allocators=_allocator_list(allocator_list),
+                          memory_measure=memory_measure)
     console = Console(stderr=True)
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
@@ -147,10 +167,18 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     for o in ("mem", "perf"):
         b = result.get(f"best_{o}")
         if b:
-            click.echo(f"best {o}: trial {b['trial']}: footprint {b['mem_ratio']:.4f}x glibc, "
-                       f"{metric} {b['perf_ratio']:.4f}x glibc"
+            who = f" ({b['allocator']})" if b.get("allocator") else ""
+            click.echo(f"best {o}: trial {b['trial']}{who}: footprint {b['mem_ratio']:.4f}x "
+                       f"glibc, {metric} {b['perf_ratio']:.4f}x glibc"
                        + (f" (seed: {b['seed']})" if b.get("seed") else ""))
-            click.echo(f"  {b['setting']}")
+            click.echo(f"  {b['setting'] or '(the library defaults)'}")
+    if result.get("per_allocator"):
+        click.echo("each allocator's best (memory and time x glibc; its defaults in brackets):")
+        for r in result["per_allocator"]:
+            d = (f"  [{r['defaults_mem_ratio']:.3f} {r['defaults_perf_ratio']:.3f}]"
+                 if r["defaults_mem_ratio"] is not None else "")
+            click.echo(f"  {r['allocator']:9} {r['mem_ratio']:.3f} {r['perf_ratio']:.3f}{d}  "
+                       f"trial {r['trial']}: {r['setting'] or '(defaults)'}")
     if do_validate:
         _validate_cmd.show(result["validation"], Console())
     click.echo("next: hctune best" + (f" --study {result['study']}" if study_name else "")

@@ -51,8 +51,12 @@ def _die_with_parent():
                    "db, else the user's hctune data directory).")
 @click.option("--max-upload", type=click.IntRange(1), default=256, show_default=True,
               metavar="MB", help="Largest trace upload, in MiB.")
+@click.option("--trials-ttl", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="How long a read of a study's trials is served before it is read again "
+                   "(default 1; 0: every request reads them).")
 @click.pass_context
-def command(ctx, host, port, storage, token, workers, http_workers, data_dir, max_upload):
+def command(ctx, host, port, storage, token, workers, http_workers, data_dir, max_upload,
+            trials_ttl):
     """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
     import uvicorn
 
@@ -74,7 +78,8 @@ def command(ctx, host, port, storage, token, workers, http_workers, data_dir, ma
         data = paths.data_dir() / "serve"
     else:
         data = Path(str(Path(db_path).resolve()) + ".serve")
-    cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20)
+    cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20,
+                 **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
     procs = []
     # the database and storage URLs (passwords and all) by environment, not on a command line
     # that `ps` shows

@@ -17,7 +17,7 @@ import socket
 import threading
 from pathlib import Path
 
-from hctune import build, replay
+from hctune import allocators, build, replay
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
@@ -26,6 +26,12 @@ from hctune.errors import HctuneError
 # for glibc the replay reports its peak RSS there. Limits compare like with like: peak RSS.
 MEM_FIELD = "footprint_bytes"
 RSS_FIELD = "peak_rss_bytes"
+# --memory-measure: which memory figure the mem objective compares. "peak" keeps the field
+# above in an HC-only study (HC's own footprint, the paper's measure); a study across
+# allocators compares peak RSS, measured alike for every allocator. "final" is the RSS left
+# once the replay has freed its blocks (where jemalloc's decay, glibc's trim and mimalloc's
+# decommit delay show); "mean" (time-weighted) needs the RSS curve, which only real runs have.
+MEMORY_MEASURES = ("peak", "final")
 PERF_FIELDS = {"time": "time_ns_per_op", "instructions": "instructions_per_op"}
 OBJECTIVES = ("mem", "perf", "pareto")
 # `perf` keeps peak RSS within this many percent of the larger of glibc's and generic HC's,
@@ -95,8 +101,10 @@ class Evaluator:
     """Measures settings on a study's traces; safe to share between --jobs threads."""
 
     def __init__(self, db_path, traces: list[Trace], metric: str = "time", repeat: int = 3,
-                 measure_fn=None, reference_setting: dict | None = None):
+                 measure_fn=None, reference_setting: dict | None = None,
+                 mem_field: str = MEM_FIELD):
         self.db_path = str(db_path)
+        self.mem_field = mem_field
         self._measure_fn = measure_fn  # None: hctune.replay.measure (tests may pass their own)
         self.traces = traces
         self.metric = metric
@@ -130,17 +138,17 @@ class Evaluator:
                                build.CFLAGS)
 
     def stored(self, trace: Trace, allocator: str, setting: dict | None):
-        key = _knobs.key(setting) if setting is not None else None
+        key = allocators.setting_key(allocator, setting)
         # this machine's own: a shared database holds other machines' times too
         rows = self._db().measurements(trace_id=trace.id, allocator=allocator, setting=key,
                                        metric=self.metric, host=socket.gethostname())
-        if setting is None:
+        if key is None:
             rows = [r for r in rows if r["setting"] is None]
         # a multi-threaded trace measured on one thread (before the threaded replay, or with
         # --threads off) is not what the search measures
         results = [r for r in (json.loads(row["result_json"]) for row in rows)
                    if r.get("threads", 1) <= 1 or r.get("threads_mode") == "auto"]
-        if setting is not None and self._measure_fn is None and results:
+        if allocator == "hc" and setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
             build_key = self.build_key(setting)
@@ -150,7 +158,7 @@ class Evaluator:
     def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
         """(result, cached): a stored measurement, or a new one (built, replayed, stored). Two
         threads (--jobs) asking for the same one at once measure it once: the second waits."""
-        key = _knobs.key(setting) if setting is not None else None
+        key = allocators.setting_key(allocator, setting)
         with self._measuring(trace.id, allocator, key):
             found = self.stored(trace, allocator, setting)
             if found is not None:
@@ -194,21 +202,24 @@ class Evaluator:
 
     # ---- the objective ----
 
-    def evaluate(self, setting: dict) -> Evaluation:
+    def evaluate(self, setting: dict, allocator: str = "hc") -> Evaluation:
+        """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc."""
         field = PERF_FIELDS[self.metric]
+        mem_field = self.mem_field
+        who = "HC" if allocator == "hc" else allocator
         rows, all_cached = [], True
         for t in self.traces:
             base = self.baseline(t)
-            hc, cached = self.measure(t, "hc", setting)
+            hc, cached = self.measure(t, allocator, setting)
             all_cached &= cached
-            mem = _number(hc, MEM_FIELD, "HC", PAGE) / _number(base, MEM_FIELD, "glibc", PAGE)
-            perf = _number(hc, field, "HC") / _number(base, field, "glibc")
-            rss = _number(hc, RSS_FIELD, "HC", PAGE) / _number(base, RSS_FIELD, "glibc", PAGE)
+            mem = _number(hc, mem_field, who, PAGE) / _number(base, mem_field, "glibc", PAGE)
+            perf = _number(hc, field, who) / _number(base, field, "glibc")
+            rss = _number(hc, RSS_FIELD, who, PAGE) / _number(base, RSS_FIELD, "glibc", PAGE)
             ref = self.reference(t)
-            rss_ref = None if ref is None else _number(hc, RSS_FIELD, "HC", PAGE) / max(
+            rss_ref = None if ref is None else _number(hc, RSS_FIELD, who, PAGE) / max(
                 _number(base, RSS_FIELD, "glibc", PAGE), _number(ref, RSS_FIELD, "generic", PAGE))
-            rows.append({"trace_id": t.id, "footprint_bytes": hc[MEM_FIELD], field: hc[field],
-                         RSS_FIELD: hc[RSS_FIELD], "glibc_footprint_bytes": base[MEM_FIELD],
+            rows.append({"trace_id": t.id, "footprint_bytes": hc[mem_field], field: hc[field],
+                         RSS_FIELD: hc[RSS_FIELD], "glibc_footprint_bytes": base[mem_field],
                          f"glibc_{field}": base[field], f"glibc_{RSS_FIELD}": base[RSS_FIELD],
                          "mem_ratio": mem, "perf_ratio": perf, "rss_ratio": rss,
                          **({"rss_ratio_vs_ref": rss_ref} if rss_ref is not None else {})})

@@ -105,7 +105,9 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=opts.get("repeat", 3),
                         measure_fn=measure_fn)
     setting = _study.trial_setting(trial)
+    alloc = _study.trial_allocator(trial)
     if real is not None:   # the real runs' winner replaces the replay's best
+        alloc = real["winner"].get("allocator") or "hc"
         setting = realruns.winner_setting(real)
         n = real["winner"]["trial"]
         trial = next((t for t in _study.finished(st) if t.number == n), None)
@@ -117,7 +119,7 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     per_trace = []
     try:
         for t in traces:
-            tuned, _ = ev.measure(t, "hc", setting)
+            tuned, _ = ev.measure(t, alloc, setting)
             gen, _ = ev.measure(t, "hc", generic)
             glibc = ev.baseline(t)
             entry = {"trace": t.path, "command": t.command,
@@ -142,7 +144,8 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
         "metric": metric, "trial": trial.number if trial is not None else None,
         "seed": trial.user_attrs.get("seed") if trial is not None else None,
-        "setting": setting, "changed_from_generic": _knobs.diff_from(setting, generic),
+        "allocator": alloc, "setting": setting,
+        "changed_from_generic": _knobs.diff_from(setting, generic) if alloc == "hc" else setting,
         "traces": per_trace,
         "geomean": {o: {"footprint": gm(o, "footprint"), perf_field: gm(o, perf_field)}
                     for o in ("glibc", "generic")},

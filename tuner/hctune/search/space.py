@@ -21,6 +21,7 @@ import math
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from hctune import allocator_knobs as _xknobs
 from hctune import knobs as _knobs
 from hctune.errors import HctuneError
 
@@ -171,3 +172,87 @@ def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> 
         else:
             params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
     return setting_of(params, only, threads)
+
+
+# ---- the cross-allocator space (search --allocators hc,glibc,jemalloc,...) ----
+#
+# Optuna's conditional space: the trial first picks its allocator (parameter "allocator"), then
+# only that allocator's knobs: HC's under their names above, the others' (configs/
+# allocators.toml) as "jemalloc.narenas" and so on ("jemalloc.narenas+1" for log_or_zero).
+
+ALLOCATOR_PARAM = "allocator"
+
+
+def x_param_name(k) -> str:
+    return f"{k.full_name}+1" if k.search == "log_or_zero" else k.full_name
+
+
+def x_distribution(k):
+    """The Optuna distribution of another allocator's knob `k`, or None when not searched."""
+    lo = k.search_min if k.search_min is not None else k.min
+    hi = k.search_max if k.search_max is not None else k.max
+    kind = k.search
+    if kind == "fixed":
+        return None
+    if kind == "choice":
+        return CategoricalDistribution(list(k.choices) if k.type == "choice" else [0, 1])
+    if kind == "int":
+        step = k.search_step or 1
+        hi = lo + (hi - lo) // step * step
+        return IntDistribution(int(lo), int(hi), step=int(step))
+    if kind == "float":
+        return FloatDistribution(float(lo), float(hi))
+    if kind == "log":
+        return IntDistribution(int(lo), int(hi), log=True)
+    if kind == "log_or_zero":
+        return IntDistribution(int(lo) + 1, int(hi) + 1, log=True)
+    raise HctuneError(f"allocators.toml: {k.full_name}: unknown search kind {kind!r}")
+
+
+def x_searched(name: str, threads: bool = False) -> dict:
+    """Another allocator's searched knobs ({name: XKnob}); thread knobs only when `threads`."""
+    return {n: k for n, k in _xknobs.knobs(name).items()
+            if k.search != "fixed" and (threads or not k.threads)}
+
+
+def x_params_of(name: str, setting: dict, threads: bool = False) -> dict:
+    """The Optuna parameters of allocator `name` with `setting` (changed knobs; the rest at
+    the library's defaults), "allocator" included."""
+    full = {**_xknobs.defaults(name), **_xknobs.complete(name, setting)}
+    params = {ALLOCATOR_PARAM: name}
+    for n, k in x_searched(name, threads).items():
+        v = full[n]
+        params[x_param_name(k)] = int(v) + 1 if k.search == "log_or_zero" else v
+    return params
+
+
+def x_setting_of(name: str, params: dict, threads: bool = False) -> dict:
+    out = {}
+    for n, k in x_searched(name, threads).items():
+        p = x_param_name(k)
+        if p in params:
+            v = params[p]
+            out[n] = int(v) - 1 if k.search == "log_or_zero" else v
+    return _xknobs.complete(name, out)
+
+
+def suggest_allocator(trial: optuna.trial.BaseTrial, names, only=None,
+                      threads: bool = False) -> tuple[str, dict]:
+    """Pick the allocator, then sample its knobs: (allocator, setting) — HC's full setting, or
+    another allocator's changed knobs."""
+    name = trial.suggest_categorical(ALLOCATOR_PARAM, list(names))
+    if name == "hc":
+        return name, suggest(trial, only, threads)
+    params = {}
+    for k in x_searched(name, threads).values():
+        dist = x_distribution(k)
+        p = x_param_name(k)
+        if isinstance(dist, CategoricalDistribution):
+            params[p] = trial.suggest_categorical(p, dist.choices)
+        elif isinstance(dist, FloatDistribution):
+            params[p] = trial.suggest_float(p, dist.low, dist.high, log=dist.log)
+        elif dist.log:
+            params[p] = trial.suggest_int(p, dist.low, dist.high, log=True)
+        else:
+            params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
+    return name, x_setting_of(name, params, threads)

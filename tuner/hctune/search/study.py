@@ -23,6 +23,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from hctune import allocator_knobs as _xknobs
+from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
@@ -59,6 +61,19 @@ class Options:
     # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
     # the thread-cache knobs are searched too, see search/space.py)
     threads: bool = False
+    # the allocators the search picks from: ("hc",) is HC alone (the study of old); more make
+    # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
+    allocators: tuple[str, ...] = ("hc",)
+    memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
+
+    @property
+    def cross(self) -> bool:
+        return tuple(self.allocators) != ("hc",)
+
+    def mem_field(self) -> str:
+        if self.memory_measure == "final":
+            return "final_rss_bytes"
+        return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
 
 def parse_memory_limit(text) -> tuple[float | None, bool]:
@@ -127,6 +142,10 @@ def default_name(traces, opts: Options) -> str:
         name += f"-{opts.sampler}"
     if opts.only is not None:
         name += "-only-" + "+".join(sorted(opts.only))
+    if opts.cross:
+        name += "-x-" + "+".join(opts.allocators)
+    if opts.memory_measure != "peak":
+        name += f"-{opts.memory_measure}"
     return name
 
 
@@ -149,8 +168,10 @@ def make_sampler(opts: Options, constrained: bool):
             return optuna.samplers.NSGAIISampler(population_size=pop, seed=opts.seed,
                                                  constraints_func=cf)
         # constant_liar: parallel workers (--jobs, several machines) do not all pick one point.
+        # group: the cross-allocator space is conditional (each allocator has its own knobs)
         return optuna.samplers.TPESampler(seed=opts.seed, multivariate=True,
-                                          constant_liar=True, constraints_func=cf)
+                                          constant_liar=True, constraints_func=cf,
+                                          **({"group": True} if opts.cross else {}))
 
 
 def directions(objective: str):
@@ -179,6 +200,58 @@ def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool 
         study.enqueue_trial(space.params_of(setting, only, threads), user_attrs={"seed": label})
         n += 1
     return n
+
+
+def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
+                        threads: bool = False) -> int:
+    """A cross-allocator study's seeds: the paper's HC settings (when hc is searched) and every
+    other allocator with the library's defaults, each once."""
+    have = set()
+    for t in study.get_trials(deepcopy=False, states=_ACTIVE):
+        params = t.system_attrs.get("fixed_params") or {}
+        if space.ALLOCATOR_PARAM in params:
+            have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
+    n = 0
+    # every other allocator as it comes first (one trial each), then the paper's HC settings
+    todo = [(a, f"{a} defaults", space.x_params_of(a, {}, threads))
+            for a in names if a != "hc"]
+    if "hc" in names:
+        todo += [("hc", label, {space.ALLOCATOR_PARAM: "hc",
+                                **space.params_of(setting, only, threads)})
+                 for label, setting in _seeds.seeds(objective)]
+    for alloc, label, params in todo:
+        if (alloc, label) in have:
+            continue
+        study.enqueue_trial(params, user_attrs={"seed": label})
+        n += 1
+    return n
+
+
+def check_allocators(names, notice=None) -> tuple[str, ...]:
+    """The allocators a cross-allocator search can use: known names, each installed; one not
+    installed is left out with one line saying how to add it."""
+    out = []
+    for a in names:
+        if a != "hc" and a not in _xknobs.names():
+            raise HctuneError(f"--allocators: {a!r} has no declared knobs; use hc or "
+                              f"{', '.join(_xknobs.names())}")
+        if a in allocators.SYSTEM:
+            try:
+                allocators.find_system(a)
+            except HctuneError as e:
+                if notice:
+                    notice(f"{a} left out of the search: {e}")
+                continue
+        if a not in out:
+            out.append(a)
+    if not out:
+        raise HctuneError("--allocators: none of them is installed")
+    return tuple(out)
+
+
+def default_allocators() -> tuple[str, ...]:
+    """HC plus every allocator with declared knobs whose library is installed."""
+    return check_allocators(["hc", *_xknobs.names()])
 
 
 # ---- running ----
@@ -237,12 +310,18 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
             warnings.filterwarnings("ignore", message="Fixed parameter")
-            setting = space.suggest(trial, opts.only, opts.threads)
-        trial.set_user_attr("setting", _knobs.key(setting))
+            if opts.cross:
+                alloc, setting = space.suggest_allocator(trial, opts.allocators, opts.only,
+                                                         opts.threads)
+            else:
+                alloc, setting = "hc", space.suggest(trial, opts.only, opts.threads)
+        if opts.cross:
+            trial.set_user_attr("allocator", alloc)
+        trial.set_user_attr("setting", allocators.setting_key(alloc, setting) or "")
         trial.set_user_attr("worker", _worker())
         try:
             with interrupt.measurement():
-                e = ev.evaluate(setting)
+                e = ev.evaluate(setting, alloc)
         except Exception as err:
             if interrupt.requested:  # the replay died of the same Ctrl-C
                 raise KeyboardInterrupt from None
@@ -296,6 +375,14 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
         opts.trials = 50
+    if opts.memory_measure not in _obj.MEMORY_MEASURES:
+        raise HctuneError(f"--memory-measure {opts.memory_measure!r}: the replay measures "
+                          f"{' or '.join(_obj.MEMORY_MEASURES)}"
+                          + ("; the time-weighted mean needs the RSS curve of real runs"
+                             if opts.memory_measure == "mean" else ""))
+    opts.allocators = tuple(opts.allocators or ("hc",))
+    if opts.cross:
+        opts.allocators = check_allocators(opts.allocators, notice)
     apply_defaults(opts)
     # Failed trials are reported through `progress` in one line, not as Optuna's tracebacks.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -327,9 +414,12 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                       "max_slowdown": opts.max_slowdown, "repeat": opts.repeat,
                       "sampler": opts.sampler,
                       "memory_limit_default": opts.memory_limit_default,
-                      "memory_vs_generic": opts.memory_vs_generic})
+                      "memory_vs_generic": opts.memory_vs_generic,
+                      **({"allocators": list(opts.allocators)} if opts.cross else {}),
+                      **({"memory_measure": opts.memory_measure}
+                         if opts.memory_measure != "peak" else {})})
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
-                        measure_fn=measure_fn,
+                        measure_fn=measure_fn, mem_field=opts.mem_field(),
                         reference_setting=space.for_search(_knobs.preset("generic"))
                         if opts.memory_vs_generic else None)
     try:
@@ -342,7 +432,11 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         if opts.only is not None:
             space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
         if opts.seeds and opts.sampler == "tpe":
-            enqueue_seeds(study, opts.objective, opts.only, opts.threads)
+            if opts.cross:
+                enqueue_cross_seeds(study, opts.objective, opts.allocators, opts.only,
+                                    opts.threads)
+            else:
+                enqueue_seeds(study, opts.objective, opts.only, opts.threads)
         _optimize(study, ev, opts, progress)
     finally:
         ev.close()
@@ -431,9 +525,17 @@ def _optimize(study, ev, opts: Options, progress):
 
 # ---- reading results ----
 
+def trial_allocator(frozen) -> str:
+    """The allocator a trial measured: hc, or what a cross-allocator study picked."""
+    return frozen.user_attrs.get("allocator", "hc")
+
+
 def trial_setting(frozen) -> dict:
     """The full setting a finished trial measured (stored with it, so it reads back the same
-    whatever knobs the study searched)."""
+    whatever knobs the study searched); for another allocator, its changed knobs."""
+    alloc = trial_allocator(frozen)
+    if alloc != "hc":
+        return _xknobs.from_key(alloc, frozen.user_attrs.get("setting"))
     key = frozen.user_attrs.get("setting")
     if key:
         return _knobs.complete(_knobs.parse_sets(key.split(",")))
@@ -456,6 +558,32 @@ def choose(study: optuna.Study, objective: str):
     if not trials:
         return None
     return min(trials, key=lambda t: (t.user_attrs[objective], t.number))
+
+
+def best_per_allocator(study: optuna.Study, objective: str) -> dict:
+    """{allocator: its best feasible finished trial for objective (mem|perf)} of a
+    cross-allocator study, in order of the objective."""
+    best = {}
+    for t in sorted((t for t in finished(study) if feasible(t)),
+                    key=lambda t: (t.user_attrs[objective], t.number)):
+        best.setdefault(trial_allocator(t), t)
+    return best
+
+
+def per_allocator(study: optuna.Study, objective: str) -> list[dict]:
+    """The cross-allocator table: each allocator's best trial and its library defaults."""
+    defaults = {}
+    for t in finished(study):
+        if not t.user_attrs.get("setting") and trial_allocator(t) != "hc":
+            defaults.setdefault(trial_allocator(t), t)
+    rows = []
+    for alloc, t in best_per_allocator(study, objective).items():
+        d = defaults.get(alloc)
+        rows.append({"allocator": alloc, "trial": t.number, "setting": t.user_attrs["setting"],
+                     "mem_ratio": t.user_attrs["mem"], "perf_ratio": t.user_attrs["perf"],
+                     "defaults_mem_ratio": d.user_attrs["mem"] if d else None,
+                     "defaults_perf_ratio": d.user_attrs["perf"] if d else None})
+    return rows
 
 
 def pareto_front(study: optuna.Study) -> list:
@@ -483,7 +611,10 @@ def summary(study: optuna.Study, objective: str) -> dict:
         out[f"best_{o}"] = None if best is None else {
             "trial": best.number, "mem_ratio": best.user_attrs["mem"],
             "perf_ratio": best.user_attrs["perf"], "setting": best.user_attrs["setting"],
-            "seed": best.user_attrs.get("seed")}
+            "seed": best.user_attrs.get("seed"),
+            **({"allocator": trial_allocator(best)} if "allocator" in best.user_attrs else {})}
+    if any("allocator" in t.user_attrs for t in finished(study)):
+        out["per_allocator"] = per_allocator(study, picks[0])
     if objective == "pareto":
         out["front"] = [t.number for t in pareto_front(study)]
     return out

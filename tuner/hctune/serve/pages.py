@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Uplo
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
+from hctune import jobs
 from hctune import validate as _validate
 from hctune.search import objective as _obj
 from hctune.serve.auth import need_token
@@ -54,7 +55,7 @@ def trace_page(trace_id: int, svc: Service = Depends(service)):
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request, svc: Service = Depends(service)):
     with svc.db() as db:
-        rows = [study_brief(q) for q in db.queued()]
+        rows = [study_brief(q) for q in jobs.jobs(db)]
     st = {}
     for r in rows:
         if r["state"] != "queued":

@@ -14,6 +14,7 @@ from pathlib import Path
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from hctune import jobs
 from hctune import __version__, templating
 from hctune.db import Database, database_url
 from hctune.search.storage import open_storage
@@ -94,12 +95,12 @@ class Service:
         of a live page comes here."""
         if not self._keep:
             with self.db() as db:
-                q = db.queued(name)
+                q = jobs.job(db, name)
         else:
             db = getattr(self._local, "db", None)
             if db is None:
                 db = self._local.db = self.db()
-            q = db.queued(name)
+            q = jobs.job(db, name)
         if q is None:
             raise HTTPException(404, f"no study named {name!r}")
         return q

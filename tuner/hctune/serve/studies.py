@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from hctune import jobs
 from hctune import validate as _validate
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -70,11 +71,11 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
                 raise HTTPException(422, f"validate_runs: trace #{tid} carries no command to "
                                          "run (uploaded or imported); validation needs "
                                          "traces profiled with `hctune profile`")
-        if db.queued(name) is not None or db.study(name) is not None:
+        if jobs.job(db, name) is not None or db.study(name) is not None:
             raise HTTPException(409, f"a study named {name!r} exists")
         opts = req.model_dump(exclude={"traces", "name"})
-        db.enqueue(name, sorted(set(req.traces)), opts)
-        return study_brief(db.queued(name))
+        jobs.enqueue(db, name, sorted(set(req.traces)), opts)
+        return study_brief(jobs.job(db, name))
 
 
 def validation(svc: Service, q) -> dict | None:
@@ -132,7 +133,7 @@ def not_modified(request: Request, etag: str) -> bool:
 @router.get("/api/studies")
 def api_studies(svc: Service = Depends(service)):
     with svc.db() as db:
-        return [study_brief(q) for q in db.queued()]
+        return [study_brief(q) for q in jobs.jobs(db)]
 
 
 @router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)])

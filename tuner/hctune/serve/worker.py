@@ -19,6 +19,7 @@ import json
 import threading
 import time
 
+from hctune import jobs
 from hctune.db import Database
 from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line, is_database_error
 from hctune.search import study as _study
@@ -81,7 +82,7 @@ def validate_study(db_path, row, storage: str, log=print) -> dict | None:
     from hctune import validate as _validate
     name = row["study"]
     with Database(db_path) as db:
-        db.start_validating(row["id"])
+        jobs.start_validating(db, row["id"])
         before = db.latest_validation(name, done=False)
     log(f"study {name}: validating, {runs} real runs per candidate")
     try:
@@ -131,7 +132,7 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     me = this_worker()
     with Database(db_path) as db:
         # not twice when several workers ran the study
-        mine = db.start_comparing(row["id"], closer=me)
+        mine = jobs.start_comparing(db, row["id"], closer=me)
     if mine:
         with _beating(db_path, row["id"], me):
             if rounds:
@@ -151,7 +152,7 @@ def _beating(db_path, qid: int, me: str):
         while not stop.wait(interval):
             with contextlib.suppress(Exception):   # a missed beat is not worth a failure
                 with Database(db_path) as db:
-                    db.beat(qid, me)
+                    jobs.beat(db, qid, me)
     t = threading.Thread(target=beat, name="hctune-beat", daemon=True)
     t.start()
     try:
@@ -168,7 +169,7 @@ def requeue_stuck(db_path, log=print) -> None:
     stale = (_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(seconds=grace)).isoformat(
         timespec="seconds")
     with Database(db_path) as db:
-        for name in db.requeue_stuck(stale, worker_is_gone):
+        for name in jobs.requeue_stuck(db, stale, worker_is_gone):
             log(f"worker: study {name} was left unfinished by a dead worker; taking it up")
 
 
@@ -187,7 +188,7 @@ def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> 
         try:
             requeue_stuck(db_path, log)
             with Database(db_path) as db:
-                row = db.claim()
+                row = jobs.claim(db)
         except Exception as e:
             if not _lost_database(e):
                 raise
@@ -215,7 +216,7 @@ def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> 
             err = (err.splitlines() or [""])[0]
         if closes or err:
             with Database(db_path) as db:
-                db.finish_queued(row["id"], err)
+                jobs.finish(db, row["id"], err)
         if err:
             log(f"worker: study {row['study']} failed: {err}")
         done += 1

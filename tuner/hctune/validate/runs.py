@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from hctune import allocators
-from hctune import knobs as _knobs
 from hctune.errors import HctuneError
 from hctune.validate.candidates import Candidate
 from hctune.validate.launcher import hcrun
@@ -59,7 +58,8 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
                 _kill_group(proc)
             res = proc
         row = {"candidate": cand.label, "allocator": cand.allocator,
-               "setting": _knobs.key(cand.setting) if cand.setting else None,
+               "setting": allocators.setting_key(cand.allocator, cand.setting)
+               if cand.setting else None,
                "trial": cand.trial, "problem": None}
         if timed_out:
             row["problem"] = f"timed out after {timeout:g} s"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zlib
 
+from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.search.objective import DEFAULT_PERF_MEMORY_OVERHEAD
 from hctune.validate.candidates import Candidate
@@ -79,13 +80,14 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     for c in cands:
         problems = [r["problem"] for r in by[c.label] if r.get("problem")]
         entry = {"candidate": c.label, "kind": c.kind, "allocator": c.allocator,
-                 "setting": _knobs.key(c.setting) if c.setting else None, "trial": c.trial,
+                 "setting": allocators.setting_key(c.allocator, c.setting) if c.setting else None,
+                 "trial": c.trial,
                  "replay": c.replay, "runs": len(vals[c.label]["wall_s"]),
                  "disqualified": problems[0] if problems else None,
                  "median": {}, "ci": {}, "vs_generic": {}, "vs_glibc": {}}
         if c.origin:
             entry["origin"] = c.origin
-        if c.setting is not None and generic is not None:
+        if c.setting is not None and generic is not None and c.allocator == "hc":
             entry["changed_from_generic"] = _knobs.diff_from(c.setting, generic)
         for m in MEASURES:
             xs = list(vals[c.label][m].values())
