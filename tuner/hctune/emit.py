@@ -183,8 +183,10 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     if trial is not None:
         prov["chosen by"] = f"asked for trial {trial}"
     elif real is not None:
-        prov["chosen by"] = (f"real runs: {real['winner']['candidate']} is the HC choice of "
-                             f"validation #{real['validation_id']} on {real['measure']}")
+        prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
+                             f"#{real['validation_id']} on {real['measure']} (the one rule: "
+                             "significantly better than every simpler setting, else the "
+                             "simpler one)")
         prov.update(_validate.provenance(real))
         rec = real.get("recommendation")
         if rec and rec["candidate"] != real["winner"]["candidate"]:
@@ -193,7 +195,8 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                 ("keep glibc" if glibc else f"use {rec['candidate']}")
                 + f": no HC setting was significantly better than "
                 f"{'glibc' if glibc else rec['candidate']} in the real runs (this file is the "
-                f"best HC setting, {real['winner']['candidate']}; see the verdict)")
+                f"best tuned or generic setting, {real['winner']['candidate']}; see the "
+                "verdict)")
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
     prov.update(date=render.date_text(), hctune=VERSION_TEXT)
