@@ -200,8 +200,7 @@ def summary(data: dict) -> dict:
         rec = v["recommendation"]
         row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
         use = ("keep glibc" if rec["allocator"] == "glibc" and rec["kind"] != "tuned"
-               else f"use {rec['candidate']}" + (" (HC)" if rec["kind"] in ("tuned", "generic")
-                                                 else ""))
+               else f"use {rec['candidate']}" + (" (HC)" if rec["allocator"] == "hc" else ""))
         saves = [w for w in (_ratio_words(row["vs_glibc"].get("peak_rss_bytes"), "smaller",
                                           "larger"),
                              _ratio_words(row["vs_glibc"].get("wall_s"), "faster", "slower"))
@@ -210,7 +209,9 @@ def summary(data: dict) -> dict:
                 f"intervals; chosen only when significantly better than every simpler option "
                 f"(validation #{v['validation_id']}, {v['date']})")
         emit = "hctune emit -o malloc.c" + (f" --study {data['study']}")
-        if rec["kind"] not in ("tuned", "generic"):
+        if rec["kind"] == "tuned" and rec["allocator"] != "hc":
+            emit = f"hctune emit --env {rec['allocator']}.env --study {data['study']}"
+        elif rec["kind"] not in ("tuned", "generic"):
             emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
                     f"is still there: {emit}")
         return {"use": use, "saves": "; ".join(saves) or "nothing measurable against glibc",
