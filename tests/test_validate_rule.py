@@ -157,3 +157,41 @@ def test_memory_limit_leaves_out_candidates_of_any_kind():
     assert any(n.startswith("tcmalloc left out") for n in s["notes"])
     assert "tcmalloc was 50 % faster than tuned #2 (CI 50–50 %) but over the " \
            "memory limit" in s["verdict"]
+
+
+def test_compare_and_validate_tables_keep_every_number_at_80_columns():
+    """Rendered at 80 columns (a pipe, a CI log): no ellipsis, every number whole."""
+    import io
+
+    from rich.console import Console
+
+    from hctune import compare
+    from hctune.commands import validate as vcmd
+    rows = [{"label": label, "time_ns_per_op": 123456.7, "time_norm": 1.234, "spread": 0.12,
+             "peak_rss_bytes": 987654321, "memory_norm": 1.056,
+             "hc_footprint_bytes": 876543210 if label.startswith("hc") else None,
+             "fragmentation": 0.4321}
+            for label in ("glibc", "jemalloc", "mimalloc", "tcmalloc", "kingsley",
+                          "hc:generic-with-a-long-name")]
+    res = {"baseline": "glibc", "trace": "a-rather-long-trace-name.hct", "ops": 123456789,
+           "max_live_bytes": 10**9, "rounds": 5, "rows": rows}
+    cands = [cand("tuned #1", "tuned"), cand("a library with a long label", "extra"),
+             cand("hc generic", "generic"), cand("glibc")]
+    s = _validate.summarize(cands, runs_for({"tuned #1": (12.3456, 1000),
+                                             "a library with a long label": (11.0, 1200),
+                                             "hc generic": (12.5, 1100), "glibc": (13.0, 999)},
+                                            {"tuned #1": WILD}), "perf")
+    s.update(study="s", program={"argv": ["./app"], "stdin": None}, runs=ROUNDS)
+    for render, numbers in ((lambda c: c.print(compare.table(res)), ["123456.7", "964,506",
+                                                                     "855,999", "0.43"]),
+                            (lambda c: vcmd.show(s, c), [])):
+        buf = io.StringIO()
+        render(Console(file=buf, width=80, force_terminal=False))
+        out = buf.getvalue()
+        assert "…" not in out and max(map(len, out.splitlines())) <= 80, out
+        for n in numbers:
+            assert n in out, (n, out)
+    for c in s["candidates"]:
+        r = c["vs_glibc"].get("wall_s")
+        if r:
+            assert f"{r['ci'][0]:.2f}–{r['ci'][1]:.2f}" in out, out
