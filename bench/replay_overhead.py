@@ -9,7 +9,7 @@ of the loop). The bounds the test used to assert are checked and printed: bump/g
 the traces <= 0.6, every trace <= 0.8 (exit 1 when not).
 
     .venv/bin/python bench/replay_overhead.py [--rounds 5] [TRACE ...]
-(no TRACE: records the gawk, sqlite3 and python3 workloads of tests/test_replay_traces.py)
+(no TRACE: records the gawk, sqlite3 and python3 workloads of tests/workloads.py)
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def record(work: Path) -> dict[str, Path]:
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_replay_traces import programs, run_program   # the tests' workloads, said once
+    from workloads import programs, run_program             # the tests' workloads, said once
     out = {}
     for name, (argv, extra) in programs(work).items():
         out[name] = work / f"{name}.hct"

@@ -21,10 +21,10 @@ import subprocess
 
 import pytest
 
-from conftest import build_hc_libraries, preload_env
+from conftest import build_hc_libraries, preload_env, wordfreq
+from conftest import stress as _stress
 from hctune import knobs
-from test_allocator_programs import GAWK_PROGRAM, sqlite_script, words_file
-from test_allocator_tcache import wordfreq
+from workloads import GAWK_PROGRAM, sqlite_script, words_file
 
 # (name, knob overrides)
 SETTINGS = [
@@ -63,9 +63,7 @@ def run(argv, library, timeout=120, **env):
 
 
 def stress(program, library, ops, seed, slots, threads):
-    res = run([program, ops, seed, slots, threads], library, HCMALLOC_CHECK="1")
-    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}{res.stderr[-3000:]}"
-    assert re.fullmatch(rf"ok ops={ops} allocs=\d+ reallocs=\d+ frees=\d+\n", res.stdout)
+    _stress(program, library, ops, seed, slots, threads, timeout=120, HCMALLOC_CHECK="1")
 
 
 @pytest.mark.parametrize("threads", [1, THREADS])

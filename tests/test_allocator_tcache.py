@@ -13,7 +13,6 @@ as the reference.
   and the default build run a single-threaded stress to the same statistics.
 """
 
-import functools
 import hashlib
 import re
 import shutil
@@ -22,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, build_hc_libraries, preload_env
+from conftest import BUILD, build_hc_libraries, preload_env, same_output, stress, wordfreq
 from hctune import knobs
 
 THREADS = 6  # more than this machine's (and CI's) 2 cores
@@ -63,13 +62,6 @@ def release_libraries():
 def run(argv, library, timeout=180, **extra):
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
                           timeout=timeout, env=preload_env(library, **extra))
-
-
-def stress(program, library, ops, seed, slots, threads):
-    res = run([program, ops, seed, slots, threads], library)
-    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}{res.stderr[-3000:]}"
-    assert re.fullmatch(rf"ok ops={ops} allocs=\d+ reallocs=\d+ frees=\d+\n", res.stdout)
-    return res
 
 
 def test_threaded_stress_glibc_reference(c_program):
@@ -129,31 +121,7 @@ def test_double_free_into_the_cache_is_caught(c_program, tmp_path):
 
 # ---- real threaded programs: same output as under glibc ----
 
-def same_output(argv, library, input_bytes=None, **extra):
-    def go(lib):
-        return subprocess.run([str(a) for a in argv], capture_output=True, input=input_bytes,
-                              timeout=300, env=preload_env(lib, **extra))
-    ref, got = go(None), go(library)
-    assert ref.returncode == 0, ref.stderr[-2000:]
-    assert got.returncode == 0, f"exit {got.returncode}: {got.stderr[-2000:]!r}"
-    assert got.stdout == ref.stdout
-    return got
 
-
-@functools.lru_cache(maxsize=None)
-def wordfreq():
-    """tests/c/mt_wordfreq.cpp, compiled once per source."""
-    src = ROOT / "tests" / "c" / "mt_wordfreq.cpp"
-    if not shutil.which("g++"):
-        pytest.skip("g++ is not installed (Debian package g++)")
-    key = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    exe = BUILD / "test-cache" / "bin" / f"mt_wordfreq-{key}"
-    if not exe.exists():
-        exe.parent.mkdir(parents=True, exist_ok=True)
-        tmp = exe.with_suffix(".tmp")
-        subprocess.run(["g++", "-O2", "-pthread", str(src), "-o", str(tmp)], check=True)
-        tmp.rename(exe)
-    return exe
 
 
 @pytest.mark.parametrize("name", ["default", "off"])

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from conftest import hctune as run_hctune
 from hctune import allocators, compare, doctor, native
 from hctune.errors import HctuneError
 
 
 def hctune(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "hctune", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return run_hctune(None, *args, check=False, timeout=120, env=env)
 
 
 def test_doctor_json_lists_every_dependency():

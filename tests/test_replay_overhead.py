@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from hctune import paths, replay
-from test_replay_traces import replay_programs, replay_traces  # noqa: F401
 
 def _self_instructions(callgrind_out: Path, function: str) -> int:
     """Self cost (Ir) of one function, read from callgrind's output format directly: cost lines

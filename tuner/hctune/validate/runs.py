@@ -65,11 +65,16 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
             row["problem"] = f"timed out after {timeout:g} s"
             return row
         fields = report.read_text().split() if report.exists() else []
-        if res.returncode != 0 or len(fields) != 5:
+        if res.returncode != 0 or len(fields) not in (5, 8):
             tail = err.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             row["problem"] = f"could not be measured: {tail[0][:200]}"
             return row
-        wall_ns, user_us, sys_us, rss_kib, status = map(int, fields)
+        wall_ns, user_us, sys_us, rss_kib, status = map(int, fields[:5])
+        # the RSS curve (hcrun samples it every few ms): its time-weighted mean and the RSS
+        # left at the end; unknown for a run shorter than one sample
+        mean_kib, final_kib, samples = map(int, fields[5:]) if len(fields) == 8 else (0, 0, 0)
+        row.update(rss_mean_bytes=mean_kib * 1024 if samples else None,
+                   rss_final_bytes=final_kib * 1024 if samples else None, rss_samples=samples)
         h = hashlib.sha256()
         with open(out, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
