@@ -144,3 +144,22 @@ def test_the_checks_see_a_cycle_hidden_in_a_function(tmp_path):
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from hctune.validate import validate\n    return validate\n")
     assert _imports(src, _modules()) == {"hctune.validate"}
+
+
+def test_every_import_inside_a_function_says_why():
+    """Imports inside functions only defer a heavy library (Optuna, FastAPI, matplotlib,
+    SQLAlchemy, Jinja2, numpy, rich) or what only one command needs, and say so on their line
+    (`# deferred: ...`); anything else belongs at the top of the module, where the layer test
+    above sees it like every other import."""
+    bare = []
+    for mod, path in _modules().items():
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and \
+                            "#" not in lines[node.lineno - 1]:
+                        bare.append(f"{path.relative_to(paths.ROOT)}:{node.lineno}: "
+                                    f"{lines[node.lineno - 1].strip()}")
+    assert not bare, ("imports inside functions without a reason (move them to the top, or "
+                      "say what heavy library they defer):\n  " + "\n  ".join(sorted(bare)))

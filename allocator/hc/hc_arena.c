@@ -57,7 +57,9 @@ static unsigned hc_arena_pick(void)
     unsigned best = 0;
     for (unsigned k = 1; k < HC_NARENAS; k++) {
         unsigned tk = hc_arena_threads[k], tb = hc_arena_threads[best];
-        if (tk < tb || (tk == tb && hc_arenas[k].ready && !hc_arenas[best].ready))
+        /* ready is written once, under the arena's lock: a stale 0 only costs a fresh arena */
+        if (tk < tb || (tk == tb && __atomic_load_n(&hc_arenas[k].ready, __ATOMIC_RELAXED) &&
+                        !__atomic_load_n(&hc_arenas[best].ready, __ATOMIC_RELAXED)))
             best = k;
     }
     return best;
@@ -177,7 +179,7 @@ static void hc_arena_leave(void *arg)
     pthread_mutex_unlock(&hc_pick_mutex);
     hc_home_counted = 0;
 #if DECAY_MS > 0
-    if (left == 0 && a->ready) {
+    if (left == 0 && __atomic_load_n(&a->ready, __ATOMIC_RELAXED)) {
         struct hc_state *was = hc_cur;
         hc_use(a);
         pthread_mutex_lock(hc_mutex_of(a));

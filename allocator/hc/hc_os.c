@@ -24,12 +24,14 @@
  *    container limit, sees nothing), and a released page reads as zero, which calloc's
  *    clean-memory tracking relies on.  The decay is evaluated on allocation slow paths, each
  *    reading a cheap clock (CLOCK_MONOTONIC_COARSE: a vDSO load of a value the kernel updates
- *    every tick), in periods of DECAY_MS (hc_os_decay).  There is no background thread:
- *    creating one would end the single-threaded process's lock-free path (hc_lock.h), so a
- *    program that makes no allocator calls keeps its memory until its next slow-path call (or
- *    its own malloc_trim).  Purging leaves heap_bytes and the footprint as they were: they count
- *    address space taken from the OS in HEAP_UNIT steps (the paper's measure), not resident
- *    pages; malloc_info reports what was released.
+ *    every tick), in periods of DECAY_MS (hc_os_decay).  With threads, other arenas are purged
+ *    too (hc_arena.c: the decay visits them under try-locks, the last thread out of an arena
+ *    purges it, and the purge thread of PURGE_THREAD runs the decay on every arena).  A
+ *    single-threaded process never gets a thread (it would end the lock-free path of
+ *    hc_lock.h), so one that makes no allocator calls keeps its memory until its next slow-path
+ *    call (or its own malloc_trim).  Purging leaves heap_bytes and the footprint as they were:
+ *    they count address space taken from the OS in HEAP_UNIT steps (the paper's measure), not
+ *    resident pages; malloc_info reports what was released.
  */
 #include "hc_block.h"
 #include "hc_lock.h"

@@ -17,6 +17,8 @@
  *                      when RSS fell below 64 MiB, or "timeout rss_kib R".
  *                      churn CYCLES MIB idle|small: instead of light use, no allocator call at
  *                      all (idle) or only the small malloc/free (a thread cache serves them).
+ *                      churn CYCLES MIB light|idle|small series: "t_ms rss_kib" every 10 ms for
+ *                      3 s after the last cycle (bench/decay_plot.py plots it).
  *        hc_forkpurge errno  free keeps errno when munmap fails (the map count exhausted);
  *                      posix_memalign / memalign / aligned_alloc failures set errno as glibc
  *                      does.  "ok N checks".
@@ -269,7 +271,7 @@ static void *churner(void *arg)
     return NULL;
 }
 
-static int churn(int cycles, size_t mib, const char *after)
+static int churn(int cycles, size_t mib, const char *after, int series)
 {
     churn_bytes = mib << 20;
     for (int c = 0; c < cycles; c++) {
@@ -285,7 +287,9 @@ static int churn(int cycles, size_t mib, const char *after)
     int light = !strcmp(after, "light"), some = !strcmp(after, "small");
     while (now_ms() - start < 3000) {
         long rss = rss_kib();
-        if (rss < 64 * 1024) {
+        if (series) {
+            printf("%.0f %ld\n", now_ms() - start, rss);
+        } else if (rss < 64 * 1024) {
             printf("released_ms %.0f rss_kib %ld\n", now_ms() - start, rss);
             return 0;
         }
@@ -301,7 +305,8 @@ static int churn(int cycles, size_t mib, const char *after)
         free(p);
         usleep(10000);
     }
-    printf("timeout rss_kib %ld\n", rss_kib());
+    if (!series)
+        printf("timeout rss_kib %ld\n", rss_kib());
     return 0;
 }
 
@@ -466,7 +471,8 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "signal-fork"))
         return signal_fork();
     if (argc >= 4 && !strcmp(argv[1], "churn"))
-        return churn(atoi(argv[2]), (size_t)atol(argv[3]), argc > 4 ? argv[4] : "light");
+        return churn(atoi(argv[2]), (size_t)atol(argv[3]), argc > 4 ? argv[4] : "light",
+                     argc > 5 && !strcmp(argv[5], "series"));
     if (argc >= 2 && !strcmp(argv[1], "errno"))
         return errno_rules();
     if (argc >= 2 && !strcmp(argv[1], "stats-cancel"))

@@ -109,7 +109,7 @@ def _drop_new_db() -> None:
     if not _new_db or not os.path.isfile(_new_db[0]):
         return
     path = _new_db[0]
-    import sqlite3
+    import sqlite3      # deferred: only after a failed command, to look into what it created
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:

@@ -105,7 +105,7 @@ def table(result: dict):
     """A Rich table: Tables 8 and 9 side by side.  RSS: peak resident memory over the baseline
     (every allocator); HC KiB: HC's own footprint; frag: footprint (HC's own, else RSS) / max
     live - 1."""
-    from rich.table import Table
+    from rich.table import Table  # deferred: rich, only when a table is printed
 
     base = result["baseline"]
     t = Table(title=f"{result['trace']} — {result['ops']:,} ops, max live "

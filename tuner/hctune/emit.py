@@ -206,8 +206,10 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
 def write_snippets(directory: Path, source: str, so_name: str = SO_NAME) -> dict:
     """The Make and CMake snippets that build `source` (a file in `directory`) into `so_name`;
     returns {file name: path}."""
+    # the HC recipe's flags (configs/build.toml) but for what the snippet's rules say themselves
+    cflags = " ".join(f for f in build.CFLAGS if f not in ("-fPIC", "-shared", "-pthread"))
     snippet_vars = {"source": source, "mk_name": "malloc.mk", "cmake_name": "hcmalloc.cmake",
-                    "so_name": so_name,
+                    "so_name": so_name, "cflags": cflags,
                     "so_stem": so_name.removeprefix("lib").removesuffix(".so")}
     written = {}
     for name, tpl in (("malloc.mk", "snippets/malloc.mk.j2"),

@@ -12,8 +12,9 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 
-from hctune import __version__
+from hctune import __version__, allocators, compare
 from hctune import knobs as _knobs
 from hctune import realruns, templating
 from hctune import trace as _trace
@@ -23,12 +24,13 @@ from hctune.errors import HctuneError
 from hctune.search import results
 from hctune.search import space
 from hctune.search import study as _study
+from hctune.validate import rule
 
 REFERENCES = ("jemalloc", "mimalloc", "tcmalloc")
 
 
 def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s), only when a page has plots
     buf = io.StringIO()
     # No date, fixed ids: the same data gives the same bytes.
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -38,11 +40,11 @@ def _svg(fig) -> str:
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # deferred: matplotlib (~0.5 s), only when a page has plots
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "hctune"
     matplotlib.rcParams["svg.fonttype"] = "none"
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib (~0.5 s), only when a page has plots
     return plt
 
 
@@ -170,7 +172,6 @@ def _bests(db: Database, row, st, generic: dict) -> dict:
 def _measure_references(db: Database, trace, metric: str) -> None:
     """jemalloc, mimalloc, tcmalloc (those installed) on the trace, once, when the search did not
     measure them: the page compares the tuned setting with every allocator at hand."""
-    from hctune import allocators, compare
     have = {m["allocator"] for m in db.measurements(trace_id=trace.id)}
     names = []
     for n in REFERENCES:
@@ -188,7 +189,6 @@ def _measure_references(db: Database, trace, metric: str) -> None:
 
 
 def _ratio_words(r: dict | None, better: str, worse: str) -> str | None:
-    from hctune.validate import rule
     return rule.pct(r, better, worse, "glibc") if r else None
 
 
@@ -409,7 +409,6 @@ def render(data: dict) -> str:
 
 
 def report(db_path, out, name: str | None = None, objective: str | None = None) -> dict:
-    from pathlib import Path
     out = Path(out)
     if out.is_dir():
         raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/report.html")

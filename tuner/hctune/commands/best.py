@@ -70,7 +70,7 @@ def show(r: dict, console: Console):
             f"{c['perf_ratio']:.3f}x, footprint {c['mem_ratio']:.3f}x, peak RSS "
             f"{_fmt(c['rss_ratio'], '.3f')}x (replay). Lift with --max-memory-overhead none."))
     if r.get("validation"):
-        from hctune.commands import validate as _validate_cmd
+        from hctune.commands import validate as _validate_cmd  # deferred: rich, when validated
         _validate_cmd.show(r["validation"], console)
     if len(r["traces"]) > 1:
         g = r["geomean"]

@@ -29,8 +29,8 @@ from hctune.trace import register
 def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
     """Memory and time of each allocator on TRACE (default: the latest profiled trace),
     absolute and normalised to glibc, measured interleaved so drift hits all alike."""
-    from rich.console import Console
-    from rich.progress import Progress
+    from rich.console import Console  # deferred: rich, only when the command runs
+    from rich.progress import Progress  # deferred: (as above)
 
     # the default list leaves out allocators that are not installed (and says so); named ones
     # must be there

@@ -26,8 +26,8 @@ def _loopback(host: str) -> bool:
 def _die_with_parent():
     """Linux: the local workers get SIGTERM when the server goes, however it goes (uvicorn
     re-raises the signal that stopped it, so a `finally` alone is not enough)."""
-    import ctypes
-    import signal
+    import ctypes  # deferred: runs in the worker child before exec
+    import signal  # deferred: (as above)
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -58,19 +58,19 @@ def _die_with_parent():
 def command(ctx, host, port, storage, token, workers, http_workers, data_dir, max_upload,
             trials_ttl):
     """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
-    import uvicorn
+    import uvicorn  # deferred: uvicorn, FastAPI, SQLAlchemy, Optuna: only `hctune serve` needs them
 
-    from hctune import paths
-    from hctune.db import Database, is_url
-    from hctune.search.storage import default_url
-    from hctune.serve.app import ENV_CONFIG, Config, create_app
+    from hctune import paths  # deferred: (as above)
+    from hctune.db import Database, is_url  # deferred: (as above)
+    from hctune.search.storage import default_url  # deferred: (as above)
+    from hctune.serve.app import ENV_CONFIG, Config, create_app  # deferred: (as above)
 
     if not _loopback(host) and not token:
         raise HctuneError(f"--host {host} is not a loopback address: give --token")
     db_path = ctx.obj["db_path"]
     Database(db_path).close()   # create or upgrade the schema before anything reads it
     url = storage or default_url(db_path)
-    from hctune.search.storage import open_storage
+    from hctune.search.storage import open_storage  # deferred: (as above)
     open_storage(url)   # a bad or unreachable URL: one line now, not an error per request
     if data_dir:
         data = Path(data_dir)

@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from hctune import emit as _emit
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service
+from hctune import report as _report
 
 router = APIRouter(tags=["emit"], dependencies=[Depends(need_token)])
 
@@ -32,7 +33,6 @@ def api_emit(name: str, file: str, trial: int | None = None, svc: Service = Depe
 
 @router.get("/api/studies/{name}/report.html")
 def api_report(name: str, svc: Service = Depends(service)):
-    from hctune import report as _report
     svc.queue_row(name)
     return HTMLResponse(_report.render(_report.collect(svc.cfg.db_path, name)),
                         headers={"Content-Disposition": f'attachment; filename="{name}.html"'})

@@ -16,6 +16,8 @@ from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
 from hctune.serve.studies import StudyRequest, create_study
 from hctune.serve.traces import store_upload
+from hctune.trace import report as trace_report
+from hctune.trace.stats import stats as trace_stats
 
 router = APIRouter(include_in_schema=False)
 
@@ -39,7 +41,6 @@ def traces_upload(request: Request, file: UploadFile = File(...), format: str = 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
 def trace_page(trace_id: int, svc: Service = Depends(service)):
-    from hctune.trace import report as trace_report
     with svc.db() as db:
         row = db.trace(trace_id)
     if row is None:
@@ -47,7 +48,6 @@ def trace_page(trace_id: int, svc: Service = Depends(service)):
     if row["stats_json"]:
         st = json.loads(row["stats_json"])
     else:
-        from hctune.trace.stats import stats as trace_stats
         st = trace_stats(row["path"])
     return HTMLResponse(trace_report.html(st, f"trace #{trace_id}: {row['command'] or ''}"))
 

@@ -21,6 +21,7 @@ from hctune.search import objective as _obj
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
 from hctune.trace import store
+from hctune import report as _report
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -100,7 +101,6 @@ def validation(svc: Service, q) -> dict | None:
 
 
 def comparison(svc: Service, q) -> list[dict] | None:
-    from hctune import report as _report
     try:
         data = _report.collect(svc.cfg.db_path, q["study"])
     except HctuneError:

@@ -16,6 +16,9 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Uplo
 from hctune.errors import HctuneError
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, trace_json
+from hctune.trace.importers import import_trace
+from hctune.trace.stats import stats as trace_stats
+from hctune.trace.register import register
 
 FORMATS = ("hctune", "text", "mtrace")
 
@@ -46,9 +49,7 @@ def store_upload(svc: Service, up: UploadFile, fmt: str, request: Request) -> di
             if fmt == "hctune":
                 trace = raw
             else:
-                from hctune.trace.importers import import_trace
                 trace = import_trace(raw, fmt, tmpdir / "imported.trace")
-            from hctune.trace.stats import stats as trace_stats
             st = trace_stats(trace)   # reads every event: magic, version, well-formed
         except HctuneError as e:   # the server's paths are none of the client's business
             msg = str(e).replace(str(tmpdir / "imported.trace"), "the imported trace")
@@ -59,7 +60,6 @@ def store_upload(svc: Service, up: UploadFile, fmt: str, request: Request) -> di
         digest = hashlib.sha256(trace.read_bytes()).hexdigest()
         final = cfg.data_dir / "traces" / f"{digest}.trace"
         os.replace(trace, final)
-        from hctune.trace.register import register
         tid, _ = register(cfg.db_path, final, "upload" if fmt == "hctune" else f"import:{fmt}",
                           st)
     finally:

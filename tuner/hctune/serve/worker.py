@@ -25,6 +25,8 @@ from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line,
 from hctune.search import study as _study
 from hctune.search.storage import (default_url, fail_orphans, heartbeat_seconds, open_storage,
                                    this_worker, worker_is_gone)
+from hctune import allocators, compare
+from hctune import validate as _validate
 
 IDLE_SECONDS = 1.0
 MAX_WAIT_SECONDS = 30.0
@@ -44,7 +46,6 @@ def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
     """Measure the other allocators installed here (jemalloc, mimalloc, tcmalloc, ...) on the
     study's traces, interleaved (hctune.compare), into hc_measurements, where the study's page
     and report read them beside glibc and the tuned HC."""
-    from hctune import allocators, compare
     names = []
     for n in compare.DEFAULT_ALLOCATORS:
         try:
@@ -79,7 +80,6 @@ def validate_study(db_path, row, storage: str, log=print) -> dict | None:
     runs = o.get("validate_runs") or 0
     if not runs:
         return None
-    from hctune import validate as _validate
     name = row["study"]
     with Database(db_path) as db:
         jobs.start_validating(db, row["id"])

@@ -80,7 +80,7 @@ def _other_study_best(db: Database, study_row, have: set, notes: list) -> Candid
     """The best setting of the latest study of the other objective (mem <-> perf) on the same
     traces, when there is one and it is not already a candidate: its real numbers show when
     the other study's answer dominates this one's (as small and faster, say)."""
-    from hctune.search import study as _study
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
     other = OTHER_OBJECTIVE.get(study_row["objective"])
     if other is None:
         return None
@@ -107,7 +107,7 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                extra=(), progress=None) -> tuple[list[Candidate], list[str]]:
     """(candidates, notes): built and ready to run; notes say what was left out and why."""
     from hctune.search import space  # deferred: Optuna (see tuned_trials)
-    from hctune.search import study as _study
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
     notes = []
     objective = study_row["objective"]
     generic = space.for_search(_knobs.preset("generic"))
