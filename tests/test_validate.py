@@ -321,3 +321,39 @@ def test_report_summary_is_visible_without_scrolling_at_1280(searched):
     assert 0 <= box[0] and box[1] <= 800, box
     for words in ("What to use", "How much", "How sure"):
         assert words in text
+
+
+def test_a_best_that_is_not_significant_emits_the_simpler_option(searched, tmp_path):
+    """Issue 19, item 1: real runs where the study's best is 0.5 % faster than generic HC with
+    an interval across 0: emit writes generic HC and its header says why."""
+    from hctune import knobs
+    from hctune.search import space
+    _, db, _ = searched
+    db2 = tmp_path / "hctune.db"
+    shutil.copy(db, db2)
+    v = _validate.latest(db2)
+    tuned = next(c for c in v["candidates"] if c["kind"] == "tuned")
+    generic = space.for_search(knobs.preset("generic"))
+    cands = [_validate.Candidate("tuned #1", "tuned", "hc",
+                                 setting=knobs.complete(knobs.parse_sets(
+                                     tuned["setting"].split(","))), trial=tuned["trial"]),
+             _validate.Candidate("hc generic", "generic", "hc", setting=generic),
+             _validate.Candidate("glibc", "reference", "glibc")]
+    wild = [0.08, -0.07, 0.06, -0.08, 0.07, -0.06, 0.08, -0.07, 0.05, -0.05]
+    runs = [{"candidate": lbl, "round": r, "wall_s": w * (1 + (wild[r] if lbl == "tuned #1"
+                                                                else 0)),
+             "user_s": w, "sys_s": 0.0, "peak_rss_bytes": 100 << 20, "problem": None}
+            for r in range(10) for lbl, w in (("tuned #1", 0.995), ("hc generic", 1.0),
+                                              ("glibc", 1.2))]
+    s = _validate.summarize(cands, runs, "perf")
+    s.update(validation_id=0, study=v["study"], program=v["program"], runs=10,
+             output_check="exit status only", date="2026-01-01T00:00:00+00:00")
+    with Database(db2) as con:
+        vid = con.add_validation(v["study"], "perf", ["./app"], str(tmp_path), None, 10)
+        s["validation_id"] = vid
+        con.finish_validation(vid, "done", s)
+    out = json.loads(hctune(db2, "emit", "-o", tmp_path / "m.c", "--json").stdout)
+    assert out["setting"] == knobs.complete(generic)
+    head = " ".join((tmp_path / "m.c").read_text().split("*/", 1)[0].replace("*", " ").split())
+    assert "use generic HC" in head and "not a significant difference, so the simpler option " \
+                                       "stands" in head
