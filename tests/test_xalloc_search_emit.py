@@ -143,6 +143,9 @@ def test_search_across_allocators_then_emit(tmp_path):
     again = json.loads(hctune(db, "search", trace, "--allocators", "glibc,jemalloc",
                               "--trials", "6", "--repeat", "1", "--json").stdout)
     assert again["finished"] == 6
+    b = json.loads(hctune(db, "best", "--json").stdout)
+    assert {r["allocator"] for r in b["per_allocator"]} == {"glibc", "jemalloc"}
+    assert b["allocator"] == best["allocator"]
     f = tmp_path / "best.env"
     hctune(db, "emit", "--env", f)
     assert f"trial {best['trial']}" in f.read_text()
