@@ -90,6 +90,7 @@ def test_a_failing_command_leaves_no_new_database(tmp_path):
         r = subprocess.run([sys.executable, "-m", "hctune", *args], capture_output=True,
                            text=True, cwd=tmp_path)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1, r.stderr     # the error alone: no bar drawn first
         assert sorted(p.name for p in tmp_path.iterdir()) == [], args
     from hctune.db import Database
     with Database(tmp_path / "hctune.db") as db:
