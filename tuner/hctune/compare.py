@@ -126,14 +126,14 @@ def table(result: dict):
                     f"{result['max_live_bytes'] / 1024:,.0f} KiB, {result['rounds']} rounds "
                     f"interleaved, medians{_threads_note(result)}",
               title_justify="left")
-    t.add_column("allocator", no_wrap=True)
-    t.add_column("ns/op", justify="right")
-    t.add_column(f"×{base}", justify="right")
-    t.add_column("spread", justify="right")
-    t.add_column("RSS KiB", justify="right")
-    t.add_column(f"×{base}", justify="right")
-    t.add_column("HC KiB", justify="right")
-    t.add_column("frag", justify="right")
+    t.add_column("allocator", overflow="fold")
+    t.add_column("ns/op", justify="right", overflow="fold")
+    t.add_column(f"×{base}", justify="right", overflow="fold")
+    t.add_column("spread", justify="right", overflow="fold")
+    t.add_column("RSS KiB", justify="right", overflow="fold")
+    t.add_column(f"×{base}", justify="right", overflow="fold")
+    t.add_column("HC KiB", justify="right", overflow="fold")
+    t.add_column("frag", justify="right", overflow="fold")
     for r in result["rows"]:
         t.add_row(
             r["label"],
