@@ -111,11 +111,13 @@ static HC_UNUSED int hc_arena_purge_try(struct hc_state *a, int all)
  * only small calls its thread cache serves -- keeps what the arenas shared with its remaining
  * threads hold (arena 0 above all, where every thread's large blocks live).  With PURGE_THREAD
  * a thread, started when a thread first exits (so never in a single-threaded process, and not
- * in one whose threads all live on), runs the decay on every arena each DECAY_MS / 2, under
- * try-locks (hc_arena_purge_try's rule), with every signal blocked.  It never allocates.  A
+ * in one whose threads all live on), runs the decay on every arena and on the small pages'
+ * empty pool each DECAY_MS / 2, under try-locks (hc_arena_purge_try's rule), with every signal
+ * blocked.  It never allocates.  A
  * forked child has none until one of its own threads exits. */
 #if DECAY_MS > 0 && PURGE_THREAD
 static int hc_purge_started;
+static void hc_sp_purge_try(void); /* hc_page.c: the small pages' empty pool */
 
 static void *hc_purge_main(void *arg)
 {
@@ -134,6 +136,7 @@ static void *hc_purge_main(void *arg)
                 hc_os_decay_at(now, hc_os_dirty());
             hc_unlock_arena(a);
         }
+        hc_sp_purge_try();
     }
     return NULL;
 }

@@ -732,6 +732,17 @@ static void hc_sp_stats(struct hc_stats *out)
     pthread_mutex_unlock(&hc_sp_mu);
 }
 
+/* The purge thread's visit (hc_arena.c, PURGE_THREAD): the empty pool's decay, if its lock is
+ * free at this instant (never a wait).  Pages retired shortly before a program went quiet are
+ * released by it, not by a later retire that may never come. */
+static HC_UNUSED void hc_sp_purge_try(void)
+{
+    if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0 || pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return;
+    hc_sp_decay(0);
+    pthread_mutex_unlock(&hc_sp_mu);
+}
+
 /* fork: called by hc_lock.h's handlers (in its lock order: after the stdio list lock, before
  * the arenas), and only when the process has threads -- single-threaded, nothing is locked. */
 static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
@@ -772,5 +783,6 @@ static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
 static void hc_sp_fork_prepare(void) {}
 static void hc_sp_fork_parent(void) {}
 static void hc_sp_fork_child(void) {}
+static HC_UNUSED void hc_sp_purge_try(void) {}
 
 #endif /* HC_SP_ON */
