@@ -10,8 +10,9 @@ allocator calls per round.  Each hctune step runs
 as `python -c <wrapper> ARGS` where the wrapper calls hctune.cli.main and writes the Python
 process's own peak RSS (getrusage RUSAGE_SELF) and its children's (RUSAGE_CHILDREN: the traced
 program, hcreplay, the validation runs) — "hctune's" is the first.  Also timed: the program
-alone, the program under the tracer without hctune (so profile's own work after the program
-exits is profile's wall minus that), and build/hctrace-tool stats beside `hctune stats`.
+alone; profile's own work after the program exits (hctune.profile.Profile.after_seconds, from
+the program's exit to the trace registered); build/hctrace-tool stats beside `hctune stats`
+(three interleaved rounds, medians of wall and CPU time).
 Times on the shared machine are noisy (the load average is printed); one run per step.
 """
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,13 +36,24 @@ WORKLOAD = ROOT / "bench" / "big" / "factor.py"
 WRAPPER = """
 import json, os, resource, sys
 from hctune.cli import main
+seen = {}
+if "profile" in sys.argv[1:4]:     # only then: importing it costs the other steps' CPU
+    import hctune.commands.profile
+    _profile = hctune.commands.profile.profile
+    def profile(*a, **k):
+        p = _profile(*a, **k)
+        seen.update(program_s=p.program_seconds, after_s=p.after_seconds)
+        return p
+    hctune.commands.profile.profile = profile
 try:
     rc = main(sys.argv[1:])
 finally:
-    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.environ["BIG_FLOW_RUSAGE"], "w") as f:
-        json.dump({"self_kb": me, "children_kb": kids}, f)
+        json.dump({"self_kb": me.ru_maxrss, "children_kb": kids.ru_maxrss,
+                   "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+                   **seen}, f)
 sys.exit(rc)
 """
 
@@ -52,15 +66,17 @@ def _python() -> str:
     sys.exit("bench/big_flow.py: needs an ELF python3 (e.g. /usr/bin/python3)")
 
 
-def _timed(cmd, env=None, stdout=subprocess.DEVNULL) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB, the process and its waited children: GNU time's %M)."""
+def _timed(cmd, env=None) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of the command and its children."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
-    _, err = p.communicate()
+    r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True)
     wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        sys.exit(f"bench/big_flow.py: {' '.join(map(str, cmd))} failed:\n{err[-2000:]}")
-    return wall, 0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        sys.exit(f"bench/big_flow.py: {' '.join(map(str, cmd))} failed:\n{r.stderr[-2000:]}")
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def _hctune(db: Path, work: Path, *args) -> dict:
@@ -75,7 +91,9 @@ def _hctune(db: Path, work: Path, *args) -> dict:
                  f"{r.stderr[-2000:]}")
     u = json.loads(ru.read_text())
     return {"wall_s": wall, "hctune_rss_mb": u["self_kb"] / 1024,
-            "children_rss_mb": u["children_kb"] / 1024, "stdout": r.stdout, "stderr": r.stderr}
+            "children_rss_mb": u["children_kb"] / 1024, "cpu_s": u["cpu_s"],
+            "program_s": u.get("program_s"), "after_s": u.get("after_s"),
+            "stdout": r.stdout, "stderr": r.stderr}
 
 
 def main() -> int:
@@ -100,11 +118,6 @@ def main() -> int:
         env.pop("LD_PRELOAD", None)
         wall, _ = _timed(prog, env)
         rows.append(("the program alone", wall, None, None, ""))
-        tracer = ROOT / "build" / "libhctrace.so"
-        raw = work / "raw.hct"
-        wall_traced, _ = _timed(prog, dict(env, HCTRACE_OUT=str(raw), LD_PRELOAD=str(tracer)))
-        rows.append(("the program under the tracer (no hctune)", wall_traced, None, None, ""))
-        raw.unlink()
         trace = work / "factor.hct"
         r = _hctune(db, work, "profile", "-o", trace, *prog)
         size = trace.stat().st_size
@@ -112,17 +125,22 @@ def main() -> int:
                                         str(trace), "10"], capture_output=True, text=True,
                                        check=True).stdout)
         events = st["events"]
-        after = r["wall_s"] - wall_traced
         rows.append(("hctune profile", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"],
                      f"{events:,} events, {size / 1e6:.0f} MB ({size / events:.2f} B/event); "
-                     f"after the program: {after:.1f} s = {100 * after / wall_traced:.0f} % "
-                     "of its traced run"))
-        t_tool = min(_timed([str(ROOT / "build" / "hctrace-tool"), "stats", str(trace)])[0]
-                     for _ in range(3))
-        rows.append(("build/hctrace-tool stats (best of 3)", t_tool, None, None, ""))
-        r = _hctune(db, work, "stats", trace, "--json")
-        rows.append(("hctune stats", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"],
-                     f"{r['wall_s'] / t_tool:.2f}x the C tool"))
+                     f"the program ran {r['program_s']:.1f} s, hctune's work after it "
+                     f"{r['after_s']:.1f} s = {100 * r['after_s'] / r['program_s']:.0f} %"))
+        # interleaved: the C tool alone, then hctune stats (which runs it), 3 rounds
+        tool, mine = [], []
+        for _ in range(3):
+            tool.append(_timed([str(ROOT / "build" / "hctrace-tool"), "stats", str(trace)]))
+            r = _hctune(db, work, "stats", trace, "--json")
+            mine.append((r["wall_s"], r["cpu_s"]))
+        tw, tc = (statistics.median(x) for x in zip(*tool))
+        mw, mc = (statistics.median(x) for x in zip(*mine))
+        rows.append(("build/hctrace-tool stats (median of 3)", tw, None, None,
+                     f"CPU {tc:.1f} s"))
+        rows.append(("hctune stats (median of 3)", mw, r["hctune_rss_mb"], r["children_rss_mb"],
+                     f"CPU {mc:.1f} s; {mw / tw:.2f}x the C tool's wall, {mc / tc:.2f}x its CPU"))
         r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
                     "--objective", "mem", "--json")
         rows.append((f"hctune search --trials {a.trials} --repeat 1", r["wall_s"],

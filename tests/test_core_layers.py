@@ -6,7 +6,10 @@ import that would close a cycle fails here, not at run time in one rarely taken 
 from __future__ import annotations
 
 import ast
+import functools
 import re
+
+from pathlib import Path
 
 from hctune import paths
 
@@ -14,6 +17,7 @@ PKG = paths.ROOT / "tuner" / "hctune"
 DOC = paths.ROOT / "docs" / "ARCHITECTURE.md"
 
 
+@functools.lru_cache(maxsize=None)
 def _modules() -> dict[str, object]:
     out = {}
     for p in sorted(PKG.rglob("*.py")):
@@ -44,7 +48,12 @@ def _rows() -> list[list[str]]:
 
 def _imports(path, modules) -> set[str]:
     """The hctune modules `path` imports anywhere in it (skipping `if TYPE_CHECKING:`)."""
-    tree = ast.parse(path.read_text())
+    return set(_imports_of(str(path), tuple(modules)))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(path: str, modules: tuple[str, ...]) -> frozenset[str]:
+    tree = ast.parse(Path(path).read_text())
     skip = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -66,7 +75,7 @@ def _imports(path, modules) -> set[str]:
                 name = name.rpartition(".")[0]
             if name:
                 out.add(name)
-    return out
+    return frozenset(out)
 
 
 def _entry(module: str, rows) -> tuple[int, str] | None:

@@ -222,3 +222,10 @@ def test_real_runs_sample_the_rss_curve(c_program, tmp_path):
     assert out["default"][0] > 40 * mib and out["decay0"][0] > 40 * mib
     assert out["default"][1] > 40 * mib, out      # kept for the decay time
     assert out["decay0"][1] < 15 * mib, out       # purged at once
+
+
+def test_declared_advice_seeds_are_valid_settings():
+    for a in X.names():
+        for label, setting in X.seeds(a, "mem") + X.seeds(a, "perf"):
+            assert setting and X.complete(a, setting) == setting, label
+    assert ("jemalloc no_decay" in X.seeds("jemalloc", "mem")[0][0])

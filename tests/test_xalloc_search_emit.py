@@ -143,6 +143,9 @@ def test_search_across_allocators_then_emit(tmp_path):
     again = json.loads(hctune(db, "search", trace, "--allocators", "glibc,jemalloc",
                               "--trials", "6", "--repeat", "1", "--json").stdout)
     assert again["finished"] == 6
+    b = json.loads(hctune(db, "best", "--json").stdout)
+    assert {r["allocator"] for r in b["per_allocator"]} == {"glibc", "jemalloc"}
+    assert b["allocator"] == best["allocator"]
     f = tmp_path / "best.env"
     hctune(db, "emit", "--env", f)
     assert f"trial {best['trial']}" in f.read_text()
@@ -182,3 +185,18 @@ def test_validation_runs_each_allocators_best_with_its_environment(c_program, tm
     f = tmp_path / "winner.env"
     hctune(db, "emit", "--env", f)
     assert "won validation" in f.read_text()
+
+
+def test_report_of_a_search_across_allocators(tmp_path):
+    _need("jemalloc")
+    db = tmp_path / "r.db"
+    trace = _small_trace(tmp_path / "small.hct")
+    hctune(db, "search", trace, "--allocators", "hc,jemalloc", "--trials", "4", "--repeat", "1",
+           "--seed", "1")
+    from hctune import report
+    data = report.collect(db)
+    assert {t["allocator"] for t in data["trials"]} <= {"hc", "jemalloc"}
+    assert "jemalloc" in {t["allocator"] for t in data["trials"]}
+    labels = [r["allocator"] for r in data["traces"][0]["allocators"]]
+    assert "glibc" in labels and "jemalloc" in labels
+    hctune(db, "report", "-o", tmp_path / "r.html")

@@ -196,6 +196,7 @@ static inline void hc_os_mapped_freed(size_t usable);
 static inline void hc_os_tick(void);
 static size_t hc_os_purge(size_t pad, int all);
 static void hc_sp_stats(struct hc_stats *out);
+static void hc_sp_decay_tick(void);
 #if HC_DEBUG
 static void hc_check(void);
 static void hc_check_free_arg(void *p);

@@ -289,6 +289,7 @@ static HC_NOINLINE void hc_os_visit(uint64_t now)
  * DECAY_BYTES of free memory are unreleased. */
 static HC_NOINLINE void hc_os_decay(void)
 {
+    hc_sp_decay_tick(); /* the small pages' empty pool shares the clock (hc_page.c) */
     size_t dirty = hc_os_dirty();
     int visit = HC_NARENAS > 1 && !HC_SINGLE_THREADED();
     if (dirty < hc.os.decay_bytes && !visit) {

@@ -14,7 +14,7 @@ import json
 import math
 from pathlib import Path
 
-from hctune import __version__
+from hctune import __version__, allocators
 from hctune import knobs as _knobs
 from hctune import realruns, templating
 from hctune import trace as _trace
@@ -56,21 +56,28 @@ def _trace_stats(row) -> dict | None:
         return None
 
 
-def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict) -> list[dict]:
+def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
+                    tuned_allocator: str = "hc") -> list[dict]:
     """Footprint vs max live bytes for every allocator measured on the trace (latest row each),
     HC as generic and as tuned. In a database several machines share, the rows are one
     machine's: the one that measured the most of them (times of two machines do not compare)."""
     generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
-    tuned_key = _knobs.key(tuned)
+    tuned_key = allocators.setting_key(tuned_allocator, tuned)
     by_host: dict[str, dict] = {}
     last_id: dict[str, int] = {}
     for m in db.measurements(trace_id=trace_id):
         if m["allocator"] == "hc":
-            label = {generic_key: "hc generic", tuned_key: "hc tuned"}.get(m["setting"])
+            label = {generic_key: "hc generic"}.get(m["setting"])
+            if tuned_allocator == "hc" and m["setting"] == tuned_key:
+                label = "hc tuned"
             if label is None:
                 continue
+        elif m["setting"] is None:
+            label = m["allocator"]            # as it comes
+        elif m["allocator"] == tuned_allocator and m["setting"] == tuned_key:
+            label = f"{m['allocator']} tuned"  # the answer of a search across allocators
         else:
-            label = m["allocator"]
+            continue
         latest = by_host.setdefault(m["host"], {})
         last_id[m["host"]] = m["id"]
         if m["metric"] == metric or label not in latest:
@@ -97,8 +104,10 @@ def collect(db_path, name: str | None = None) -> dict:
         generic = space.for_search(_knobs.preset("generic"))
         trials = []
         for t in _study.finished(st):
-            changed = _knobs.diff_from(_study.trial_setting(t), generic)
-            trials.append({"number": t.number, "mem": t.user_attrs["mem"],
+            alloc = _study.trial_allocator(t)
+            changed = _knobs.diff_from(_study.trial_setting(t), generic) if alloc == "hc" \
+                else _study.trial_setting(t)
+            trials.append({"number": t.number, "allocator": alloc, "mem": t.user_attrs["mem"],
                            "perf": t.user_attrs["perf"], "feasible": _study.feasible(t),
                            "seed": t.user_attrs.get("seed"), "setting": t.user_attrs["setting"],
                            "changed": ", ".join(f"{k}={v}" for k, v in changed.items())
@@ -108,12 +117,14 @@ def collect(db_path, name: str | None = None) -> dict:
         for o in ("mem", "perf"):
             t = _study.choose(st, o)
             if t is not None:
-                best[o] = {"trial": t.number, "setting": _study.trial_setting(t)}
+                best[o] = {"trial": t.number, "setting": _study.trial_setting(t),
+                           "allocator": _study.trial_allocator(t)}
         main = best.get("mem" if row["objective"] != "perf" else "perf")
         real = realruns.latest(db, row["name"])
         if real and real.get("winner"):
             main = {"trial": real["winner"]["trial"],
-                    "setting": realruns.winner_setting(real)}
+                    "setting": realruns.winner_setting(real),
+                    "allocator": real["winner"].get("allocator") or "hc"}
         traces = []
         for tr in results.study_traces(db, row):
             trow = db.trace(tr.id)
@@ -126,7 +137,8 @@ def collect(db_path, name: str | None = None) -> dict:
                 "summary": {k: v for k, v in (stats or {}).items()
                             if isinstance(v, (int, float, str)) and not isinstance(v, bool)},
                 "allocators": _allocator_rows(db, tr.id, metric,
-                                              main["setting"] if main else {}),
+                                              main["setting"] if main else {},
+                                              main.get("allocator", "hc") if main else "hc"),
             })
     return {"study": row["name"], "objective": row["objective"], "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,

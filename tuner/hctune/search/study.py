@@ -212,9 +212,13 @@ def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
         if space.ALLOCATOR_PARAM in params:
             have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
     n = 0
-    # every other allocator as it comes first (one trial each), then the paper's HC settings
+    # every other allocator as it comes first (one trial each), then the advice declared for
+    # them (configs/allocators.toml), then the paper's HC settings
     todo = [(a, f"{a} defaults", space.x_params_of(a, {}, threads))
             for a in names if a != "hc"]
+    todo += [(a, label, space.x_params_of(a, setting, threads))
+             for a in names if a != "hc" for label, setting in _xknobs.seeds(a, objective)
+             if set(setting) <= set(space.x_searched(a, threads))]  # a thread knob: threads
     if "hc" in names:
         todo += [("hc", label, {space.ALLOCATOR_PARAM: "hc",
                                 **space.params_of(setting, only, threads)})

@@ -9,7 +9,7 @@ prediction against the real program, and so does `hctune validate`:
 2. each HC candidate is built through the build cache (hctune.build.build_hc);
 3. the program (the profiled command, or another one) runs under each with LD_PRELOAD, in
    interleaved rounds (every candidate once per round, in a shuffled order), N rounds, after one
-   warm-up run on glibc; each run is measured by build/cache/.../hcrun (wall time, the child's
+   warm-up run on glibc; each run is measured by hcrun (a native part; wall time, the child's
    user+sys CPU time and its own ru_maxrss) and stored in hc_real_runs as it finishes;
 4. a run whose stdout (sha256) or exit status differs from glibc's, that dies of a signal or
    times out, disqualifies its candidate (which then stops running);
