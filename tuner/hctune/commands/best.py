@@ -57,7 +57,7 @@ def show(r: dict, console: Console):
         t = Table(title=escape(e["command"] or e["trace"]), title_justify="left")
         for col in ("", "footprint", "vs glibc", "vs generic", perf.replace("_", " "),
                     "vs glibc", "vs generic"):
-            t.add_column(col, justify="right" if col else "left")
+            t.add_column(col, justify="right" if col else "left", overflow="fold")
         for who in ("tuned", "generic", "glibc"):
             n = e[who]
             fp_g = n["footprint_bytes"] / e["glibc"]["footprint_bytes"] \
