@@ -213,3 +213,15 @@ def test_hc_alone_is_the_search_of_before():
     assert _study.default_name(traces, x).endswith("-x-hc+jemalloc")
     f = _study.Options(objective="mem", memory_measure="final")
     assert f.mem_field() == "final_rss_bytes" and _study.default_name(traces, f).endswith("-final")
+
+
+def test_compare_with_another_allocators_knobs(tmp_path):
+    _need("jemalloc")
+    trace = _small_trace(tmp_path / "small.hct")
+    r = hctune(tmp_path / "r.db", "compare", trace, "-n", "1", "--inner", "1", "--presets", "",
+               "--allocators", "glibc,jemalloc", "--set", "jemalloc.dirty_decay_ms=0", "--json")
+    rows = {row["label"]: row for row in json.loads(r.stdout)["rows"]}
+    assert rows["jemalloc dirty_decay_ms=0"]["setting"] == "dirty_decay_ms=0"
+    assert rows["jemalloc"]["setting"] is None
+    r = hctune(tmp_path / "r.db", "compare", trace, "--set", "narenas=1", check=False)
+    assert r.returncode == 2 and "before the dot" in r.stderr
