@@ -63,6 +63,7 @@ end
 def make_study(db, trials: int) -> str:
     import optuna
 
+    from hctune import jobs
     from hctune.db import Database
     from hctune.search.storage import default_url, open_storage
     url = default_url(db)
@@ -73,8 +74,8 @@ def make_study(db, trials: int) -> str:
             optuna.delete_study(study_name=NAME, storage=open_storage(url))
         except KeyError:
             pass
-        d.enqueue(NAME, [1], {"objective": "mem", "metric": "time", "trials": trials * 2})
-        d.claim()   # running, as a worker leaves it
+        jobs.enqueue(d, NAME, [1], {"objective": "mem", "metric": "time", "trials": trials * 2})
+        jobs.claim(d)   # running, as a worker leaves it
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     st = optuna.create_study(study_name=NAME, storage=open_storage(url))
     st.add_trials([fake(i) for i in range(trials)])

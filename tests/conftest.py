@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the repo and its build live, and compiling C for tests.
+"""Shared test fixtures and helpers: where the repo and its build live, compiling C for tests,
+the hctune runner, same_output and stress, and the real traces the replay tests use.
 
 `c_program("hc_stress")` compiles tests/c/hc_stress.c; `hc_library(setting, debug)` renders one
 HC setting with hctune.render.render_malloc and compiles it into a shared library for
@@ -12,14 +13,18 @@ import concurrent.futures
 import functools
 import hashlib
 import os
+import re
 import shlex
+import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from hctune import build, paths
+from workloads import programs, run_program
 
 ROOT = paths.ROOT
 BUILD = paths.BUILD
@@ -136,3 +141,92 @@ def hcmalloc_so() -> Path:
 def hcmalloc_debug_so() -> Path:
     """build/libhcmalloc-debug.so from `make`: checks every heap invariant after each call."""
     return _made("libhcmalloc-debug.so")
+
+
+# ---- helpers the test modules share (one home each; import them from conftest) ----
+
+HCTUNE = [sys.executable, "-m", "hctune"]
+
+
+def hctune(db, *args, check=True, timeout=600, **kw) -> subprocess.CompletedProcess:
+    """`python -m hctune [--db DB] ARGS` in a subprocess, output as text (db None: no --db).
+    check: a nonzero exit fails the test with the command's output. kw go to subprocess.run
+    (cwd, env, input, preexec_fn)."""
+    cmd = [*HCTUNE, *(["--db", str(db)] if db is not None else []), *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"hctune {' '.join(map(str, args))} -> {r.returncode}\n"
+                             f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def hctune_popen(db, *args, **kw) -> subprocess.Popen:
+    return subprocess.Popen([*HCTUNE, "--db", str(db), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def same_output(argv, library, input_bytes=None, timeout=300, text=False, env=None, **extra):
+    """Run `argv` under glibc and under `library` (LD_PRELOAD): both exit 0 with identical
+    stdout. `env` and `extra`: more environment for both runs."""
+    def go(lib):
+        return subprocess.run([str(a) for a in argv], capture_output=True, input=input_bytes,
+                              text=text, timeout=timeout,
+                              env=preload_env(lib, **(env or {}), **extra))
+    ref = go(None)
+    assert ref.returncode == 0, f"reference run failed: {ref.stderr[-2000:]!r}"
+    got = go(library)
+    assert got.returncode == 0, f"exit {got.returncode} under {library}: {got.stderr[-2000:]!r}"
+    assert got.stdout == ref.stdout
+    return got
+
+
+def stress(program, library, ops, seed, slots, threads, timeout=180, **env):
+    """tests/c/hc_stress.c under `library`: OPS random calls on SLOTS slots from THREADS
+    threads, every live byte keeping its pattern; it must finish and report its counts."""
+    res = subprocess.run([str(a) for a in (program, ops, seed, slots, threads)],
+                         capture_output=True, text=True, timeout=timeout,
+                         env=preload_env(library, **env))
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}{res.stderr[-3000:]}"
+    assert re.fullmatch(rf"ok ops={ops} allocs=\d+ reallocs=\d+ frees=\d+\n", res.stdout)
+    return res
+
+
+@functools.lru_cache(maxsize=None)
+def wordfreq():
+    """tests/c/mt_wordfreq.cpp, compiled once per source."""
+    src = ROOT / "tests" / "c" / "mt_wordfreq.cpp"
+    if not shutil.which("g++"):
+        pytest.skip("g++ is not installed (Debian package g++)")
+    key = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    exe = BUILD / "test-cache" / "bin" / f"mt_wordfreq-{key}"
+    if not exe.exists():
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        tmp = exe.with_suffix(".tmp")
+        subprocess.run(["g++", "-O2", "-pthread", str(src), "-o", str(tmp)], check=True)
+        tmp.rename(exe)
+    return exe
+
+
+@pytest.fixture(scope="session")
+def replay_programs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("replay-programs")
+    progs = programs(work)
+    if len(progs) < 2:
+        pytest.skip("needs two of gawk, sqlite3, python3 (installed by .ci/run)")
+    return progs
+
+
+@pytest.fixture(scope="session")
+def replay_traces(replay_programs, tmp_path_factory):
+    """name -> trace path, recorded once per session with the LD_PRELOAD tracer."""
+    tracer = paths.BUILD / "libhctrace.so"
+    if not tracer.exists():
+        pytest.fail(f"{tracer} missing: run make")
+    out = tmp_path_factory.mktemp("replay-traces")
+    traces = {}
+    for name, (argv, extra) in replay_programs.items():
+        trace = out / f"{name}.hct"
+        run_program(argv, extra, preload=tracer, HCTRACE_OUT=str(trace))
+        assert trace.exists()
+        traces[name] = trace
+    return traces

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import hctune, hctune_popen  # noqa: F401  (the runner's home is conftest)
 from hctune import paths
 
 # gawk building, thinning and growing an associative array and a string: a real program with
@@ -42,20 +43,6 @@ def record_gawk_trace(out: Path) -> Path:
     subprocess.run([gawk, GAWK_PROGRAM], env=env, check=True, capture_output=True)
     assert out.stat().st_size > 0
     return out
-
-
-def hctune(db, *args, check=True, timeout=600, **kw):
-    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(db), *map(str, args)],
-                       capture_output=True, text=True, timeout=timeout, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(f"hctune {' '.join(map(str, args))} -> {r.returncode}\n"
-                             f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
-    return r
-
-
-def hctune_popen(db, *args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 # ---- PostgreSQL ----

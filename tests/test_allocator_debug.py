@@ -2,43 +2,19 @@
 
 The default debug build (HC_DEBUG=1, build/libhcmalloc-debug.so) checks what each call touches
 and walks the whole heap only every N calls, so it runs real programs: the 8-thread ring test
-(tests/c/hc_threads.c) within 10x of the release build. It still catches a double free, an
-overflow into the next block's header and a free of a pointer malloc never returned, and does
-so with the periodic walks turned off (HCMALLOC_CHECK=0): the per-call checks find them. The
-full check after every call (HCMALLOC_CHECK=1, or -DHC_DEBUG=2) is kept and catches them too."""
+(tests/c/hc_threads.c) within 10x of the release build (a ratio of wall times, so measured by
+bench/debug_overhead.py, not here). It still catches a double free, an overflow into the next
+block's header and a free of a pointer malloc never returned, and does so with the periodic
+walks turned off (HCMALLOC_CHECK=0): the per-call checks find them. The full check after every
+call (HCMALLOC_CHECK=1, or -DHC_DEBUG=2) is kept and catches them too."""
 
 import re
 import signal
-import statistics
 import subprocess
-import time
 
 import pytest
 
 from conftest import preload_env
-
-ITEMS = 100_000          # per thread: 8 threads, ~1.6 M calls
-
-
-def timed(program, args, library, **env):
-    start = time.perf_counter()
-    res = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=120,
-                         env=preload_env(library, **env))
-    took = time.perf_counter() - start
-    assert res.returncode == 0, res.stdout + res.stderr
-    return took
-
-
-def test_default_debug_build_is_within_10x_of_release(c_program, hcmalloc_so, hcmalloc_debug_so):
-    program = c_program("hc_threads")
-    args = ["ring", str(ITEMS)]
-    release, debug = [], []
-    for _ in range(3):                      # interleaved, medians: the machine is shared
-        release.append(timed(program, args, hcmalloc_so))
-        debug.append(timed(program, args, hcmalloc_debug_so))
-    ratio = statistics.median(debug) / statistics.median(release)
-    assert ratio < 10, f"debug {debug} vs release {release}: {ratio:.1f}x"
-
 
 MISUSE = [("double-free", r"double free"), ("double-free-medium", r"double free"),
           ("invalid-free", r"did not return|not allocated"),

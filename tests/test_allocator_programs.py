@@ -11,11 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, preload_env
+from conftest import ROOT, preload_env, same_output
+from workloads import GAWK_PROGRAM, sqlite_script, words_file
 
 PY_TESTS = ["test_list", "test_dict", "test_set", "test_json"]
 
@@ -24,16 +24,6 @@ def run(argv, library, timeout=300, text=True, **kw):
     env = preload_env(library, **kw.pop("env", {}))
     return subprocess.run([str(a) for a in argv], capture_output=True, text=text,
                           timeout=timeout, env=env, **kw)
-
-
-def same_output(argv, library, **kw):
-    """Run under glibc and under `library`; both succeed with identical stdout."""
-    ref = run(argv, None, **kw)
-    assert ref.returncode == 0, f"reference run failed: {ref.stderr[-2000:]!r}"
-    got = run(argv, library, **kw)
-    assert got.returncode == 0, f"exit {got.returncode} under {library}: {got.stderr[-2000:]!r}"
-    assert got.stdout == ref.stdout
-    return got
 
 
 def python_with_regression_tests():
@@ -71,21 +61,7 @@ def test_gcc_compiles_same_assembly(hcmalloc_so):
     same_output([gcc, "-O2", "-S", "-o", "-", source], hcmalloc_so)
 
 
-def sqlite_script() -> str:
-    return """
-CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INTEGER, payload BLOB);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)
-INSERT INTO item SELECT i, 'name-' || (i * 7919 % 30011), i % 97, zeroblob(i % 1500) FROM n;
-CREATE INDEX item_name ON item(name);
-SELECT grp, count(*), sum(length(payload)), min(name), max(name) FROM item GROUP BY grp
-  ORDER BY grp LIMIT 20;
-SELECT group_concat(name, ',') FROM (SELECT name FROM item WHERE grp = 13 ORDER BY name LIMIT 300);
-DELETE FROM item WHERE id % 3 = 0;
-UPDATE item SET payload = zeroblob(length(payload) * 2 % 4000) WHERE grp < 40;
-VACUUM;
-SELECT count(*), sum(length(payload)), total(id) FROM item;
-SELECT substr(replace(group_concat(upper(name)), 'NAME', 'n'), 1, 2000) FROM item WHERE grp = 5;
-"""
+
 
 
 def test_sqlite3_script(hcmalloc_so, tmp_path):
@@ -97,25 +73,10 @@ def test_sqlite3_script(hcmalloc_so, tmp_path):
     same_output([sqlite3, ":memory:", f".read {script}"], hcmalloc_so)
 
 
-def words_file(path: Path, lines: int) -> Path:
-    rng = random.Random(20060101)
-    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 14)))
-             for _ in range(5000)]
-    with open(path, "w") as f:
-        for _ in range(lines):
-            f.write(" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 20))) + "\n")
-    return path
 
 
-GAWK_PROGRAM = r"""
-{ for (i = 1; i <= NF; i++) { count[$i]++; line[NR % 500] = line[NR % 500] " " $i } }
-END {
-  n = asorti(count, keys)
-  for (i = 1; i <= n; i += 97) printf "%s %d\n", keys[i], count[keys[i]]
-  for (k in line) total += length(line[k])
-  print n, total
-}
-"""
+
+
 
 
 def test_gawk_word_counts(hcmalloc_so, tmp_path):
@@ -186,6 +147,6 @@ def test_groff_and_ghostscript(hcmalloc_so, tmp_path):
     page.write_text(troff_document())
     env = {"SOURCE_DATE_EPOCH": "0"}  # no creation date in the PostScript
     ps = same_output([groff, "-man", "-Tps", page], hcmalloc_so, env=env).stdout
-    (tmp_path / "page.ps").write_text(ps)
+    (tmp_path / "page.ps").write_bytes(ps)
     same_output([gs, "-q", "-dNOPAUSE", "-dBATCH", "-dSAFER", "-sDEVICE=pgmraw", "-r50",
-                 "-sOutputFile=-", tmp_path / "page.ps"], hcmalloc_so, env=env, text=False)
+                 "-sOutputFile=-", tmp_path / "page.ps"], hcmalloc_so, env=env)

@@ -1,6 +1,7 @@
 """configs/build.toml is the one statement of how hctune compiles its C: the Makefile's commands
-(`make -n`) agree with it, and the .so `hctune emit --so` gives the user holds the same code as
-the search's measured build of that setting (equal .text)."""
+(`make -n`) agree with it, and the .so `hctune emit --so` gives the user (and the emitted
+malloc.mk's hcmalloc-so) holds the same code as the search's measured build of that setting
+(equal .text)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,8 @@ def test_emit_so_holds_the_code_the_search_measured(tmp_path):
     measured = allocators.resolve("hc", setting).library       # what the search replays
     text = _text(tmp_path / "libhc.so")
     assert len(text) > 4096 and text == _text(measured)
+    if shutil.which("make"):                                    # and the emitted malloc.mk's
+        subprocess.run(["make", "-s", "-f", str(tmp_path / "malloc.mk"), "hcmalloc-so",
+                        f"HCMALLOC_SO={tmp_path / 'libmade.so'}", "CC=cc"], cwd=tmp_path,
+                       check=True, capture_output=True)
+        assert _text(tmp_path / "libmade.so") == text

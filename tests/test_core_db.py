@@ -4,6 +4,7 @@ import sqlite3
 
 import pytest
 
+from hctune import jobs
 from hctune.db import SCHEMA_VERSION, Database
 from hctune.errors import HctuneError
 
@@ -94,18 +95,18 @@ def test_a_study_left_comparing_goes_back_to_running(tmp_path):
     import datetime
     from hctune.db import now
     with Database(tmp_path / "r.db") as db:
-        qid = db.enqueue("s", [1], {})
-        assert db.claim()["id"] == qid
-        assert db.start_comparing(qid, closer="elsewhere:42:7")
-        assert db.claim() is None                         # comparing: nobody joins it
+        qid = jobs.enqueue(db, "s", [1], {})
+        assert jobs.claim(db)["id"] == qid
+        assert jobs.start_comparing(db, qid, closer="elsewhere:42:7")
+        assert jobs.claim(db) is None                         # comparing: nobody joins it
         long_ago = (datetime.datetime.now(datetime.timezone.utc)
                     - datetime.timedelta(seconds=30)).isoformat(timespec="seconds")
-        assert db.requeue_stuck(long_ago) == []           # it beat just now
-        db.beat(qid, "elsewhere:42:7")
-        assert db.requeue_stuck("9999") == ["s"]          # its beat is older than that
-        row = db.claim()
+        assert jobs.requeue_stuck(db, long_ago) == []           # it beat just now
+        jobs.beat(db, qid, "elsewhere:42:7")
+        assert jobs.requeue_stuck(db, "9999") == ["s"]          # its beat is older than that
+        row = jobs.claim(db)
         assert row["id"] == qid and row["state"] == "running" and row["closer"] is None
-        assert db.start_comparing(qid, closer="here:1:1")
-        assert db.start_validating(qid)
-        assert db.requeue_stuck(now(), lambda closer: closer == "here:1:1") == ["s"]
-        assert db.queued("s")["state"] == "running"
+        assert jobs.start_comparing(db, qid, closer="here:1:1")
+        assert jobs.start_validating(db, qid)
+        assert jobs.requeue_stuck(db, now(), lambda closer: closer == "here:1:1") == ["s"]
+        assert jobs.job(db, "s")["state"] == "running"

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from hctune import jobs
 from hctune.db import SCHEMA_VERSION, Database
 from hctune.errors import HctuneError
 from hctune.files import sha256
@@ -84,10 +85,10 @@ def test_traces_and_their_contents(pg, tmp_path):
 def test_queue_claims_are_row_locks(pg):
     with Database(pg.url) as db:
         db.query("DELETE FROM hc_queue")
-        a = db.enqueue("qa", [1], {})
-        b = db.enqueue("qb", [1], {})
+        a = jobs.enqueue(db, "qa", [1], {})
+        b = jobs.enqueue(db, "qb", [1], {})
         with pytest.raises(HctuneError, match="already queued"):
-            db.enqueue("qa", [1], {})
+            jobs.enqueue(db, "qa", [1], {})
     # one worker holds its claim transaction open on the first queued row: another worker
     # skips that row rather than waiting for it
     holder = Database(pg.url)
@@ -102,17 +103,17 @@ def test_queue_claims_are_row_locks(pg):
         th.start()
         assert taken.wait(30)
         with Database(pg.url) as db:
-            other.append(db.claim())
+            other.append(jobs.claim(db))
         release.set()
         th.join(30)
     finally:
         holder.close()
     assert other[0]["id"] == b and other[0]["state"] == "running"
     with Database(pg.url) as db:
-        assert db.claim()["id"] == a                       # free again: the oldest queued
-        assert db.start_comparing(a) and not db.start_comparing(a)
-        db.finish_queued(a)
-        assert db.queued("qa")["state"] == "done"
+        assert jobs.claim(db)["id"] == a                       # free again: the oldest queued
+        assert jobs.start_comparing(db, a) and not jobs.start_comparing(db, a)
+        jobs.finish(db, a)
+        assert jobs.job(db, "qa")["state"] == "done"
 
 
 def test_bad_url_is_one_line(tmp_path):

@@ -6,7 +6,10 @@ import that would close a cycle fails here, not at run time in one rarely taken 
 from __future__ import annotations
 
 import ast
+import functools
 import re
+
+from pathlib import Path
 
 from hctune import paths
 
@@ -14,6 +17,7 @@ PKG = paths.ROOT / "tuner" / "hctune"
 DOC = paths.ROOT / "docs" / "ARCHITECTURE.md"
 
 
+@functools.lru_cache(maxsize=None)
 def _modules() -> dict[str, object]:
     out = {}
     for p in sorted(PKG.rglob("*.py")):
@@ -44,7 +48,12 @@ def _rows() -> list[list[str]]:
 
 def _imports(path, modules) -> set[str]:
     """The hctune modules `path` imports anywhere in it (skipping `if TYPE_CHECKING:`)."""
-    tree = ast.parse(path.read_text())
+    return set(_imports_of(str(path), tuple(modules)))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(path: str, modules: tuple[str, ...]) -> frozenset[str]:
+    tree = ast.parse(Path(path).read_text())
     skip = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -66,7 +75,7 @@ def _imports(path, modules) -> set[str]:
                 name = name.rpartition(".")[0]
             if name:
                 out.add(name)
-    return out
+    return frozenset(out)
 
 
 def _entry(module: str, rows) -> tuple[int, str] | None:
@@ -144,3 +153,22 @@ def test_the_checks_see_a_cycle_hidden_in_a_function(tmp_path):
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from hctune.validate import validate\n    return validate\n")
     assert _imports(src, _modules()) == {"hctune.validate"}
+
+
+def test_every_import_inside_a_function_says_why():
+    """Imports inside functions only defer a heavy library (Optuna, FastAPI, matplotlib,
+    SQLAlchemy, Jinja2, numpy, rich) or what only one command needs, and say so on their line
+    (`# deferred: ...`); anything else belongs at the top of the module, where the layer test
+    above sees it like every other import."""
+    bare = []
+    for mod, path in _modules().items():
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and \
+                            "#" not in lines[node.lineno - 1]:
+                        bare.append(f"{path.relative_to(paths.ROOT)}:{node.lineno}: "
+                                    f"{lines[node.lineno - 1].strip()}")
+    assert not bare, ("imports inside functions without a reason (move them to the top, or "
+                      "say what heavy library they defer):\n  " + "\n  ".join(sorted(bare)))

@@ -5,9 +5,8 @@ disk as the program sees it), a missing compiler and a read-only database each g
 import os
 import resource
 import sqlite3
-import subprocess
-import sys
 
+from conftest import hctune as run_hctune
 from hctune import db as _db
 from hctune.cli import main
 
@@ -15,8 +14,8 @@ from hctune.cli import main
 def hctune(*args, cwd, env=None, fsize=None):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    return subprocess.run([sys.executable, "-m", "hctune", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, preexec_fn=limit if fsize else None)
+    return run_hctune(None, *args, check=False, cwd=cwd, env=env,
+                      preexec_fn=limit if fsize else None)
 
 
 def one_line(res):

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from conftest import hctune as run_hctune
 from hctune import allocators, compare, doctor, native
 from hctune.errors import HctuneError
 
 
 def hctune(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "hctune", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return run_hctune(None, *args, check=False, timeout=120, env=env)
 
 
 def test_doctor_json_lists_every_dependency():
@@ -111,3 +109,16 @@ def test_emitted_provenance_carries_version_and_commit(tmp_path):
     from hctune import emit
     _, prov = emit.choose_setting(tmp_path / "h.db", None, None, "generic", ())
     assert prov["hctune"].startswith(importlib.metadata.version("hctune") + " (commit ")
+
+
+def test_first_use_compile_says_one_line(tmp_path, monkeypatch, capfd):
+    """Compiling a native part on first use (an installed wheel) is not a silent pause: one
+    line on stderr; the second use says nothing."""
+    monkeypatch.setenv("HCTUNE_BUILD", str(tmp_path / "empty"))
+    monkeypatch.setenv("HCTUNE_CACHE", str(tmp_path / "cache"))
+    native.path("libhcbump.so")
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("hctune: compiling ") \
+        and "(libhcbump.so) on first use" in err, err
+    native.path("libhcbump.so")
+    assert capfd.readouterr().err == ""

@@ -11,7 +11,6 @@ import pytest
 from hctune import cli, replay
 from hctune.db import Database
 from hctune.trace import register
-from test_replay_traces import replay_programs, replay_traces  # noqa: F401
 
 
 def run(capsys, *args):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hctune import build, knobs, replay
-from test_replay_traces import replay_programs, replay_traces, run_program  # noqa: F401
+from workloads import run_program
 
 # generic (Table 6) and two Table 7 rows that switch different mechanisms off and on
 SETTINGS = ("generic", "gawk-mem", "p2c-perf")

@@ -2,9 +2,10 @@
 
 Two views (docs/replay.md, "Harness overhead"):
   - time: the whole replay with the bump allocator (allocator/replay/bump.c, a few instructions
-    per call on warm memory) against the whole replay with glibc, interleaved rounds, medians;
+    per call on warm memory) against the whole replay with glibc, interleaved rounds, medians:
+    a ratio of wall times, so in bench/replay_overhead.py, not here;
   - instructions: callgrind's self count of the replay loop (hcr_replay_once: dispatch, slot
-    array, page touching) against glibc's whole replay; deterministic.
+    array, page touching) against glibc's whole replay; deterministic: this test.
 The brief's target was "bump replay <= 10 % of glibc's time".  That is out of reach for any
 harness that calls malloc once per op: glibc needs only ~110-140 instructions per op on these
 traces, and one loop iteration (load the op, dispatch, store the slot, touch the block) is ~20.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,25 +25,6 @@ from pathlib import Path
 import pytest
 
 from hctune import paths, replay
-from test_replay_traces import replay_programs, replay_traces  # noqa: F401
-
-ROUNDS = 5
-
-
-def test_bump_replay_time_is_a_fraction_of_glibc(replay_traces):  # noqa: F811
-    ratios = {}
-    for name, trace in replay_traces.items():
-        per_round = []
-        for _ in range(ROUNDS):  # interleaved: drift of the shared machine hits both alike
-            g = replay.measure(trace, "glibc", repeat=5)["time_ns_per_op"]
-            b = replay.measure(trace, "bump", repeat=5)["time_ns_per_op"]
-            per_round.append(b / g)
-        ratios[name] = statistics.median(per_round)
-        print(f"{name}: bump/glibc time {ratios[name]:.2f} (rounds {per_round})")
-    # the harness plus a trivial allocator stays well under the cheapest real allocator
-    assert statistics.median(ratios.values()) <= 0.6, ratios
-    assert max(ratios.values()) <= 0.8, ratios
-
 
 def _self_instructions(callgrind_out: Path, function: str) -> int:
     """Self cost (Ir) of one function, read from callgrind's output format directly: cost lines

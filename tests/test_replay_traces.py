@@ -1,6 +1,7 @@
 """Real traces for the replay tests (gawk, sqlite3, python3 recorded by build/libhctrace.so), and
 what the harness makes of them: its loader agrees with the trace statistics, every allocator
-replays them, the numbers hang together.  Other tests/test_replay_*.py import the fixtures."""
+replays them, the numbers hang together.  The fixtures are in conftest.py (the programs in
+workloads.py)."""
 
 from __future__ import annotations
 
@@ -13,84 +14,6 @@ from pathlib import Path
 import pytest
 
 from hctune import paths, replay
-
-AWK = """{ w[$1 % 3000] = w[$1 % 3000] " " $1; c[$1 % 777]++ }
-END { n = 0; for (k in w) n += length(w[k]); for (k in c) s = s k ":" c[k] ","; print n, length(s) }
-"""
-SQL = """CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 15000)
-INSERT INTO t SELECT i, printf('row-%d-%s', i, hex(zeroblob(i % 40))), i * 0.5 FROM n;
-CREATE INDEX tb ON t(b);
-SELECT count(*), sum(length(b)) FROM t WHERE b LIKE 'row-1%';
-SELECT c, group_concat(b) FROM t GROUP BY a % 100 ORDER BY 1 LIMIT 3;
-"""
-PY = """import json
-d = {str(i): [i] * (i % 17) for i in range(12000)}
-s = json.dumps(d)
-print(len(s), len(json.loads(s)))
-"""
-
-
-def python3() -> str:
-    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else shutil.which("python3")
-
-
-def programs(work: Path) -> dict[str, tuple[list[str], dict]]:
-    """name -> (argv, extra environment): deterministic programs, so a traced run and an
-    untraced run make the same calls.  python3 sends every object through malloc
-    (PYTHONMALLOC=malloc) and fixes its hash seed."""
-    (work / "nums.txt").write_text("".join(f"{i}\n" for i in range(1, 40001)))
-    (work / "t.awk").write_text(AWK)
-    (work / "t.sql").write_text(SQL)
-    (work / "t.py").write_text(PY)
-    progs = {}
-    if shutil.which("gawk"):
-        progs["gawk"] = ([shutil.which("gawk"), "-f", str(work / "t.awk"), str(work / "nums.txt")],
-                         {})
-    if shutil.which("sqlite3"):
-        progs["sqlite3"] = ([shutil.which("sqlite3"), ":memory:", f".read {work / 't.sql'}"], {})
-    if python3():
-        progs["python3"] = ([python3(), str(work / "t.py")],
-                            {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"})
-    return progs
-
-
-def run_program(argv, extra, preload=None, **env_extra) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env.update(extra)
-    env.update(env_extra)
-    if preload:
-        env["LD_PRELOAD"] = str(preload)
-    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return res
-
-
-@pytest.fixture(scope="session")
-def replay_programs(tmp_path_factory):
-    work = tmp_path_factory.mktemp("replay-programs")
-    progs = programs(work)
-    if len(progs) < 2:
-        pytest.skip("needs two of gawk, sqlite3, python3 (installed by .ci/run)")
-    return progs
-
-
-@pytest.fixture(scope="session")
-def replay_traces(replay_programs, tmp_path_factory):
-    """name -> trace path, recorded once per session with the LD_PRELOAD tracer."""
-    tracer = paths.BUILD / "libhctrace.so"
-    if not tracer.exists():
-        pytest.fail(f"{tracer} missing: run make")
-    out = tmp_path_factory.mktemp("replay-traces")
-    traces = {}
-    for name, (argv, extra) in replay_programs.items():
-        trace = out / f"{name}.hct"
-        run_program(argv, extra, preload=tracer, HCTRACE_OUT=str(trace))
-        assert trace.exists()
-        traces[name] = trace
-    return traces
-
 
 def trace_stats(trace: Path) -> dict:
     res = subprocess.run([str(paths.BUILD / "hctrace-tool"), "stats", str(trace)],

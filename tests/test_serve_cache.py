@@ -6,7 +6,6 @@ server too, with several HTTP worker processes."""
 
 import json
 import threading
-import time
 import warnings
 
 import optuna
@@ -14,6 +13,7 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState, create_trial
 
+from hctune import jobs
 from hctune.db import Database
 from hctune.search import study as _study
 from hctune.search.storage import default_url, open_storage
@@ -40,8 +40,8 @@ def study(tmp_path):
     """A queued-and-running study 'live' of 5 finished trials in a fresh database; (db, url)."""
     db = tmp_path / "hctune.db"
     with Database(db) as d:
-        d.enqueue("live", [1], {"objective": "mem", "metric": "time", "trials": 50})
-        d.claim()
+        jobs.enqueue(d, "live", [1], {"objective": "mem", "metric": "time", "trials": 50})
+        jobs.claim(d)
     url = default_url(db)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     st = optuna.create_study(study_name="live", storage=open_storage(url))
@@ -144,7 +144,7 @@ def test_since_and_etag(study):
 @pytest.mark.parametrize("http_workers", [1, 2])
 def test_api_since_etag_and_state(study, http_workers):
     db, url = study
-    srv = Served(db, "--http-workers", http_workers)
+    srv = Served(db, "--http-workers", http_workers, "--trials-ttl", 0)   # no cache to outwait
     try:
         def get(path, headers=None):
             return srv.request("GET", path, headers=headers)
@@ -171,7 +171,6 @@ def test_api_since_etag_and_state(study, http_workers):
         assert len(get("/api/studies/live")[1]["trials"]) == 5
 
         writer(url).add_trial(finished(5))             # a worker finishes a trial
-        time.sleep(1.2)                                # past the server's 1 s cache
         for _ in range(6):                             # whichever process answers
             status, etag3, rows = trials()
             assert status == 200 and len(rows) == 6 and etag3 != etag
@@ -182,7 +181,7 @@ def test_api_since_etag_and_state(study, http_workers):
         w = writer(url)
         w.add_trial(finished(6))
         with Database(db) as d:                        # the study ends: seen at once
-            d.finish_queued(d.queued("live")["id"])
+            jobs.finish(d, jobs.job(d, "live")["id"])
         for _ in range(4):
             status, s = get("/api/studies/live")
             assert s["state"] == "done" and len(s["trials"]) == 7, s["state"]

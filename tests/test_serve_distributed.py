@@ -96,6 +96,7 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
 def test_a_worker_waits_out_a_database_restart(tmp_path):
     """The PostgreSQL server goes away under an idle worker: the worker says so in one line,
     waits and tries again, and takes work once the server is back, instead of dying."""
+    from hctune import jobs
     from hctune.db import Database
     pg = Postgres(tmp_path).start()
     Database(pg.url).close()
@@ -110,11 +111,11 @@ def test_a_worker_waits_out_a_database_restart(tmp_path):
             time.sleep(0.2)
         pg.restart()
         with Database(pg.url) as db:
-            db.enqueue("after", [99], {"trials": 1})     # no trace #99: it fails, at once
+            jobs.enqueue(db, "after", [99], {"trials": 1})     # no trace #99: it fails, at once
         deadline = time.time() + 60
         while True:
             with Database(pg.url) as db:
-                q = db.queued("after")
+                q = jobs.job(db, "after")
             if q["state"] == "failed":
                 break
             assert time.time() < deadline and w.poll() is None, \

@@ -50,3 +50,10 @@ def test_stats_of_a_trace_larger_than_the_memory_limit(tmp_path):
     assert st["anomalies"] == {"free_unknown": 0, "realloc_unknown": 0, "alloc_live": 0}
     assert st["max_live_bytes"] == one["max_live_bytes"]
     assert st["final_live_bytes"] == 0
+    # the Python reader opens it (header and chunk headers: what registering a trace reads)
+    # under the same limit
+    r = subprocess.run([sys.executable, "-c", "import sys\nfrom hctune.trace import open_trace\n"
+                        "print(open_trace(sys.argv[1]).count)", str(big)],
+                       capture_output=True, text=True, preexec_fn=_limit, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) == rounds * 2 * BLOCKS

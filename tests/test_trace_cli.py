@@ -7,19 +7,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import hctune as run_hctune
 from hctune.db import Database
 
-HCTUNE = [sys.executable, "-m", "hctune"]
-
-
 def hctune(tmp_path, *args, **kw):
-    return subprocess.run([*HCTUNE, "--db", str(tmp_path / "h.db"), *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, **kw)
+    return run_hctune(tmp_path / "h.db", *args, check=False, timeout=120, cwd=tmp_path, **kw)
 
 
 def _rows(tmp_path):

@@ -8,10 +8,10 @@ leave the exit status as it was."""
 import json
 import signal
 import subprocess
-import sys
 
 import pytest
 
+from conftest import hctune as run_hctune
 from hctune import paths
 from hctune.trace import open_trace
 
@@ -27,9 +27,7 @@ def crash(c_program):
 
 
 def hctune(tmp_path, *args):
-    return subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
-                           *map(str, args)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    return run_hctune(tmp_path / "h.db", *args, check=False, timeout=120, cwd=tmp_path)
 
 
 def test_profile_of_a_crashing_program_keeps_its_events(crash, tmp_path):

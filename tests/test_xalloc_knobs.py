@@ -197,3 +197,35 @@ def test_each_knob_changes_a_measured_figure(alloc, tmp_path):
         if not moved:
             unmoved.append(kname)
     assert not unmoved, f"{alloc}: set but no figure moved: {unmoved}"
+
+
+def test_real_runs_sample_the_rss_curve(c_program, tmp_path):
+    """hcrun (validate's launcher) samples RSS while the program runs: after a 40 MiB peak
+    jemalloc keeps its freed pages for dirty_decay_ms (10 s), with dirty_decay_ms:0 it does not;
+    the peak (ru_maxrss) is the same either way."""
+    from hctune.validate.launcher import hcrun
+    try:
+        allocators.resolve("jemalloc")
+    except HctuneError as e:
+        pytest.skip(str(e))
+    prog = c_program("rss_curve")
+    out = {}
+    for label, setting in (("default", None), ("decay0", {"dirty_decay_ms": 0})):
+        report = tmp_path / f"{label}.txt"
+        subprocess.run([str(hcrun()), str(report), str(prog)], check=True,
+                       env=allocators.resolve("jemalloc", setting).env())
+        wall, _, _, maxrss, status, mean, final, samples = map(int, report.read_text().split())
+        assert status == 0 and samples >= 10      # 300 ms of rest, a sample every 5 ms
+        assert 0 < mean <= maxrss
+        out[label] = (maxrss, final)
+    mib = 1024
+    assert out["default"][0] > 40 * mib and out["decay0"][0] > 40 * mib
+    assert out["default"][1] > 40 * mib, out      # kept for the decay time
+    assert out["decay0"][1] < 15 * mib, out       # purged at once
+
+
+def test_declared_advice_seeds_are_valid_settings():
+    for a in X.names():
+        for label, setting in X.seeds(a, "mem") + X.seeds(a, "perf"):
+            assert setting and X.complete(a, setting) == setting, label
+    assert ("jemalloc no_decay" in X.seeds("jemalloc", "mem")[0][0])

@@ -86,6 +86,26 @@ static inline int hct_map_put(hct_map *m, uint64_t k, uint64_t v)
     return fresh;
 }
 
+/* Set k to v in one probe: 1 and the value it replaces in *old if k was there, 0 if new, -1 out
+ * of memory. */
+static inline int hct_map_swap(hct_map *m, uint64_t k, uint64_t v, uint64_t *old)
+{
+    if ((m->len + 1) * 4 > m->cap * 3 && hct_map_grow(m) < 0)
+        return -1;
+    size_t j = hct_map_slot(m, k);
+    while (m->keys[j] && m->keys[j] != k)
+        j = (j + 1) & (m->cap - 1);
+    if (m->keys[j]) {
+        *old = m->vals[j];
+        m->vals[j] = v;
+        return 1;
+    }
+    m->keys[j] = k;
+    m->vals[j] = v;
+    m->len++;
+    return 0;
+}
+
 /* Remove k; returns 1 and its value in *v if it was there. */
 static inline int hct_map_del(hct_map *m, uint64_t k, uint64_t *v)
 {

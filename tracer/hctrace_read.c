@@ -234,7 +234,7 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
 }
 
 /* Decode the next event of cursor k into k->ev; 0 ok, -1 corrupt. */
-static int decode(hct_reader *r, cursor *k)
+static inline __attribute__((always_inline)) int decode(hct_reader *r, cursor *k)
 {
     const uint8_t *p = k->pos, *end = k->end;
     uint64_t v;

@@ -17,6 +17,7 @@
 
 #define SMALL_LIMIT 1024          /* Hasan & Chang 2006, Tables 1, 3, 4: small = 1 KiB or less */
 #define HIST_BINS 64
+#define SEEN_LIMIT 65536          /* sizes below this are told apart by a bitmap, not hashed */
 static const char *const OP_NAME[] = {"?", "malloc", "calloc", "realloc", "free", "memalign"};
 
 typedef struct live {
@@ -28,7 +29,9 @@ typedef struct stats {
     uint64_t free_unknown, realloc_unknown, alloc_live, last_time;
     uint64_t hist_count[HIST_BINS], hist_bytes[HIST_BINS];
     live cur;
-    hct_map objects, sizes;
+    hct_map objects, sizes;     /* live blocks; distinct sizes of SEEN_LIMIT and more */
+    uint64_t seen[SEEN_LIMIT / 64]; /* distinct sizes below SEEN_LIMIT, a bit each */
+    size_t seen_count;
 } stats;
 
 static void json_str(const char *s)
@@ -48,33 +51,52 @@ static void json_str(const char *s)
 
 static int bin_of(uint64_t size)
 {
-    int b = 4;                    /* bin 0 holds sizes up to 16 */
-    while (b < 63 && ((uint64_t)1 << b) < size)
-        b++;
-    return b - 4;
+    /* bin 0 holds sizes up to 16; bin b, sizes up to 2^(b+4) (the last, everything above) */
+    if (size <= 16)
+        return 0;
+    int b = 64 - __builtin_clzll(size - 1);
+    return (b > 63 ? 63 : b) - 4;
 }
 
+/* Only an allocation raises a live count: the maxima are looked at here, and only the
+ * counts this size class can raise. */
 static void track_add(stats *s, uint64_t ptr, uint64_t size)
 {
-    uint64_t *old = hct_map_get(&s->objects, ptr);
-    if (old) {                    /* the address is already live: a lost free */
-        s->alloc_live++;
-        s->cur.bytes -= *old;
-        s->cur.objects--;
-        if (*old <= SMALL_LIMIT) {
-            s->cur.small_bytes -= *old;
-            s->cur.small_objects--;
-        }
-    }
-    if (hct_map_put(&s->objects, ptr, size) < 0) {
+    uint64_t old;
+    int had = hct_map_swap(&s->objects, ptr, size, &old);
+    if (had < 0) {
         fprintf(stderr, "hctrace-tool: out of memory\n");
         exit(2);
     }
+    if (had) {                    /* the address is already live: a lost free */
+        s->alloc_live++;
+        s->cur.bytes -= old;
+        s->cur.objects--;
+        if (old <= SMALL_LIMIT) {
+            s->cur.small_bytes -= old;
+            s->cur.small_objects--;
+        }
+    }
     s->cur.bytes += size;
     s->cur.objects++;
+    if (s->cur.bytes > s->live_max[0])
+        s->live_max[0] = s->cur.bytes;
+    if (s->cur.objects > s->live_max[1])
+        s->live_max[1] = s->cur.objects;
     if (size <= SMALL_LIMIT) {
         s->cur.small_bytes += size;
         s->cur.small_objects++;
+        if (s->cur.small_bytes > s->live_max[2])
+            s->live_max[2] = s->cur.small_bytes;
+        if (s->cur.small_objects > s->live_max[4])
+            s->live_max[4] = s->cur.small_objects;
+    } else {
+        uint64_t large_bytes = s->cur.bytes - s->cur.small_bytes;
+        uint64_t large_objects = s->cur.objects - s->cur.small_objects;
+        if (large_bytes > s->live_max[3])
+            s->live_max[3] = large_bytes;
+        if (large_objects > s->live_max[5])
+            s->live_max[5] = large_objects;
     }
 }
 
@@ -102,17 +124,16 @@ static void request(stats *s, uint64_t size)
     int b = bin_of(size);
     s->hist_count[b]++;
     s->hist_bytes[b] += size;
-    hct_map_put(&s->sizes, size + 1, 1);   /* +1: key 0 is the empty slot */
-}
-
-static void update_max(stats *s)
-{
-    uint64_t v[6] = {s->cur.bytes, s->cur.objects, s->cur.small_bytes,
-                     s->cur.bytes - s->cur.small_bytes, s->cur.small_objects,
-                     s->cur.objects - s->cur.small_objects};
-    for (int i = 0; i < 6; i++)
-        if (v[i] > s->live_max[i])
-            s->live_max[i] = v[i];
+    if (size < SEEN_LIMIT) {
+        uint64_t bit = (uint64_t)1 << (size & 63);
+        if (!(s->seen[size >> 6] & bit)) {
+            s->seen[size >> 6] |= bit;
+            s->seen_count++;
+        }
+    } else if (hct_map_put(&s->sizes, size, 1) < 0) {
+        fprintf(stderr, "hctrace-tool: out of memory\n");
+        exit(2);
+    }
 }
 
 static void print_array(const char *name, const uint64_t *a, size_t n, int last)
@@ -138,7 +159,7 @@ static int cmd_stats(const char *path, size_t points)
         per = 1;
     size_t gcap = (size_t)(n / per + 2), glen = 0;
     uint64_t *g_ev = calloc(gcap, 8), *g_t = calloc(gcap, 8), *g_live = calloc(gcap, 8);
-    uint64_t idx = 0, bucket_max = 0;
+    uint64_t idx = 0, bucket_max = 0, left = per;   /* events until the next graph point */
     hct_event e;
     int rc;
     while ((rc = hct_next(r, &e)) == 1) {
@@ -161,11 +182,11 @@ static int cmd_stats(const char *path, size_t points)
             request(&s, e.size);
             track_add(&s, e.ptr, e.size);
         }
-        update_max(&s);
         if (s.cur.bytes > bucket_max)
             bucket_max = s.cur.bytes;
         idx++;
-        if (idx % per == 0 || idx == n) {
+        if (--left == 0 || idx == n) {
+            left = per;
             if (glen < gcap) {
                 g_ev[glen] = idx;
                 g_t[glen] = e.time_ns;
@@ -199,7 +220,7 @@ static int cmd_stats(const char *path, size_t points)
     printf("  \"pct_small_requests\": %.4f,\n  \"pct_small_bytes\": %.4f,\n",
            reqs ? 100.0 * (double)s.small_req / (double)reqs : 0.0,
            s.bytes_req ? 100.0 * (double)s.small_bytes / (double)s.bytes_req : 0.0);
-    printf("  \"distinct_sizes\": %zu,\n", s.sizes.len);
+    printf("  \"distinct_sizes\": %zu,\n", s.seen_count + s.sizes.len);
     static const char *const MAXN[] = {"max_live_bytes", "max_live_objects",
                                        "max_live_small_bytes", "max_live_large_bytes",
                                        "max_live_small_objects", "max_live_large_objects"};

@@ -21,6 +21,10 @@ static inline int64_t hct_unzigzag(uint64_t z) { return (int64_t)(z >> 1) ^ -(in
 /* Returns the position after the varint, or NULL if it runs past end or is over 10 bytes. */
 static inline const uint8_t *hct_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *out)
 {
+    if (__builtin_expect(p < end && !(*p & 0x80), 1)) {   /* one byte: most fields */
+        *out = *p;
+        return p + 1;
+    }
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 70 && p < end; shift += 7) {
         uint8_t b = *p++;

@@ -68,7 +68,9 @@ static void hc_free_locked(void *p)
         if (((uintptr_t)p & (HC_GRANULE - 1)) || !hc_is_mmapped(p))
             hc_fail("free(): invalid pointer (not from this malloc, or freed twice)");
         hc_account_free(hc_mmap_len(p));
+        int saved = errno; /* free keeps errno even when munmap fails (POSIX.1-2024, glibc) */
         hc_munmap_block(p);
+        errno = saved;
         return;
     }
 #if HC_DEBUG
@@ -193,15 +195,19 @@ static HC_NOINLINE void hc_free_slow(void *p)
         hc_use(was);
 }
 
+static void *hc_malloc_small_slow(size_t n);
+
 /* malloc's body, which calloc also calls: a compiler may turn "malloc, then memset to 0" into a
  * call to calloc, which would call itself here. */
 static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
 {
-    /* Small blocks on the thread's pages (hc_page.c), single-threaded or not. */
+    /* Small blocks on the thread's pages (hc_page.c), single-threaded or not: a pop of the
+     * page's free list, else out of line (a new page, or the paper's heap when none can serve). */
     if (HC_SP_ON && hc_likely(n <= HC_SP_LIMIT)) {
-        void *p = hc_sp_malloc(n);
+        void *p = hc_sp_pop(n);
         if (hc_likely(p != NULL))
             return p;
+        return hc_malloc_small_slow(n);
     }
     /* n below the medium limit: a quick-list or medium size, and the rounding cannot overflow.
      * Single-threaded, a quick-list size tries its quick list (§3.10), a medium size its own
@@ -227,13 +233,24 @@ static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
 
 void *malloc(size_t n) { return hc_malloc(n); }
 
-void free(void *p)
+#if HC_SP_ON
+/* malloc of a small size whose page had no free block. */
+static HC_NOINLINE void *hc_malloc_small_slow(size_t n)
 {
-    /* One compare tells a page block (hc_page.c) from a paper block. */
-    if (HC_SP_ON && hc_sp_owns(p)) {
-        hc_sp_free(p);
-        return;
-    }
+    int clean;
+    void *p = hc_sp_malloc_slow(n, &clean);
+    return p ? p : hc_malloc_slow(n);
+}
+#endif
+
+/* free of anything but a page block: the paper's fast paths, else hc_free_slow.  Out of line
+ * when the small pages are on, so that free's page path needs no stack frame. */
+#if HC_SP_ON
+static HC_NOINLINE void hc_free_heap(void *p)
+#else
+static inline __attribute__((always_inline)) void hc_free_heap(void *p)
+#endif
+{
     char *b = hc_block_of(p);
     /* One unsigned compare keeps the check that b is a block of the heap: NULL, mmapped and
      * foreign pointers all fall outside [first, top) and go to the slow path. */
@@ -255,6 +272,16 @@ void free(void *p)
         }
     }
     hc_free_slow(p);
+}
+
+void free(void *p)
+{
+    /* One compare tells a page block (hc_page.c) from a paper block. */
+    if (HC_SP_ON && hc_sp_owns(p)) {
+        hc_sp_free(p);
+        return;
+    }
+    hc_free_heap(p);
 }
 
 /* calloc: overflow-checked; memory fresh from the wilderness or mmap is already zero. */
@@ -447,12 +474,14 @@ static void *hc_memalign(size_t align, size_t n)
 {
     if (align <= HC_GRANULE)
         return malloc(n);
-    if (HC_SP_ON && align <= HC_SP_ALIGN_MAX && n <= HC_SP_LIMIT) {
+    if (HC_SP_ON && !HC_DEBUG && align <= HC_SP_ALIGN_MAX && n <= HC_SP_LIMIT) {
         /* A power-of-two class of at least align bytes is aligned to align (hc_page.c). */
         size_t need = n > align ? n : align;
         need = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(need - 1)));
         void *p;
-        if (need <= HC_SP_LIMIT && hc_sp_class_size(need) == need && (p = hc_sp_malloc(need)) != NULL)
+        int clean;
+        if (need <= HC_SP_LIMIT && hc_sp_class_size(need) == need &&
+            (p = hc_sp_malloc_slow(need, &clean)) != NULL)
             return p;
     }
     if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST - n) {
@@ -496,12 +525,9 @@ int posix_memalign(void **out, size_t align, size_t n)
 {
     if (!hc_pow2(align) || align % sizeof(void *))
         return EINVAL;
-    int saved = errno;
     void *p = hc_memalign(align, n);
-    if (!p) {
-        errno = saved;
-        return ENOMEM;
-    }
+    if (!p)
+        return ENOMEM; /* errno is ENOMEM too, as glibc leaves it */
     *out = p;
     return 0;
 }
@@ -515,10 +541,11 @@ void *aligned_alloc(size_t align, size_t n)
     return hc_memalign(align, n);
 }
 
-/* memalign rounds a non-power-of-two alignment up, as glibc does. */
+/* memalign rounds a non-power-of-two alignment up, as glibc does: EINVAL only for an alignment
+ * above 2^63 (no power of two to round to); 2^63 itself cannot be served, ENOMEM. */
 void *memalign(size_t align, size_t n)
 {
-    if (align > ((size_t)1 << 62)) {
+    if (align > ((size_t)1 << 63)) {
         errno = EINVAL;
         return NULL;
     }

@@ -6,8 +6,9 @@
  * ARENAS heaps, each a complete instance of the paper's allocator -- its own reserved region,
  * quick lists, medium lists, big list, wilderness, coalescing and statistics -- under its own
  * lock:
- *   - a thread's home arena is given round robin when it first needs one with threads running;
- *     its mallocs (and its thread cache's refills) are served there;
+ *   - a thread's home arena is chosen when it first needs one with threads running: the arena
+ *     with the fewest live threads, an arena already used (holding free memory) before one never
+ *     touched; its mallocs (and its thread cache's refills) are served there;
  *   - a free goes to the arena the block lives in, found from the pointer by comparing it with
  *     each arena's reserved region;
  *   - mapped blocks (§3.2) all belong to arena 0, so each arena's statistics add up on their
@@ -18,23 +19,200 @@
  */
 #include "hc_block.h"
 #include "hc_lock.h"
+#include <signal.h>
+#include <time.h>
 
+/* Memory given back across arenas (the design; hc_lock.h has the lock order).  The decay of
+ * hc_os.c runs on allocation slow paths and purges the calling thread's arena; three rules make
+ * sure the other arenas' free memory goes back too, whatever ARENAS is:
+ *   - an arena is purged when its last thread exits (hc_arena_leave: malloc_trim's purge of that
+ *     one arena, if at least DECAY_BYTES of it are unreleased), so memory of exited threads does
+ *     not wait for anyone;
+ *   - a new thread takes the arena with the fewest live threads, one already used before one
+ *     never touched, so generations of short-lived threads reuse the same few arenas instead of
+ *     filling fresh ones (before: round robin, ~250 MiB more per generation with ARENAS=64);
+ *   - the decay visits the other arenas, at most once per DECAY_MS / 2 in the whole process,
+ *     under try-locks (hc_arena_purge_try): a busy arena is skipped, never waited for.
+ * hc_arena_purge_try(a, all) is the interface for any other layer that wants an arena's free
+ * memory released: it never blocks, and returns whether it got the lock. */
 static __thread struct hc_state *hc_home_arena __attribute__((tls_model("initial-exec")));
-static unsigned hc_arena_next;
+static __thread unsigned char hc_home_counted __attribute__((tls_model("initial-exec")));
+static unsigned hc_arena_threads[HC_NARENAS]; /* live threads whose home each arena is */
+static pthread_key_t hc_arena_key;
+static int hc_arena_keyed;
+static pthread_once_t hc_arena_once = PTHREAD_ONCE_INIT;
+
+static void hc_arena_leave(void *arg);
+static void hc_tc_flush_all(void);
+
+static void hc_arena_key_init(void)
+{
+    hc_arena_keyed = pthread_key_create(&hc_arena_key, hc_arena_leave) == 0;
+}
+
+/* The arena a new thread should take: fewest live threads, then one already used, then the
+ * lowest index.  Called with hc_pick_mutex held. */
+static unsigned hc_arena_pick(void)
+{
+    unsigned best = 0;
+    for (unsigned k = 1; k < HC_NARENAS; k++) {
+        unsigned tk = hc_arena_threads[k], tb = hc_arena_threads[best];
+        /* ready is written once, under the arena's lock: a stale 0 only costs a fresh arena */
+        if (tk < tb || (tk == tb && __atomic_load_n(&hc_arenas[k].ready, __ATOMIC_RELAXED) &&
+                        !__atomic_load_n(&hc_arenas[best].ready, __ATOMIC_RELAXED)))
+            best = k;
+    }
+    return best;
+}
 
 static HC_NOINLINE struct hc_state *hc_home_assign(void)
 {
-    unsigned k = __atomic_fetch_add(&hc_arena_next, 1, __ATOMIC_RELAXED) % HC_NARENAS;
-    return hc_home_arena = &hc_arenas[k];
+    pthread_mutex_lock(&hc_pick_mutex);
+    unsigned k = hc_arena_pick();
+    hc_arena_threads[k]++;
+    pthread_mutex_unlock(&hc_pick_mutex);
+    hc_home_arena = &hc_arenas[k]; /* before anything below can call malloc again */
+    hc_home_counted = 1;
+    /* Registered for hc_arena_leave at exit (pthread_setspecific may calloc: hc_home_arena is
+     * already set, so that call does not come back here). */
+    pthread_once(&hc_arena_once, hc_arena_key_init);
+    if (hc_arena_keyed)
+        pthread_setspecific(hc_arena_key, hc_home_arena);
+    return hc_home_arena;
 }
 
 /* The calling thread's home arena. */
 static inline struct hc_state *hc_home(void)
 {
-    if (HC_NARENAS == 1)
-        return hc_arenas;
+    /* Even with one arena: the assignment counts the thread and registers its exit. */
     struct hc_state *a = hc_home_arena;
     return hc_likely(a != NULL) ? a : hc_home_assign();
+}
+
+/* Release arena a's free memory if its lock is free now (hc_os_purge: all = malloc_trim's
+ * purge, else one step of the decay); 1 if the lock was taken.  Never waits. */
+static HC_UNUSED int hc_arena_purge_try(struct hc_state *a, int all)
+{
+    if (!hc_trylock_arena(a))
+        return 0;
+    struct hc_state *was = hc_cur;
+    hc_use(a);
+    if (all)
+        hc_os_purge(hc.os.top_pad, 1);
+    else
+        hc_os_decay_step();
+    hc_use(was);
+    hc_unlock_arena(a);
+    return 1;
+}
+
+/* ---- the purge thread (PURGE_THREAD) ----
+ * The decay runs on allocation slow paths, so a program that goes quiet -- sleeps, or makes
+ * only small calls its thread cache serves -- keeps what the arenas shared with its remaining
+ * threads hold (arena 0 above all, where every thread's large blocks live).  With PURGE_THREAD
+ * a thread, started when a thread first exits (so never in a single-threaded process, and not
+ * in one whose threads all live on), runs the decay on every arena and on the small pages'
+ * empty pool each DECAY_MS / 2, under try-locks (hc_arena_purge_try's rule), with every signal
+ * blocked; while no arena has a decay period running (nothing to give back) it naps 8 times
+ * longer.  It never allocates.  A forked child has none until one of its own threads exits. */
+#if DECAY_MS > 0 && PURGE_THREAD
+static int hc_purge_started;
+static int hc_sp_purge_try(void); /* hc_page.c: the small pages' empty pool */
+
+static void *hc_purge_main(void *arg)
+{
+    (void)arg;
+    uint64_t gap = (uint64_t)(DECAY_MS) / 2 ? (uint64_t)(DECAY_MS) / 2 : 1;
+    int busy = 1;
+    for (;;) {
+        uint64_t ms = busy ? gap : 8 * gap;
+        struct timespec nap = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+        nanosleep(&nap, NULL);
+        uint64_t now = hc_os_now_ms();
+        busy = 0;
+        for (unsigned k = 0; k < HC_NARENAS; k++) {
+            struct hc_state *a = &hc_arenas[k];
+            if (!__atomic_load_n(&a->ready, __ATOMIC_RELAXED))
+                continue;
+            if (!hc_trylock_arena(a)) {
+                busy = 1; /* in use: look again soon */
+                continue;
+            }
+            hc_use(a);
+            if (!hc.os.decay_off)
+                hc_os_decay_at(now, hc_os_dirty());
+            busy |= hc.os.deadline != 0;
+            hc_unlock_arena(a);
+        }
+        busy |= hc_sp_purge_try();
+    }
+    return NULL;
+}
+
+/* Called with no lock held (pthread_create may allocate). */
+static void hc_purge_start(void)
+{
+    if (__atomic_exchange_n(&hc_purge_started, 1, __ATOMIC_RELAXED))
+        return;
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    if (pthread_create(&t, &attr, hc_purge_main, NULL) != 0)
+        hc_purge_started = 0; /* try again at the next exit */
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+}
+#define HC_PURGE_START() hc_purge_start()
+#define HC_PURGE_FORGET() (hc_purge_started = 0)
+#else
+#define HC_PURGE_START() ((void)0)
+#define HC_PURGE_FORGET() ((void)0)
+#endif
+
+/* A thread with a home arena exits (pthread key destructor): its cache goes back first, then it
+ * stops counting for its arena; the last thread out purges the arena (the memory of threads that
+ * exited would otherwise wait for an allocation there).  The thread keeps its home for calls
+ * made by later destructors, uncounted. */
+static void hc_arena_leave(void *arg)
+{
+    struct hc_state *a = arg;
+    if (!hc_home_counted || a == NULL)
+        return;
+    int saved = errno;
+    hc_tc_flush_all();
+    pthread_mutex_lock(&hc_pick_mutex);
+    unsigned left = --hc_arena_threads[a - hc_arenas];
+    pthread_mutex_unlock(&hc_pick_mutex);
+    hc_home_counted = 0;
+#if DECAY_MS > 0
+    if (left == 0 && __atomic_load_n(&a->ready, __ATOMIC_RELAXED)) {
+        struct hc_state *was = hc_cur;
+        hc_use(a);
+        pthread_mutex_lock(hc_mutex_of(a));
+        if (!hc.os.decay_off && hc_os_dirty() >= hc.os.decay_bytes)
+            hc_os_purge(hc.os.top_pad, 1);
+        pthread_mutex_unlock(hc_mutex_of(a));
+        hc_use(was);
+    }
+#else
+    (void)left;
+#endif
+    HC_PURGE_START();
+    errno = saved;
+}
+
+/* fork's child has one thread, the forking one: only its home counts. */
+static void hc_arena_after_fork(void)
+{
+    HC_PURGE_FORGET(); /* the purge thread was not copied */
+    memset(hc_arena_threads, 0, sizeof hc_arena_threads);
+    if (hc_home_arena && hc_home_counted)
+        hc_arena_threads[hc_home_arena - hc_arenas] = 1;
 }
 
 /* The arena whose heap holds p, or NULL (a mapped block, or not ours).  An arena's region is

@@ -69,6 +69,12 @@ static struct hc_info hc_info_get(void)
         hc_unlock(held);
     }
     hc_use(was);
+    /* The small pages (hc_page.c) are heap too: taken from the OS, partly in use. */
+    struct hc_sp_totals sp = hc_sp_totals();
+    i.arena += (size_t)(sp.pages * HC_SP_PAGE);
+    i.usmblks += (size_t)(sp.pages * HC_SP_PAGE);
+    i.uordblks += (size_t)sp.bytes;
+    i.fordblks += (size_t)(sp.pages * HC_SP_PAGE - sp.bytes);
     return i;
 }
 
@@ -107,9 +113,14 @@ struct mallinfo mallinfo(void)
     return m;
 }
 
-/* glibc's format on stderr, one arena; written with write(2), no stdio stream. */
+/* glibc's format on stderr, one arena; written with write(2), no stdio stream.  write is a
+ * cancellation point: cancellation is off around it, as glibc turns it off, so a thread with a
+ * pending cancel still prints (and is cancelled at its next cancellation point). */
 void malloc_stats(void)
 {
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    int saved = errno;
     struct hc_info i = hc_info_get();
     char buf[512];
     int n = snprintf(buf, sizeof buf,
@@ -120,6 +131,8 @@ void malloc_stats(void)
                      i.hblkhd);
     if (n > 0)
         hc_write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    errno = saved;
+    pthread_setcancelstate(cancel, NULL);
 }
 
 /* XML in the spirit of glibc's, with HC's own figures; options must be 0 (EINVAL otherwise). */

@@ -201,6 +201,7 @@ static void hc_big_insert(char *b);
 static void hc_big_remove(char *b);
 #endif
 static void hc_sp_stats(struct hc_stats *out);
+static void hc_sp_decay_tick(void);
 #if HC_DEBUG
 static void hc_check(void);
 static void hc_check_free_arg(void *p);

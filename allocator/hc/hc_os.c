@@ -24,14 +24,17 @@
  *    container limit, sees nothing), and a released page reads as zero, which calloc's
  *    clean-memory tracking relies on.  The decay is evaluated on allocation slow paths, each
  *    reading a cheap clock (CLOCK_MONOTONIC_COARSE: a vDSO load of a value the kernel updates
- *    every tick), in periods of DECAY_MS (hc_os_decay).  There is no background thread:
- *    creating one would end the single-threaded process's lock-free path (hc_lock.h), so a
- *    program that makes no allocator calls keeps its memory until its next slow-path call (or
- *    its own malloc_trim).  Purging leaves heap_bytes and the footprint as they were: they count
- *    address space taken from the OS in HEAP_UNIT steps (the paper's measure), not resident
- *    pages; malloc_info reports what was released.
+ *    every tick), in periods of DECAY_MS (hc_os_decay).  With threads, other arenas are purged
+ *    too (hc_arena.c: the decay visits them under try-locks, the last thread out of an arena
+ *    purges it, and the purge thread of PURGE_THREAD runs the decay on every arena).  A
+ *    single-threaded process never gets a thread (it would end the lock-free path of
+ *    hc_lock.h), so one that makes no allocator calls keeps its memory until its next slow-path
+ *    call (or its own malloc_trim).  Purging leaves heap_bytes and the footprint as they were:
+ *    they count address space taken from the OS in HEAP_UNIT steps (the paper's measure), not
+ *    resident pages; malloc_info reports what was released.
  */
 #include "hc_block.h"
+#include "hc_lock.h"
 #include <time.h>
 
 #define HC_DECAY_EVERY 16u                /* slow-path allocations between clock reads */
@@ -276,19 +279,17 @@ static uint64_t hc_os_now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
-/* The decay, on allocation slow paths (every HC_DECAY_EVERY-th).  Periods of DECAY_MS: while a
- * period runs, the low-water mark of unreleased free memory is kept; at its end, what stayed
- * free throughout (the low-water mark) is released if it reaches decay_bytes.  A program that
- * keeps reusing its free memory never pays for a purge; one that freed and went quiet does,
- * within two periods. */
-static HC_NOINLINE void hc_os_decay(void)
+/* One step of the decay on the current arena, at time now (ms), with its lock held.  Periods
+ * of DECAY_MS: while a period runs, the low-water mark of unreleased free memory is kept; at its
+ * end, what stayed free throughout (the low-water mark) is released if it reaches decay_bytes.
+ * A program that keeps reusing its free memory never pays for a purge; one that freed and went
+ * quiet does, within two periods. */
+static void hc_os_decay_at(uint64_t now, size_t dirty)
 {
-    size_t dirty = hc_os_dirty();
     if (dirty < hc.os.decay_bytes) {
         hc.os.deadline = 0;
         return;
     }
-    uint64_t now = hc_os_now_ms();
     if (!hc.os.deadline) {
         hc.os.deadline = now + (uint64_t)(DECAY_MS);
         hc.os.low = dirty;
@@ -306,6 +307,53 @@ static HC_NOINLINE void hc_os_decay(void)
     hc.os.deadline = now + (uint64_t)(DECAY_MS);
     hc.os.low = hc_os_dirty();
 }
+
+static void hc_os_decay_step(void)
+{
+    if (hc.ready && !hc.os.decay_off)
+        hc_os_decay_at(hc_os_now_ms(), hc_os_dirty());
+}
+
+/* With threads and several arenas, the decay also visits the other arenas (hc_arena.c says
+ * why): at most once per DECAY_MS / 2 in the whole process, each one under a try-lock, taken
+ * while the caller holds its own arena's lock (a try never waits, so no lock-order cycle). */
+static int hc_arena_purge_try(struct hc_state *a, int all);
+static uint64_t hc_os_visit_next;
+
+static HC_NOINLINE void hc_os_visit(uint64_t now)
+{
+    uint64_t next = __atomic_load_n(&hc_os_visit_next, __ATOMIC_RELAXED);
+    uint64_t gap = (uint64_t)(DECAY_MS) / 2 ? (uint64_t)(DECAY_MS) / 2 : 1;
+    if (now < next || !__atomic_compare_exchange_n(&hc_os_visit_next, &next, now + gap, 0,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    struct hc_state *me = hc_cur;
+    for (unsigned k = 0; k < HC_NARENAS; k++) {
+        struct hc_state *a = &hc_arenas[k];
+        if (a != me && __atomic_load_n(&a->ready, __ATOMIC_RELAXED))
+            hc_arena_purge_try(a, 0);
+    }
+}
+
+/* The decay, on allocation slow paths (every HC_DECAY_EVERY-th): the calling thread's arena,
+ * and with threads the others now and then.  Single-threaded, the clock is read only while
+ * DECAY_BYTES of free memory are unreleased. */
+static HC_NOINLINE void hc_os_decay(void)
+{
+    hc_sp_decay_tick(); /* the small pages' empty pool shares the clock (hc_page.c) */
+    size_t dirty = hc_os_dirty();
+    int visit = HC_NARENAS > 1 && !HC_SINGLE_THREADED();
+    if (dirty < hc.os.decay_bytes && !visit) {
+        hc.os.deadline = 0;
+        return;
+    }
+    uint64_t now = hc_os_now_ms();
+    hc_os_decay_at(now, dirty);
+    if (visit)
+        hc_os_visit(now);
+}
+#else
+static inline void hc_os_decay_step(void) {}
 #endif
 
 /* On every allocation slow path, with the lock held: the decay's clock, read now and then. */

@@ -41,11 +41,13 @@
  *    M_TRIM_THRESHOLD, hc_os.c's madvise): when a page is emptied, pages empty for DECAY_MS are
  *    released once the empty pool's unreleased pages reach DECAY_BYTES; malloc_trim releases
  *    them all.  A released page keeps its header page; its blocks read as zero again.
- *  - fork: the pools' lock is taken around fork; in the child, pages of threads that did not
- *    survive the fork become orphans.
- *  - Statistics: pages taken (small_pages, counted in the footprint: the region is never
- *    unmapped), empty pages held, bytes released.  Page blocks are not counted in allocs_* and
- *    bytes_* (those are the paper's heap's, which COALESCE_QL's ratio reads).
+ *  - fork: the pools' lock is taken around fork by hc_lock.h's handlers, in its lock order
+ *    (after the stdio list lock, not at all while single-threaded); in the child, pages of
+ *    threads that did not survive the fork become orphans.
+ *  - Statistics: pages taken (small_pages, counted in heap_bytes and the footprint: the region is
+ *    never unmapped), empty pages held, bytes released; the blocks on pages count in
+ *    allocs_current and bytes_current when the statistics are read (a walk of the pages), not
+ *    in the maxima and totals, which stay the paper's heap's (COALESCE_QL's ratio reads them).
  *  - Misuse: free of a pointer inside the region but not a block of a page in use aborts with
  *    one line; a double free on the owner's side is caught by a per-process key written into a
  *    freed block (its second word) and a walk of the page's free list when the key matches.
@@ -68,12 +70,19 @@
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
 #define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
-#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space, reserved once */
+#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space, reserved once ... */
+#define HC_SP_REGION_MIN ((size_t)1 << 28)   /* ... or half as much, down to 256 MiB (ulimit -v) */
 #define HC_SP_NCLS 64u                       /* classes at most (8 per power of two to 4 KiB: 48) */
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
+/* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
+ * freed or handed out again, and on the page walks), so a write past a block's end is caught as
+ * the paper's blocks' headers catch it.  Release builds have none. */
+#define HC_SP_RED (HC_DEBUG ? 16u : 0u)
+#define HC_SP_RED_BYTE 0xa7
 
 enum { HC_SP_AVAIL = 1, HC_SP_FULL, HC_SP_ORPHAN, HC_SP_EMPTY };
+#define HC_SP_FULLBIT 0x80000000u
 enum { HC_SP_NEW = 0, HC_SP_STARTING, HC_SP_LIVE, HC_SP_DEAD };
 
 struct hc_sp_thread;
@@ -92,7 +101,9 @@ struct hc_sp_page {
     void *free;                 /* local free list: the next block is each block's first word */
     char *bump;                 /* next block never handed out */
     struct hc_sp_page *next, *prev; /* the list the page is on (where) */
-    uint32_t used;              /* blocks handed out and not freed by the owner */
+    uint32_t used;              /* blocks handed out and not freed by the owner; HC_SP_FULLBIT
+                                 * added while the page is on the full list, so that free's one
+                                 * signed test catches both "now empty" and "was full" */
     uint32_t where;
     char pad1[64 - 40];
     /* line 2: other threads' frees */
@@ -107,6 +118,9 @@ struct hc_sp_thread {
     uint32_t nfull[HC_SP_NCLS];
     uint32_t fresh[HC_SP_NCLS]; /* pages taken since the last scan of the full list */
     unsigned char state;
+#if HC_DEBUG
+    uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
+#endif
 };
 
 static struct hc_sp_page hc_sp_none;
@@ -114,9 +128,10 @@ static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-e
     .cur = { [0 ... HC_SP_NCLS - 1] = &hc_sp_none }
 };
 
-/* The region: [base, base + HC_SP_REGION).  Before it exists, base is an address no user
- * pointer has, so free()'s compare fails for every pointer. */
-static uintptr_t hc_sp_base = (uintptr_t)0 - HC_SP_REGION;
+/* The region: [base, base + span).  Before it exists span is 0, so free()'s compare fails for
+ * every pointer.  Both in one cache line, read together by free(). */
+static struct { uintptr_t base; size_t span; } hc_sp_region __attribute__((aligned(16)));
+#define hc_sp_base (hc_sp_region.base)
 static char *hc_sp_top;                 /* next page to carve (atomic) */
 static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
 static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + 15) / 16 -> class; 0 until set up */
@@ -141,13 +156,23 @@ static inline struct hc_sp_page *hc_sp_page_of(void *p)
     return (struct hc_sp_page *)(void *)((uintptr_t)p & ~(uintptr_t)(HC_SP_PAGE - 1));
 }
 
-static inline int hc_sp_owns(void *p) { return (uintptr_t)p - hc_sp_base < HC_SP_REGION; }
+static inline int hc_sp_owns(void *p) { return (uintptr_t)p - hc_sp_base < hc_sp_region.span; }
 
 static inline uint64_t *hc_sp_keyp(void *p) { return (uint64_t *)(void *)((char *)p + 8); }
 static inline uint64_t hc_sp_key_of(void *p) { return hc_sp_magic ^ (uintptr_t)p; }
 
 /* The block size a request of n bytes gets here (n <= HC_SP_LIMIT, table set up). */
 static inline size_t hc_sp_class_size(size_t n) { return hc_sp_size[hc_sp_cls[(n + 15) >> 4]]; }
+
+#if HC_DEBUG
+static HC_COLD void hc_sp_fail(const char *what, void *p);
+static void hc_sp_red_check(char *b, size_t size)
+{
+    for (size_t i = size - HC_SP_RED; i < size; i++)
+        if ((unsigned char)b[i] != HC_SP_RED_BYTE)
+            hc_sp_fail("write past the end of a small block (its red zone changed)", b);
+}
+#endif
 
 /* ---- set-up ---- */
 
@@ -181,18 +206,22 @@ static HC_NOINLINE int hc_sp_setup(void)
     pthread_mutex_lock(&hc_sp_mu);
     if (!hc_sp_state) {
         void *m = MAP_FAILED;
-        if (!hc_os_strict_overcommit())
-            m = mmap(NULL, HC_SP_REGION + HC_SP_PAGE, PROT_READ | PROT_WRITE,
+        size_t span = HC_SP_REGION;
+        for (; span >= HC_SP_REGION_MIN && !hc_os_strict_overcommit(); span >>= 1) {
+            m = mmap(NULL, span + HC_SP_PAGE, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m != MAP_FAILED)
+                break;
+        }
         if (m == MAP_FAILED) {
             __atomic_store_n(&hc_sp_state, -1, __ATOMIC_RELEASE);
         } else {
             char *lo = (char *)(((uintptr_t)m + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
             if (lo > (char *)m)
                 munmap(m, (size_t)(lo - (char *)m));
-            char *hi = (char *)m + HC_SP_REGION + HC_SP_PAGE;
-            if (hi > lo + HC_SP_REGION)
-                munmap(lo + HC_SP_REGION, (size_t)(hi - (lo + HC_SP_REGION)));
+            char *hi = (char *)m + span + HC_SP_PAGE;
+            if (hi > lo + span)
+                munmap(lo + span, (size_t)(hi - (lo + span)));
             hc_sp_top = lo;
             hc_sp_classes();
             uintptr_t x = (uintptr_t)lo ^ ((uintptr_t)getpid() << 40) ^ (uintptr_t)&x;
@@ -200,7 +229,8 @@ static HC_NOINLINE int hc_sp_setup(void)
             x *= 0x94d049bb133111ebull;
             x ^= x >> 29;
             hc_sp_magic = x | 1u;
-            __atomic_store_n(&hc_sp_base, (uintptr_t)lo, __ATOMIC_RELEASE);
+            __atomic_store_n(&hc_sp_region.base, (uintptr_t)lo, __ATOMIC_RELAXED);
+            __atomic_store_n(&hc_sp_region.span, span, __ATOMIC_RELEASE);
             __atomic_store_n(&hc_sp_state, 1, __ATOMIC_RELEASE);
         }
     }
@@ -250,8 +280,10 @@ static void hc_sp_unlink(struct hc_sp_thread *t, struct hc_sp_page *pg)
         t->full[c] = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    if (pg->where == HC_SP_FULL)
+    if (pg->where == HC_SP_FULL) {
         t->nfull[c]--;
+        pg->used &= ~HC_SP_FULLBIT;
+    }
     pg->next = pg->prev = NULL;
 }
 
@@ -280,6 +312,7 @@ static void hc_sp_push_full(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     unsigned c = pg->cls;
     pg->where = HC_SP_FULL;
+    pg->used |= HC_SP_FULLBIT;
     pg->prev = NULL;
     pg->next = t->full[c];
     if (pg->next)
@@ -305,7 +338,7 @@ static void hc_sp_collect(struct hc_sp_page *pg)
     }
     *(void **)last = pg->free;
     pg->free = x;
-    if (hc_unlikely(n > pg->used))
+    if (hc_unlikely(n > (pg->used & ~HC_SP_FULLBIT)))
         hc_fail("free(): double free (a block freed twice by other threads)");
     pg->used -= n;
 }
@@ -334,12 +367,13 @@ static size_t hc_sp_decay(int all)
             return 0;
         now = hc_os_now_ms();
     }
+#define HC_SP_DECAYED(pg) (now - (pg)->stamp >= (uint64_t)(DECAY_MS))
 #else
     if (!all)
         return 0;
-    uint64_t now = 0;
+#define HC_SP_DECAYED(pg) 0
 #endif
-    while (hc_sp_dirty_tail && (all || now - hc_sp_dirty_tail->stamp >= (uint64_t)(DECAY_MS))) {
+    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail))) {
         struct hc_sp_page *pg = hc_sp_dirty_tail;
         hc_sp_dirty_tail = pg->prev;
         if (hc_sp_dirty_tail)
@@ -354,6 +388,18 @@ static size_t hc_sp_decay(int all)
         hc_sp_nclean++;
     }
     return done;
+}
+
+/* From the heap's decay (hc_os.c's hc_os_decay, on allocation slow paths of any arena), so that
+ * empty pages are given back even when the program no longer touches small sizes. */
+static HC_UNUSED void hc_sp_decay_tick(void)
+{
+    if (__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED) * HC_SP_PAGE < hc_arenas[0].os.decay_bytes)
+        return;
+    if (pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return;
+    hc_sp_decay(0);
+    pthread_mutex_unlock(&hc_sp_mu);
 }
 
 static void hc_sp_retire_locked(struct hc_sp_page *pg)
@@ -452,7 +498,7 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
         hc_sp_nclean--;
     } else {
         char *p = hc_sp_top;
-        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > HC_SP_REGION) {
+        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > hc_sp_region.span) {
             pthread_mutex_unlock(&hc_sp_mu);
             return NULL;
         }
@@ -493,7 +539,7 @@ static int hc_sp_scan_full(struct hc_sp_thread *t, unsigned c)
 static HC_COLD void hc_sp_fail(const char *what, void *p)
 {
     char buf[200];
-    int n = snprintf(buf, sizeof buf, "hcmalloc: page check failed: %s (block %p)\n", what, p);
+    int n = snprintf(buf, sizeof buf, "hcmalloc: heap check failed: %s (small block %p)\n", what, p);
     if (n > 0)
         hc_write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
     abort();
@@ -510,11 +556,34 @@ static void hc_sp_check_page(struct hc_sp_page *pg)
     for (char *b = pg->free; b; b = *(char **)b) {
         if (b < first || b >= pg->bump || (size_t)(b - first) % size)
             hc_sp_fail("free-list link is not a block of its page (block overwritten?)", b);
+        if (b < pg->bump)
+            hc_sp_red_check(b, size);
         if (++nfree > blocks)
             hc_sp_fail("free list longer than the page (a cycle: double free?)", b);
     }
-    if (nfree + (size_t)(pg->end - pg->bump) / size + pg->used != blocks)
+    if (nfree + (size_t)(pg->end - pg->bump) / size + (pg->used & ~HC_SP_FULLBIT) != blocks)
         hc_sp_fail("page's free, unused and used blocks do not add up", pg);
+}
+
+/* The periodic walk (HCMALLOC_CHECK, hc_debug.c's period): every block of every page the
+ * calling thread owns has its red zone intact (other threads' pages are theirs to walk). */
+static void hc_sp_dbg_tick(struct hc_sp_thread *t)
+{
+    if (hc_unlikely(!hc_dbg.ready))
+        hc_dbg_setup();
+    uint64_t period = hc_dbg.period;
+    if (!period || ++t->dbg_calls < period)
+        return;
+    t->dbg_calls = 0;
+    for (unsigned c = 1; c < HC_SP_NCLS; c++) {
+        struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
+        for (int k = 0; k < 2; k++)
+            for (struct hc_sp_page *pg = lists[k]; pg; pg = pg->next) {
+                hc_sp_check_page(pg);
+                for (char *b = (char *)pg + HC_SP_HEAD; b < pg->bump; b += pg->size)
+                    hc_sp_red_check(b, pg->size);
+            }
+    }
 }
 
 /* p is a block boundary of a page in use, handed out (below the bump pointer). */
@@ -523,7 +592,8 @@ static void hc_sp_check_arg(void *p)
     struct hc_sp_page *pg = hc_sp_page_of(p);
     char *first = (char *)pg + HC_SP_HEAD;
     if (!pg->size || (char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
-        hc_sp_fail("free of a pointer that is not a block of a small page", p);
+        hc_sp_fail("free of a pointer that malloc did not return (not a block of its small page)", p);
+    hc_sp_red_check(p, pg->size);
 }
 #endif
 
@@ -531,12 +601,15 @@ static void hc_sp_check_arg(void *p)
 
 static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
 {
-    if (hc_unlikely(hc_sp_state <= 0) && !hc_sp_setup())
+    if (hc_unlikely(hc_sp_state <= 0) && (hc_sp_state < 0 || !hc_sp_setup()))
         return NULL;
     struct hc_sp_thread *t = &hc_sp_me;
     if (hc_unlikely(t->state != HC_SP_LIVE) && !hc_sp_start(t))
         return NULL;
-    unsigned c = hc_sp_cls[(n + 15) >> 4];
+    size_t want = HC_SP_RED && n < 16 ? 16 + HC_SP_RED : n + HC_SP_RED; /* links + red zone */
+    if (HC_SP_RED && want > HC_SP_LIMIT)
+        return NULL; /* no room for the red zone: the paper's heap */
+    unsigned c = hc_sp_cls[(want + 15) >> 4];
     if (!c)
         c = 1;
     struct hc_sp_page *pg;
@@ -561,6 +634,9 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     if (b) {
         pg->free = *(void **)b;
         *clean = 0;
+#if HC_DEBUG
+        hc_sp_red_check(b, pg->size);
+#endif
     } else {
         /* From the bump pointer: this block, and the rest of its OS page onto the free list. */
         size_t size = pg->size;
@@ -574,21 +650,28 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
         for (; q + size <= lim; q += size) {
             *tail = q;
             tail = (void **)(void *)q;
+#if HC_DEBUG
+            memset(q + size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
+#endif
         }
         *tail = NULL;
         pg->bump = q;
     }
     pg->used++;
 #if HC_DEBUG
+    memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
     hc_sp_check_page(pg);
+    hc_sp_dbg_tick(t);
 #endif
     if (!*clean)
         *hc_sp_keyp(b) = 0;
     return b;
 }
 
-/* A block for n <= HC_SP_LIMIT bytes, or NULL (the caller goes to the paper's heap). */
-static inline __attribute__((always_inline)) void *hc_sp_malloc(size_t n)
+/* malloc's fast path for n <= HC_SP_LIMIT: a pop of the free list of the thread's current page
+ * of the class, or NULL (then hc_sp_malloc_slow).  The debug build always takes the slow path,
+ * which checks the page. */
+static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
 {
 #if !HC_DEBUG
     struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + 15) >> 4]];
@@ -599,9 +682,10 @@ static inline __attribute__((always_inline)) void *hc_sp_malloc(size_t n)
         *hc_sp_keyp(b) = 0;
         return b;
     }
+#else
+    (void)n;
 #endif
-    int clean;
-    return hc_sp_malloc_slow(n, &clean);
+    return NULL;
 }
 
 /* ---- free ---- */
@@ -628,38 +712,65 @@ static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_
     }
 }
 
-static inline void hc_sp_free(void *p)
+/* A page no thread owns, or one that is not in use (then p is not a live block). */
+static HC_NOINLINE void hc_sp_free_remote(struct hc_sp_page *pg, void *p, uint64_t key)
 {
-    struct hc_sp_page *pg = hc_sp_page_of(p);
-    if (hc_unlikely(((uintptr_t)p & 15) || !pg->size))
-        hc_fail("free(): invalid pointer (not a block of a small page, or freed twice)");
-#if HC_DEBUG
-    hc_sp_check_arg(p);
-#endif
-    if (hc_unlikely(*hc_sp_keyp(p) == hc_sp_key_of(p)))
-        hc_sp_double_free_check(pg, p);
-    struct hc_sp_thread *t = &hc_sp_me;
-    if (hc_likely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)) {
-        *(void **)p = pg->free;
-        *hc_sp_keyp(p) = hc_sp_key_of(p);
-        pg->free = p;
-        if (hc_unlikely(--pg->used == 0 || pg->where != HC_SP_AVAIL))
-            hc_sp_free_owner_slow(t, pg);
-#if HC_DEBUG
-        if (pg->size)
-            hc_sp_check_page(pg);
-#endif
-        return;
-    }
-    /* Another thread's page (or an orphan): onto its atomic list. */
-    *hc_sp_keyp(p) = hc_sp_key_of(p);
+    if (hc_unlikely(!pg->size))
+        hc_fail("free(): invalid pointer (not a block of a small page in use, or freed twice)");
+    *hc_sp_keyp(p) = key;
     void *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
     do
         *(void **)p = head;
     while (!__atomic_compare_exchange_n(&pg->xfree, &head, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
-static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size; }
+/* The owner's push, else the atomic list (p checked). */
+static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_page *pg, void *p,
+                                                                   uint64_t key)
+{
+    struct hc_sp_thread *t = &hc_sp_me;
+    if (hc_likely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)) {
+        *(void **)p = pg->free;
+        *hc_sp_keyp(p) = key;
+        pg->free = p;
+        if (hc_unlikely((int32_t)--pg->used <= 0))
+            hc_sp_free_owner_slow(t, pg);
+#if HC_DEBUG
+        if (pg->size)
+            hc_sp_check_page(pg);
+        hc_sp_dbg_tick(t);
+#endif
+        return;
+    }
+    /* Another thread's page (or an orphan): onto its atomic list. */
+    hc_sp_free_remote(pg, p, key);
+}
+
+/* free of a pointer that is misaligned or carries the freed-block key: checked, then freed. */
+static HC_NOINLINE void hc_sp_free_suspect(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    if ((uintptr_t)p & 15)
+        hc_fail("free(): invalid pointer (not a block of a small page)");
+    hc_sp_double_free_check(pg, p);
+    hc_sp_free_block(pg, p, hc_sp_key_of(p));
+}
+
+static inline __attribute__((always_inline)) void hc_sp_free(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    uint64_t key = hc_sp_key_of(p);
+#if HC_DEBUG
+    hc_sp_check_arg(p);
+#endif
+    if (hc_unlikely(((uintptr_t)p & 15) || *hc_sp_keyp(p) == key)) {
+        hc_sp_free_suspect(p);
+        return;
+    }
+    hc_sp_free_block(pg, p, key);
+}
+
+static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size - HC_SP_RED; }
 
 /* ---- thread exit, malloc_trim, fork, statistics ---- */
 
@@ -674,6 +785,7 @@ static void hc_sp_exit(void *arg)
         for (int k = 0; k < 2; k++)
             for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
                 next = pg->next;
+                pg->used &= ~HC_SP_FULLBIT;
                 hc_sp_collect(pg);
                 if (pg->used == 0) {
                     hc_sp_retire_locked(pg);
@@ -706,7 +818,7 @@ static size_t hc_sp_trim(void)
             for (struct hc_sp_page *pg = t->full[c] ? t->full[c] : NULL, *next; pg; pg = next) {
                 next = pg->next;
                 hc_sp_collect(pg);
-                if (pg->used == 0) {
+                if ((pg->used & ~HC_SP_FULLBIT) == 0) {
                     hc_sp_unlink(t, pg);
                     hc_sp_retire(pg);
                 }
@@ -718,19 +830,68 @@ static size_t hc_sp_trim(void)
     return done;
 }
 
-static void hc_sp_stats(struct hc_stats *out)
+/* Pages taken, and the blocks and bytes handed out on them: a walk of every page (the owners
+ * keep their counts without atomics, so a page another thread is working on is read as it
+ * happens to be; the numbers are exact when the other threads are quiet). */
+struct hc_sp_totals { uint64_t pages, blocks, bytes; };
+
+static struct hc_sp_totals hc_sp_totals(void)
 {
+    struct hc_sp_totals t = { 0, 0, 0 };
     if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
-        return;
-    pthread_mutex_lock(&hc_sp_mu);
-    uint64_t pages = (uint64_t)((uintptr_t)hc_sp_top - hc_sp_base) / HC_SP_PAGE;
-    out->small_pages = pages;
-    out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
-    out->small_bytes_released = hc_sp_released_bytes;
-    out->footprint += pages * HC_SP_PAGE;
-    pthread_mutex_unlock(&hc_sp_mu);
+        return t;
+    char *top = __atomic_load_n(&hc_sp_top, __ATOMIC_ACQUIRE);
+    for (char *p = (char *)hc_sp_base; p < top; p += HC_SP_PAGE) {
+        struct hc_sp_page *pg = (struct hc_sp_page *)(void *)p;
+        uint32_t size = __atomic_load_n(&pg->size, __ATOMIC_RELAXED);
+        uint32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~HC_SP_FULLBIT;
+        t.pages++;
+        if (size) {
+            t.blocks += used;
+            t.bytes += (uint64_t)used * size;
+        }
+    }
+    return t;
 }
 
+/* The statistics: the pages count in the heap (heap_bytes) and the footprint (the region is
+ * never unmapped), their blocks in allocs_current and bytes_current; the maxima and totals stay
+ * the paper's heap's (the pages count no calls). */
+static void hc_sp_stats(struct hc_stats *out)
+{
+    struct hc_sp_totals t = hc_sp_totals();
+    if (!t.pages)
+        return;
+    pthread_mutex_lock(&hc_sp_mu);
+    out->small_pages = t.pages;
+    out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
+    out->small_bytes_released = hc_sp_released_bytes;
+    pthread_mutex_unlock(&hc_sp_mu);
+    out->heap_bytes += t.pages * HC_SP_PAGE;
+    out->footprint += t.pages * HC_SP_PAGE;
+    out->allocs_current += t.blocks;
+    out->bytes_current += t.bytes;
+}
+
+/* The purge thread's visit (hc_arena.c, PURGE_THREAD): the empty pool's decay, if its lock is
+ * free at this instant (never a wait); 1 while empty pages wait for release.  Pages retired
+ * shortly before a program went quiet are released by it, not by a later retire that may never
+ * come. */
+static HC_UNUSED int hc_sp_purge_try(void)
+{
+    if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
+        return 0;
+    if (pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return 1;
+    hc_sp_decay(0);
+    /* Enough empty pages not yet released for the decay to act on: come back soon. */
+    int pending = hc_sp_ndirty * HC_SP_PAGE >= hc_arenas[0].os.decay_bytes;
+    pthread_mutex_unlock(&hc_sp_mu);
+    return pending;
+}
+
+/* fork: called by hc_lock.h's handlers (in its lock order: after the stdio list lock, before
+ * the arenas), and only when the process has threads -- single-threaded, nothing is locked. */
 static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
 static void hc_sp_fork_parent(void) { pthread_mutex_unlock(&hc_sp_mu); }
 
@@ -746,6 +907,7 @@ static void hc_sp_fork_child(void)
         if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
             continue;
         pg->owner = NULL;
+        pg->used &= ~HC_SP_FULLBIT;
         pg->where = HC_SP_ORPHAN;
         pg->prev = NULL;
         pg->next = hc_sp_orphans[pg->cls];
@@ -754,22 +916,26 @@ static void hc_sp_fork_child(void)
     }
 }
 
-__attribute__((constructor)) static void hc_sp_init(void)
-{
-    pthread_atfork(hc_sp_fork_prepare, hc_sp_fork_parent, hc_sp_fork_child);
-}
-
 #else /* !HC_SP_ON */
 
 #define HC_SP_LIMIT ((size_t)0)
 static inline int hc_sp_owns(void *p) { (void)p; return 0; }
-static inline void *hc_sp_malloc(size_t n) { (void)n; return NULL; }
+static inline void *hc_sp_pop(size_t n) { (void)n; return NULL; }
+static inline void *hc_malloc_small_slow(size_t n) { (void)n; return NULL; }
 static inline void *hc_sp_malloc_slow(size_t n, int *clean) { (void)n; (void)clean; return NULL; }
 static inline void hc_sp_free(void *p) { (void)p; }
 static inline size_t hc_sp_usable(void *p) { (void)p; return 0; }
 static inline size_t hc_sp_class_size(size_t n) { return n; }
 #define HC_SP_ALIGN_MAX 0u
+#define HC_SP_PAGE ((size_t)0)
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
+struct hc_sp_totals { uint64_t pages, blocks, bytes; };
+static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0 }; return t; }
+static inline HC_UNUSED void hc_sp_decay_tick(void) {}
+static void hc_sp_fork_prepare(void) {}
+static void hc_sp_fork_parent(void) {}
+static void hc_sp_fork_child(void) {}
+static HC_UNUSED int hc_sp_purge_try(void) { return 0; }
 
 #endif /* HC_SP_ON */

@@ -49,7 +49,7 @@
     X(realloc_moved, "reallocs that allocated, copied and freed (§3.12)")                      \
     X(tcache_refills, "thread caches refilled from the heap, half a cache each (hc_tcache.c)")    \
     X(tcache_flushes, "thread caches that gave blocks back: half a full class, or all at exit")  \
-    X(small_pages, "pages taken for small blocks (SMALL_MAX, hc_page.c; in the footprint) [always]") \
+    X(small_pages, "64 KiB pages taken for small blocks (SMALL_MAX, hc_page.c), counted in heap_bytes and the footprint; their blocks count in allocs_current and bytes_current, not in the maxima and totals [always]") \
     X(small_pages_empty, "of them, empty pages kept for reuse [always]")                      \
     X(small_bytes_released, "bytes of empty small pages given back (decay, malloc_trim) [always]")
 

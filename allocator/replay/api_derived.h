@@ -58,7 +58,19 @@ void *aligned_alloc(size_t align, size_t n)
     return aligned_block(align, n);
 }
 
-void *memalign(size_t align, size_t n) { return aligned_alloc(align, n); }
+/* memalign rounds a non-power-of-two alignment up, as glibc and HC do: EINVAL only for an
+ * alignment above 2^63 (no power of two to round to). */
+void *memalign(size_t align, size_t n)
+{
+    if (align > ((size_t)1 << 63)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t a = 1;
+    while (a < align)
+        a <<= 1;
+    return aligned_block(a, n);
+}
 
 void *valloc(size_t n) { return aligned_block((size_t)sysconf(_SC_PAGESIZE), n); }
 

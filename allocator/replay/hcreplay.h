@@ -2,8 +2,8 @@
  * Chang 2006, §4.4: a driver calls malloc/realloc/free exactly as the program did, repeated,
  * with every unfreed block released between repeats).
  *
- * The trace is loaded once, before any timing, into a compact array of ops whose objects are
- * dense ids (slots), so the replay loop never hashes a pointer.  The harness keeps its own
+ * The trace is loaded once, before any timing, into a compact array of ops (8 bytes each) whose
+ * objects are dense ids (slots), so the replay loop never hashes a pointer.  The harness keeps its own
  * memory (ops, slots) in mmap'd regions so that the allocator under test sees only the
  * program's requests. */
 #ifndef HCREPLAY_H
@@ -17,33 +17,44 @@ enum hcr_op {
     HCR_CALLOC,   /* size is n*size, asked as calloc(1, size) */
     HCR_REALLOC,  /* slot = realloc(slot, size); the object keeps its id */
     HCR_FREE,
-    HCR_MEMALIGN, /* posix_memalign(&slot, 1 << align_log2, size) */
+    HCR_MEMALIGN, /* posix_memalign(&slot, 1 << align_log2, size): size and alignment in the
+                     table (hcr_trace.sizes, .aligns) */
+    /* the first three again, with a size of 2^24 bytes or more: the size is in the table */
+    HCR_MALLOC_BIG,
+    HCR_CALLOC_BIG,
+    HCR_REALLOC_BIG,
 };
-
-/* Threaded replay only (hcreplay_threads.c): set in op when the previous op on the same slot
- * was another thread's, so this one must wait for its turn on the slot. */
-#define HCR_WAIT 0x80
-#define HCR_OP_MASK 0x7f
 
 /* Most OS threads a threaded replay uses: recorded thread 0 (the first that allocated, the
  * main thread) is replayed on the main thread, others on their own thread; beyond this many,
  * recorded threads share replay threads (each keeping its order: see hcreplay_threads.c). */
 #define HCR_MAX_THREADS 64
 
-/* One replayed call: 16 bytes, so a million ops fit in 16 MiB and stream through the cache;
- * plain fields (no bit-fields) so the loop spends no instructions unpacking them. */
+/* One replayed call in 8 bytes, so a trace of a billion events replays in 8 GB (it took 16 and
+ * a byte): the slot, and a word whose low byte is the op and whose upper 24 bits are its size
+ * (malloc, calloc, realloc below 16 MiB: nearly every call) or the index of its (size,
+ * alignment) in the table hcr_trace.sizes/aligns (memalign, and the _BIG ops).  Decoding costs
+ * the loop one shift over plain fields (tests/test_replay_overhead.py bounds its instructions
+ * per op).  A threaded replay keeps each op's turn (wait, hand) in a byte beside it
+ * (hcreplay_threads.c). */
 struct hcr_rop {
-    uint64_t size;          /* bytes asked (calloc: n*size) */
     uint32_t slot;          /* dense object id */
-    uint8_t op;             /* enum hcr_op */
-    uint8_t align_log2;
-    uint16_t hand; /* threaded replay: 1 + the thread whose op on this slot comes next, when
-                      that is another thread (it waits for it); else 0 */
+    uint32_t w;             /* op (low byte), size or table index (upper 24 bits) */
 };
+#define HCR_ARG_SHIFT 8
+#define HCR_ARG_LIMIT (1u << 24)      /* sizes below this sit in the op; also the table's limit */
+
+/* The op: the word's low byte, read as a byte (little-endian), so dispatching loads no more */
+static inline unsigned hcr_kind(const struct hcr_rop *r) { return *(const uint8_t *)&r->w; }
+static inline uint32_t hcr_arg(struct hcr_rop r) { return r.w >> HCR_ARG_SHIFT; }
 
 struct hcr_trace {
     struct hcr_rop *ops;
     size_t n_ops;
+    uint64_t *sizes;         /* the table: sizes of memalign and _BIG ops */
+    uint8_t *aligns;         /* and log2 of their alignments (memalign's; else 0) */
+    size_t n_sizes;
+    uint8_t *op_thread;      /* threaded loads with more than one replay thread: each op's */
     size_t n_slots;          /* most objects live at once: the slot array's length */
     uint64_t max_live_bytes; /* most requested bytes live at once (trace order) */
     uint64_t max_live_objects;
@@ -52,10 +63,16 @@ struct hcr_trace {
     uint64_t repaired;       /* an address handed out again while still live: implicit free */
     uint64_t threads;        /* distinct thread ids seen */
     uint32_t max_tid;        /* largest recorded thread id */
-    uint8_t *op_thread;      /* threaded loads: each op's replay thread (HCR_MAX_THREADS) */
-    size_t op_thread_cap;
+    size_t ops_cap, sizes_cap, aligns_cap, op_thread_cap; /* mapped lengths (elements) */
     char command[512];
 };
+
+/* The bytes the loaded trace takes in memory (ops and the size table). */
+static inline uint64_t hcr_trace_bytes(const struct hcr_trace *t)
+{
+    return (uint64_t)t->n_ops * (sizeof *t->ops + (t->op_thread ? 1 : 0)) +
+           (uint64_t)t->n_sizes * (sizeof *t->sizes + sizeof *t->aligns);
+}
 
 /* The replay thread of recorded thread tid: itself below HCR_MAX_THREADS, else shared by
  * round robin among threads 1.. (0 stays the main thread's alone). */
@@ -66,7 +83,8 @@ static inline unsigned hcr_replay_thread(uint64_t tid)
 }
 
 /* Load TRACE through the C reader (build/libhctrace_read.a).  0 on success, else -1 with a
- * one-line message in err.  threaded: also record each op's replay thread (op_thread), and
+ * one-line message in err.  threaded: also record each op's replay thread (op_thread, made when
+ * a second one appears), and
  * recycle a freed slot only on the thread that freed it, so a slot's reuse never makes one
  * thread wait for another that the program did not (single-thread traces load the same either
  * way). */

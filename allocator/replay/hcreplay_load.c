@@ -135,8 +135,9 @@ struct loader {
     struct hcr_trace *t;
     int threaded;
     unsigned cur;       /* the current event's replay thread (always 0 unless threaded) */
-    size_t ops_cap;
     struct ptab live;
+    struct ptab size_ix; /* (size | align_log2 << 56) -> index in t->sizes (key 0: index 0) */
+    const char *limit;   /* set when the trace is beyond what an op can say */
     /* recycled slots, one stack per replay thread (only [0] unless threaded) */
     uint32_t *free_ids[HCR_MAX_THREADS];
     size_t n_free[HCR_MAX_THREADS], free_cap[HCR_MAX_THREADS];
@@ -147,23 +148,62 @@ struct loader {
     size_t tid_cap;
 };
 
+/* The index of (size, align_log2) in the table t->sizes/aligns, added if new; -1 when out of
+ * memory or the table is full. */
+static int64_t size_index(struct loader *L, uint64_t size, unsigned align_log2)
+{
+    struct hcr_trace *t = L->t;
+    /* the key: size and alignment (sizes past 2^56 fail in the program, so are never here),
+     * +1 as key 0 is the empty cell, rotated as the table hashes pointers (their low 4 bits
+     * dropped) and sizes differ there */
+    uint64_t key = ((size & ((1ull << 56) - 1)) | (uint64_t)align_log2 << 56) + 1;
+    key = key << 4 | key >> 60;
+    size_t i = ptab_find(&L->size_ix, key);
+    if (L->size_ix.keys[i])
+        return L->size_ix.vals[i];
+    if (t->n_sizes >= HCR_ARG_LIMIT) {
+        L->limit = "more distinct sizes of 16 MiB and over, or of aligned allocations, than the "
+                   "replay's ops can index (2^24)";
+        return -1;
+    }
+    if ((t->n_sizes == t->sizes_cap &&
+         grow((void **)&t->sizes, &t->sizes_cap, sizeof *t->sizes)) ||
+        (t->n_sizes == t->aligns_cap && grow((void **)&t->aligns, &t->aligns_cap, 1)))
+        return -1;
+    t->sizes[t->n_sizes] = size;
+    t->aligns[t->n_sizes] = (uint8_t)align_log2;
+    if (ptab_put(&L->size_ix, key, (uint32_t)t->n_sizes))
+        return -1;
+    return (int64_t)t->n_sizes++;
+}
+
 static int emit(struct loader *L, unsigned op, uint32_t slot, uint64_t size, unsigned align_log2)
 {
     struct hcr_trace *t = L->t;
-    if (t->n_ops == L->ops_cap && grow((void **)&t->ops, &L->ops_cap, sizeof *t->ops))
+    if (t->n_ops == t->ops_cap && grow((void **)&t->ops, &t->ops_cap, sizeof *t->ops))
         return -1;
-    struct hcr_rop *r = &t->ops[t->n_ops++];
-    r->op = op;
-    r->slot = slot;
-    r->size = size;
-    r->align_log2 = align_log2;
-    r->hand = 0;
-    if (L->threaded) {
-        if (t->n_ops > L->t->op_thread_cap &&
-            grow((void **)&t->op_thread, &t->op_thread_cap, sizeof *t->op_thread))
+    uint64_t arg = 0;
+    if (op == HCR_MEMALIGN || (op != HCR_FREE && size >= HCR_ARG_LIMIT)) {
+        int64_t ix = size_index(L, size, op == HCR_MEMALIGN ? align_log2 : 0);
+        if (ix < 0)
             return -1;
-        t->op_thread[t->n_ops - 1] = (uint8_t)L->cur;
+        arg = (uint64_t)ix;
+        if (op != HCR_MEMALIGN)
+            op = op == HCR_MALLOC ? HCR_MALLOC_BIG : op == HCR_CALLOC ? HCR_CALLOC_BIG
+                                                                      : HCR_REALLOC_BIG;
+    } else if (op != HCR_FREE) {
+        arg = size;
     }
+    t->ops[t->n_ops] = (struct hcr_rop){slot, op | (uint32_t)arg << HCR_ARG_SHIFT};
+    /* a threaded load: each op's replay thread, once a second thread appears (the mapping is
+     * zero-filled, so the ops before it are the first thread's) */
+    if (L->threaded && (L->cur || t->op_thread)) {
+        while (t->op_thread_cap < t->ops_cap)
+            if (grow((void **)&t->op_thread, &t->op_thread_cap, 1))
+                return -1;
+        t->op_thread[t->n_ops] = (uint8_t)L->cur;
+    }
+    t->n_ops++;
     return 0;
 }
 
@@ -333,7 +373,7 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
 
     struct loader L = {.t = t, .threaded = threaded};
     int rc = 0;
-    if (ptab_init(&L.live, 1 << 16)) {
+    if (ptab_init(&L.live, 1 << 16) || ptab_init(&L.size_ix, 1 << 10)) {
         snprintf(err, errlen, "out of memory loading %s", path);
         hct_close(r);
         return -1;
@@ -344,7 +384,10 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
         t->events++;
         int e = add_event(&L, &ev);
         if (e < 0) {
-            snprintf(err, errlen, "out of memory loading %s", path);
+            if (L.limit)
+                snprintf(err, errlen, "%s: %s", path, L.limit);
+            else
+                snprintf(err, errlen, "out of memory loading %s", path);
             rc = -1;
             break;
         }
@@ -362,6 +405,7 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
     }
     hct_close(r);
     ptab_free(&L.live);
+    ptab_free(&L.size_ix);
     for (unsigned c = 0; c < HCR_MAX_THREADS; c++)
         hcr_unmap(L.free_ids[c], L.free_cap[c] * sizeof(uint32_t));
     hcr_unmap(L.tid_seen, L.tid_cap);

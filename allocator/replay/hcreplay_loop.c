@@ -6,12 +6,16 @@ __attribute__((noinline)) uint64_t hcr_replay_once(const struct hcr_trace *t, vo
                                                    int touch_pages)
 {
     const struct hcr_rop *op = t->ops, *end = t->ops + t->n_ops;
+    /* in locals: a pointer to the trace would be read again after every call */
+    const uint64_t *sizes = t->sizes;
+    const uint8_t *aligns = t->aligns;
+    const size_t n_slots = t->n_slots;
     uint64_t failed = 0;
     for (; op < end; op++)
-        failed += hcr_apply(op->op, op, slots, touch_pages);
+        failed += hcr_apply(hcr_kind(op), op, sizes, aligns, slots, touch_pages);
     /* all unfreed blocks are released before the next repeat (Hasan & Chang 2006, §4.4, whose
      * driver timed this too); the same work for every allocator */
-    for (size_t i = 0; i < t->n_slots; i++)
+    for (size_t i = 0; i < n_slots; i++)
         if (slots[i]) {
             free(slots[i]);
             slots[i] = NULL;

@@ -164,6 +164,10 @@ int main(int argc, char **argv)
             mt = NULL; /* only one thread's calls were replayable: the single-thread loop */
         else if (hcr_mt_prime(mt))
             die("cannot create %u threads", hcr_mt_threads(mt));
+        if (mt) { /* the threads' streams hold every op now: the trace-order copy can go */
+            hcr_unmap(t.ops, t.ops_cap * sizeof *t.ops);
+            t.ops = NULL;
+        }
     }
     void **slots = hcr_map(t.n_slots * sizeof *slots);
     if (!slots)
@@ -257,6 +261,9 @@ int main(int argc, char **argv)
         (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
+    /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */
+    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu",
+        (unsigned long long)hcr_trace_bytes(&t), t.n_sizes);
     put(", \"threads_mode\": \"%s\"", threads_mode ? "auto" : "off");
     put(", \"replay_threads\": %u, \"handoffs\": %llu", replay_threads,
         (unsigned long long)(mt ? hcr_mt_handoffs(mt) : 0));

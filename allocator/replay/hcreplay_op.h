@@ -27,42 +27,67 @@ static inline void hcr_touch(char *p, uint64_t size)
             p[off] = 1;
 }
 
-/* Replay op (its kind `kind`, flags stripped) on its slot: 1 when a call that should have
- * succeeded failed, else 0. */
+static inline __attribute__((always_inline)) uint64_t hcr_realloc(const struct hcr_rop *op,
+                                                                   uint64_t size, void **slots,
+                                                                   int touch_pages)
+{
+    void *p = realloc(slots[op->slot], size);
+    if (!p) {
+        if (size == 0) {
+            slots[op->slot] = NULL; /* realloc(p, 0) freed p (glibc does) */
+            return 0;
+        }
+        return 1; /* failed: the old block is still there */
+    }
+    slots[op->slot] = p;
+    /* touch the whole block again: one byte per page, the same for every allocator, and it
+     * covers the grown part whether or not the block moved */
+    if (touch_pages)
+        hcr_touch(p, size);
+    return 0;
+}
+
+/* Replay *op (its kind `kind`) on its slot; sizes of memalign and the _BIG ops from the
+ * trace's table `sizes` (and `aligns`), which the loops hold in locals: 1 when a call that
+ * should have succeeded failed, else 0.  The slot is read from *op where it is used rather than
+ * kept across the call (a load, where keeping it costs a spill and a reload). */
 static inline __attribute__((always_inline)) uint64_t hcr_apply(unsigned kind,
                                                                  const struct hcr_rop *op,
+                                                                 const uint64_t *sizes,
+                                                                 const uint8_t *aligns,
                                                                  void **slots, int touch_pages)
 {
     void *p;
+    uint64_t size;
     switch (kind) {
     case HCR_MALLOC:
-        p = malloc(op->size);
+        size = hcr_arg(*op);
+        p = malloc(size);
+        break;
+    case HCR_MALLOC_BIG:
+        size = sizes[hcr_arg(*op)];
+        p = malloc(size);
         break;
     case HCR_CALLOC:
-        p = calloc(1, op->size);
+        size = hcr_arg(*op);
+        p = calloc(1, size);
         break;
-    case HCR_MEMALIGN:
-        if (posix_memalign(&p, (size_t)1 << op->align_log2 < sizeof(void *)
-                                   ? sizeof(void *)
-                                   : (size_t)1 << op->align_log2,
-                           op->size))
+    case HCR_CALLOC_BIG:
+        size = sizes[hcr_arg(*op)];
+        p = calloc(1, size);
+        break;
+    case HCR_MEMALIGN: {
+        uint32_t i = hcr_arg(*op);
+        size = sizes[i];
+        size_t align = (size_t)1 << aligns[i];
+        if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size))
             p = NULL;
         break;
+    }
     case HCR_REALLOC:
-        p = realloc(slots[op->slot], op->size);
-        if (!p) {
-            if (op->size == 0) {
-                slots[op->slot] = NULL; /* realloc(p, 0) freed p (glibc does) */
-                return 0;
-            }
-            return 1; /* failed: the old block is still there */
-        }
-        slots[op->slot] = p;
-        /* touch the whole block again: one byte per page, the same for every allocator, and
-         * it covers the grown part whether or not the block moved */
-        if (touch_pages)
-            hcr_touch(p, op->size);
-        return 0;
+        return hcr_realloc(op, hcr_arg(*op), slots, touch_pages);
+    case HCR_REALLOC_BIG:
+        return hcr_realloc(op, sizes[hcr_arg(*op)], slots, touch_pages);
     case HCR_FREE:
         free(slots[op->slot]);
         slots[op->slot] = NULL;
@@ -74,7 +99,7 @@ static inline __attribute__((always_inline)) uint64_t hcr_apply(unsigned kind,
     if (!p)
         return 1;
     if (touch_pages)
-        hcr_touch(p, op->size);
+        hcr_touch(p, size);
     return 0;
 }
 

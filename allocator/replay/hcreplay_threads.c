@@ -4,8 +4,8 @@
  *
  * Hand-offs are turns on a slot.  At load time each op on a slot learns which thread acts on
  * that slot next (`hand`, when it is another thread), and an op whose slot was last touched by
- * another thread carries HCR_WAIT.  During the replay turn[slot] names the thread whose turn it
- * is: an op with HCR_WAIT waits until turn[slot] is its thread (acquire), and an op with a hand
+ * another thread carries TURN_WAIT (in its turn byte).  During the replay turn[slot] names the thread whose turn it
+ * is: an op with TURN_WAIT waits until turn[slot] is its thread (acquire), and an op with a hand
  * passes the turn on after writing slots[slot] (release).  Ops on slots only one thread touches
  * pay nothing but a test of a bit.
  *
@@ -45,8 +45,14 @@
  * replay's instruction count is not exact from run to run as a single-thread one is. */
 static unsigned spins = SPINS;
 
+/* A thread's ops, and beside each its turn: TURN_WAIT when the previous op on its slot was
+ * another thread's (it waits for its turn on the slot), and in the low 7 bits, 1 + the thread
+ * whose op on the slot comes next when that is another thread (0: none). */
+#define TURN_WAIT 0x80u
+#define TURN_HAND 0x7fu
 struct stream {
     struct hcr_rop *ops;
+    uint8_t *turns;
     size_t n;
 };
 
@@ -54,6 +60,7 @@ struct hcr_mt {
     struct stream s[HCR_MAX_THREADS];
     unsigned n_threads;          /* replay threads: streams 0..n_threads-1 (some may be empty) */
     size_t n_slots;
+    const struct hcr_trace *t;   /* the loaded trace (its table of sizes) */
     _Atomic uint32_t *turn;      /* by slot: the replay thread whose op on it is next */
     uint32_t *first_turn;        /* by slot: turn at the start of a repeat */
     uint64_t handoffs;
@@ -103,14 +110,17 @@ __attribute__((noinline)) static uint64_t run_stream(struct hcr_mt *mt, unsigned
                                                      void **slots, int touch_pages)
 {
     const struct hcr_rop *op = mt->s[me].ops, *end = op + mt->s[me].n;
+    const uint8_t *turns = mt->s[me].turns;
+    const uint64_t *sizes = mt->t->sizes;
+    const uint8_t *aligns = mt->t->aligns;
     _Atomic uint32_t *turn = mt->turn;
     uint64_t failed = 0;
-    for (; op < end; op++) {
-        if (op->op & HCR_WAIT)
+    for (; op < end; op++, turns++) {
+        if (*turns & TURN_WAIT)
             wait_turn(&turn[op->slot], me);
-        failed += hcr_apply(op->op & HCR_OP_MASK, op, slots, touch_pages);
-        if (op->hand)
-            pass_turn(&turn[op->slot], (uint32_t)op->hand - 1);
+        failed += hcr_apply(hcr_kind(op), op, sizes, aligns, slots, touch_pages);
+        if (*turns & TURN_HAND)
+            pass_turn(&turn[op->slot], (uint32_t)(*turns & TURN_HAND) - 1);
     }
     return failed;
 }
@@ -132,19 +142,23 @@ static void *idle_main(void *arg)
 struct hcr_mt *hcr_mt_prepare(const struct hcr_trace *t)
 {
     struct hcr_mt *mt = hcr_map(sizeof *mt);
-    if (!mt || !t->op_thread)
+    if (!mt)
         return NULL;
+    /* no op_thread: every op was the first thread's */
+#define THREAD_OF(i) (t->op_thread ? t->op_thread[i] : 0u)
     size_t count[HCR_MAX_THREADS] = {0};
     for (size_t i = 0; i < t->n_ops; i++)
-        count[t->op_thread[i]]++;
+        count[THREAD_OF(i)]++;
     for (unsigned c = 0; c < HCR_MAX_THREADS; c++) {
         if (count[c]) {
             mt->n_threads = c + 1;
-            if (!(mt->s[c].ops = hcr_map(count[c] * sizeof(struct hcr_rop))))
+            if (!(mt->s[c].ops = hcr_map(count[c] * sizeof(struct hcr_rop))) ||
+                !(mt->s[c].turns = hcr_map(count[c])))
                 return NULL;
         }
     }
     mt->n_slots = t->n_slots;
+    mt->t = t;
     mt->turn = hcr_map(t->n_slots * sizeof *mt->turn);
     mt->first_turn = hcr_map(t->n_slots * sizeof *mt->first_turn);
     /* by slot: the last op on it so far (its stream and index), to give it a hand */
@@ -156,21 +170,22 @@ struct hcr_mt *hcr_mt_prepare(const struct hcr_trace *t)
     for (size_t s = 0; s < t->n_slots; s++)
         last_thread[s] = none;
     for (size_t i = 0; i < t->n_ops; i++) {
-        unsigned c = t->op_thread[i];
-        struct hcr_rop r = t->ops[i];
-        uint32_t s = r.slot;
-        r.hand = 0;
+        unsigned c = THREAD_OF(i);
+        uint32_t s = t->ops[i].slot;
+        uint8_t turn = 0;
         if (last_thread[s] == none) {
             mt->first_turn[s] = c;
         } else if (last_thread[s] != c) {
-            mt->s[last_thread[s]].ops[last_index[s]].hand = (uint16_t)(c + 1);
-            r.op |= HCR_WAIT;
+            mt->s[last_thread[s]].turns[last_index[s]] |= (uint8_t)(c + 1);
+            turn = TURN_WAIT;
             mt->handoffs++;
         }
         last_thread[s] = c;
         last_index[s] = mt->s[c].n;
-        mt->s[c].ops[mt->s[c].n++] = r;
+        mt->s[c].turns[mt->s[c].n] = turn;
+        mt->s[c].ops[mt->s[c].n++] = t->ops[i];
     }
+#undef THREAD_OF
     hcr_unmap(last_thread, t->n_slots * sizeof *last_thread);
     hcr_unmap(last_index, t->n_slots * sizeof *last_index);
     return mt;

@@ -91,6 +91,17 @@ int main(void)
           WEXITSTATUS(status) == 0);
     for (int i = 0; i < 3; i++)
         pthread_join(t[i], NULL);
+    /* memalign rounds an alignment that is not a power of two up to one (glibc, HC) */
+    for (size_t a = 3; a <= 5000; a = a * 3 + 1) {
+        size_t up = 1;
+        while (up < a)
+            up <<= 1;
+        unsigned char *p = memalign(a, 100);
+        CHECK(p != NULL && ((uintptr_t)p & (up - 1)) == 0);
+        if (p)
+            memset(p, 1, 100);
+        free(p);
+    }
     if (failures)
         return 1;
     printf("ok\n");

@@ -8,7 +8,7 @@ import functools as _functools
 
 
 def _version() -> str:
-    import importlib.metadata as _metadata
+    import importlib.metadata as _metadata  # deferred: only --version asks
     try:
         return _metadata.version("hctune")
     except _metadata.PackageNotFoundError:   # run from a checkout without installing it
@@ -17,8 +17,8 @@ def _version() -> str:
 
 def _commit() -> str | None:
     """The source commit (short hash, '+dirty' when changed) when running from a git checkout."""
-    import subprocess as _subprocess
-    from pathlib import Path as _Path
+    import subprocess as _subprocess  # deferred: (as above)
+    from pathlib import Path as _Path  # deferred: (as above)
     root = _Path(__file__).resolve().parents[2]
     if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
         return None

@@ -109,6 +109,7 @@ class XAllocator:
     style: str
     doc: str
     knobs: dict  # name -> XKnob, in file order
+    seeds: tuple = ()  # (name, objectives, source, setting): advice a search tries early
 
 
 @functools.lru_cache(maxsize=None)
@@ -127,6 +128,13 @@ def _table() -> dict[str, XAllocator]:
             ks[kname] = XKnob(allocator=name, name=kname, **fields)
         out[name] = XAllocator(name=name, package=a["package"], files=tuple(a["files"]),
                                style=a["style"], doc=a["doc"], knobs=ks)
+        seeds = []
+        for sname, fields in a.get("seeds", {}).items():
+            fields = dict(fields)
+            objectives = tuple(fields.pop("objectives"))
+            source = fields.pop("source")
+            seeds.append((sname, objectives, source, complete(name, fields, out[name])))
+        out[name] = dataclasses.replace(out[name], seeds=tuple(seeds))
     return out
 
 
@@ -158,15 +166,18 @@ def defaults(name: str) -> dict:
     return {k.name: k.default for k in knobs(name).values()}
 
 
-def complete(name: str, partial: dict | None) -> dict:
+def complete(name: str, partial: dict | None, _alloc: XAllocator | None = None) -> dict:
     """A setting checked and reduced to the knobs that differ from the library's defaults."""
+    table = (_alloc or allocator(name)).knobs
     out = {}
     for kname, value in (partial or {}).items():
-        k = knob(name, kname)
+        if kname not in table:
+            raise HctuneError(f"unknown {name} knob {kname!r}; known: {', '.join(table)}")
+        k = table[kname]
         value = k.check(value)
         if value != k.check(k.default):
             out[kname] = value
-    return {n: out[n] for n in knobs(name) if n in out}  # file order
+    return {n: out[n] for n in table if n in out}  # file order
 
 
 def parse_sets(name: str, items: Iterable[str]) -> dict:
@@ -183,8 +194,9 @@ def parse_sets(name: str, items: Iterable[str]) -> dict:
             if prefix != name:
                 raise HctuneError(f"--set {item}: the allocator is {name}, not {prefix}")
             kname = rest
-        out[kname] = knob(name, kname.lower()).parse(text)
-    return complete(name, {k.lower(): v for k, v in out.items()})
+        kname = kname.lower()
+        out[kname] = knob(name, kname).parse(text)
+    return complete(name, out)
 
 
 def env_vars(name: str, setting: dict | None) -> dict[str, str]:
@@ -231,3 +243,10 @@ def describe(name: str, setting: dict | None) -> str:
     if not env:
         return f"{name} (defaults)"
     return f"{name} with " + " ".join(f"{k}={v}" for k, v in env.items())
+
+
+def seeds(name: str, objective: str) -> list[tuple[str, dict]]:
+    """(label, setting) of the advice declared for `name` that applies to `objective`."""
+    return [(f"{name} {sname} ({source})", setting)
+            for sname, objectives, source, setting in allocator(name).seeds
+            if objective in objectives]

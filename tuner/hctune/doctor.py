@@ -138,8 +138,3 @@ def text(r: dict) -> str:
     return "\n".join(lines)
 
 
-def run_ok() -> bool:
-    """True when everything required is present."""
-    return all(c.present for c in checks() if c.required)
-
-

@@ -10,6 +10,7 @@ first in that chain, the program the user meant last; forked children are the ot
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import stat
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from hctune import native, paths
 from hctune.errors import HctuneError
+from hctune.files import sha256
 from hctune.trace import spec
 from hctune.trace.reader import TraceError
 from hctune.trace.register import register
@@ -41,6 +43,8 @@ class Profile:
     others: list[tuple[Path, dict]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)     # unreadable traces, one line each
     signal: int | None = None          # the fatal signal the program died of, if it did
+    program_seconds: float = 0.0       # the traced program's run (wall)
+    after_seconds: float = 0.0         # profile's own work after the program ended (wall)
 
 
 def find_program(name: str) -> Path:
@@ -203,17 +207,25 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         # absolute: children may chdir
         cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps,
                             start_after, duration)
+        t0 = time.perf_counter()
         rc = _run(cmd, env)
+        t_exit = time.perf_counter()
         code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)], base)
         if not files:
             raise HctuneError(f"no trace was written for {argv[0]} (did it start?)")
         readable, skipped = [], []
-        for f in files:
-            try:
-                readable.append((f, trace_stats(f)))
-            except TraceError as e:
-                skipped.append(str(e).replace(str(tmp) + os.sep, ""))
+        # The content hash (hashlib lets go of the GIL) on a thread while the C tool reads the
+        # statistics: the two passes over each trace overlap (issue 23: profile's own work after
+        # the program exits).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            hashes = {f: pool.submit(sha256, f) for f in files}
+            for f in files:
+                try:
+                    readable.append((f, trace_stats(f)))
+                except TraceError as e:
+                    skipped.append(str(e).replace(str(tmp) + os.sep, ""))
+            sums = {f: None if h.exception() else h.result() for f, h in hashes.items()}
         if not readable:
             raise HctuneError(f"no readable trace: {skipped[0]}")
         main = _main_trace(readable, base)
@@ -227,15 +239,16 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
                 rest = f.name[len(base):] or f".{st['pid']}.0"
                 dest = out.with_name(out.stem + rest + spec.EXTENSION)
             os.replace(f, dest)
-            placed.append((dest, st, f is main[0]))
+            placed.append((dest, st, f is main[0], sums[f]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     others = []
-    for dest, st, is_main in placed:
+    for dest, st, is_main, sha in placed:
         if not is_main:
-            register(db_path, dest, tracer, st)
+            register(db_path, dest, tracer, st, sha=sha)
             others.append((dest, st))
-    main_dest, main_st = next((d, s) for d, s, m in placed if m)
-    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv))
-    return Profile(code, main_dest, main_id, main_st, others, skipped, died_of)
+    main_dest, main_st, main_sha = next((d, s, h) for d, s, m, h in placed if m)
+    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv), sha=main_sha)
+    return Profile(code, main_dest, main_id, main_st, others, skipped, died_of,
+                   t_exit - t0, time.perf_counter() - t_exit)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from hctune import allocator_knobs
 from hctune import knobs as _knobs
 from hctune.db import Database
 
@@ -39,4 +40,8 @@ def validated(db: Database, study_row, objective: str | None = None) -> dict | N
 
 
 def winner_setting(summary: dict) -> dict:
+    """The winner's setting: HC's full one, or another allocator's changed knobs."""
+    alloc = summary["winner"].get("allocator") or "hc"
+    if alloc != "hc":
+        return allocator_knobs.from_key(alloc, summary["winner"]["setting"])
     return _knobs.complete(_knobs.parse_sets(summary["winner"]["setting"].split(",")))

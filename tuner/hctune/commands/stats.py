@@ -23,7 +23,7 @@ def command(ctx, trace, as_json, html_out, png_out):
         with Database(ctx.obj["db_path"]) as db:
             trace = str(register.local_path(db, register.latest(db)))
     st = stats(trace)
-    from hctune.trace import report
+    from hctune.trace import report  # deferred: Jinja2, only when the command runs
     if html_out:
         write_atomic(html_out, report.html(st, trace))
     if png_out:

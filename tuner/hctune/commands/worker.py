@@ -14,7 +14,7 @@ from hctune.serve import worker as _worker
 @click.pass_context
 def command(ctx, storage, once):
     """Take queued studies and run their trials, until interrupted."""
-    from hctune.search.storage import default_url, open_storage
+    from hctune.search.storage import default_url, open_storage  # deferred: Optuna
     open_storage(storage or default_url(ctx.obj["db_path"]))   # a bad URL: one line, now
     _worker.loop(ctx.obj["db_path"], storage, once=once,
                  log=lambda m: click.echo(m, err=True))

@@ -150,8 +150,8 @@ class Storage(optuna.storages.RDBStorage):
         # (Stamping in separate writes before and after let the loser's stamp land last: the
         # trial then named a live worker and a killed winner's trial was never failed.)
         # Optuna's own set_trial_state_values, with the stamp added.
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
+        from optuna.storages._rdb import models  # deferred: Optuna's internals, for a stamp
+        from optuna.storages._rdb.storage import _create_scoped_session  # deferred: (as above)
         try:
             with _create_scoped_session(self.scoped_session) as session:
                 trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)

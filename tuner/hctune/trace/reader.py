@@ -1,13 +1,14 @@
 """The pure-Python trace reader: header + events in global order.
 
 Meant for small traces, tests and importers; whole-trace statistics on big traces go through
-the C reader (build/hctrace-tool, see hctune.trace.stats).  Layout: docs/trace-format.md.
+the C reader (build/hctrace-tool, see hctune.trace.stats).  Opening a trace reads its header and
+chunk headers only (os.pread), so registering a trace of gigabytes costs megabytes; iterating
+reads a chunk's payload when the merge reaches it.  Layout: docs/trace-format.md.
 """
 
 from __future__ import annotations
 
 import heapq
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -94,13 +95,7 @@ def parse_header(data: bytes, name: str) -> Header:
     return Header(version, flags, pid, ppid, start, command, hlen)
 
 
-def _map(path: Path):
-    """The file's bytes, mapped read-only rather than read: opening a trace of gigabytes (to
-    index its chunks, count its events) touches only its chunk headers' pages."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+_HEAD = 1 << 20     # the file's first bytes read at open: the header, and small traces whole
 
 
 class Trace:
@@ -110,43 +105,65 @@ class Trace:
         self.path = Path(path)
         name = str(path)
         try:
-            self._data = _map(self.path)
+            with open(self.path, "rb") as f:
+                self._size = os.fstat(f.fileno()).st_size
+                head = f.read(_HEAD)
         except IsADirectoryError:
             raise TraceError(f"{name}: is a directory, not a trace") from None
         except OSError as e:
             raise TraceError(f"{name}: {e.strerror}") from None
-        self.header = parse_header(self._data, name)
+        self._head = head
+        self.header = parse_header(head, name)
         self._chunks = self._index(name)
         self.count = sum(c.count for c in self._chunks)
 
+    def _read(self, pos: int, n: int) -> bytes:
+        """n bytes at pos (fewer at the end of the file)."""
+        if pos + n <= len(self._head):
+            return self._head[pos:pos + n]
+        with open(self.path, "rb") as f:
+            return os.pread(f.fileno(), n, pos)
+
     def _index(self, name: str) -> list[_Chunk]:
-        data, pos, end = self._data, self.header.header_len, len(self._data)
+        pos, end = self.header.header_len, self._size
         timed = bool(self.header.flags & spec.FLAG_TIME)
         chunks = []
-        while pos < end:
-            at = pos
-            if data[pos] != spec.CHUNK_MARKER:
-                raise TraceError(f"{name}: corrupt trace: no chunk marker at offset {at}")
-            try:
-                thread, pos = _varint(data, pos + 1, end)
-                first, pos = _varint(data, pos, end)
-                count, pos = _varint(data, pos, end)
-                plen, pos = _varint(data, pos, end)
-                base, pos = _varint(data, pos, end) if timed else (0, pos)
-            except IndexError:
-                plen = end  # fall through to the truncation message
-            if plen > end - pos:
-                raise TraceError(f"{name}: truncated trace: chunk at offset {at} runs past the "
-                                 f"end of the file ({end} bytes)")
-            if count == 0 or count > plen:
-                raise TraceError(f"{name}: corrupt trace: bad chunk header at offset {at}")
-            chunks.append(_Chunk(at, thread, first, count, pos, pos + plen, base))
-            pos += plen
+        f = open(self.path, "rb") if end > len(self._head) else None
+        try:
+            while pos < end:
+                at = pos
+                if at + spec.CHUNK_HEADER_MAX <= len(self._head) or f is None:
+                    data, base_at = self._head, 0
+                else:
+                    data, base_at = os.pread(f.fileno(), spec.CHUNK_HEADER_MAX, at), at
+                p, stop = at - base_at, len(data)
+                if data[p] != spec.CHUNK_MARKER:
+                    raise TraceError(f"{name}: corrupt trace: no chunk marker at offset {at}")
+                try:
+                    thread, p = _varint(data, p + 1, stop)
+                    first, p = _varint(data, p, stop)
+                    count, p = _varint(data, p, stop)
+                    plen, p = _varint(data, p, stop)
+                    base, p = _varint(data, p, stop) if timed else (0, p)
+                except IndexError:
+                    plen = end  # fall through to the truncation message
+                pos = base_at + p
+                if plen > end - pos:
+                    raise TraceError(f"{name}: truncated trace: chunk at offset {at} runs past "
+                                     f"the end of the file ({end} bytes)")
+                if count == 0 or count > plen:
+                    raise TraceError(f"{name}: corrupt trace: bad chunk header at offset {at}")
+                chunks.append(_Chunk(at, thread, first, count, pos, pos + plen, base))
+                pos += plen
+        finally:
+            if f is not None:
+                f.close()
         chunks.sort(key=lambda c: c.first_seq)
         return chunks
 
     def _decode(self, c: _Chunk) -> Iterator[Event]:
-        data, pos, end = self._data, c.start, c.end
+        data = self._read(c.start, c.end - c.start)
+        pos, end = 0, len(data)
         timed = bool(self.header.flags & spec.FLAG_TIME)
         seq, ptr, t = c.first_seq - 1, 0, c.base_time
         try:
@@ -185,13 +202,33 @@ class Trace:
                              f"{c.offset}") from None
 
     def __iter__(self) -> Iterator[Event]:
-        # Chunks are per-thread runs in seq order; merging them restores the global order.
+        # Chunks are per-thread runs in seq order; merging them restores the global order.  A
+        # chunk joins the merge when its first event is the next one due, as in the C reader,
+        # so only the chunks being merged are in memory.
         if len({c.thread for c in self._chunks}) <= 1:
             for c in self._chunks:
                 yield from self._decode(c)
-        else:
-            yield from heapq.merge(*(self._decode(c) for c in self._chunks),
-                                   key=lambda e: e.seq)
+            return
+        heap: list = []
+        pending = iter(self._chunks)
+        nxt = next(pending, None)
+        k = 0
+        while heap or nxt is not None:
+            while nxt is not None and (not heap or nxt.first_seq <= heap[0][0]):
+                it = self._decode(nxt)
+                e = next(it, None)
+                if e is not None:
+                    heapq.heappush(heap, (e.seq, k, e, it))
+                    k += 1
+                nxt = next(pending, None)
+            _, _, e, it = heap[0]
+            yield e
+            e2 = next(it, None)
+            if e2 is None:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (e2.seq, k, e2, it))
+                k += 1
 
 
 def open_trace(path: str | Path) -> Trace:

@@ -32,13 +32,15 @@ def _database(db_or_path):
 
 
 def register(db_or_path, path, tracer: str | None = None, st: dict | None = None,
-             invocation: dict | None = None) -> tuple[int, dict]:
+             invocation: dict | None = None, sha: str | None = None) -> tuple[int, dict]:
     """Add the trace (idempotent by content); returns (trace id, its statistics).
-    `invocation` ({"argv", "cwd", "stdin"}) is how the program was run, for `hctune validate`."""
+    `invocation` ({"argv", "cwd", "stdin"}) is how the program was run, for `hctune validate`;
+    `sha`: its content hash when the caller has it already (profile hashes while the C tool
+    reads the statistics)."""
     path = Path(path)
     st = st if st is not None else trace_stats(path)
     with _database(db_or_path) as db:
-        tid = db.add_trace(path, sha256(path), command=st.get("command"), tracer=tracer,
+        tid = db.add_trace(path, sha or sha256(path), command=st.get("command"), tracer=tracer,
                            events=st["events"], size_bytes=path.stat().st_size, stats=st,
                            invocation=invocation)
     return tid, st

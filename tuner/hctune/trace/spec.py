@@ -28,6 +28,7 @@ OP_NAMES = {v: k.lower() for k, v in OPS.items()}  # code -> "malloc", ...
 MALLOC, CALLOC, REALLOC, FREE, MEMALIGN = (OPS[k] for k in
                                            ("MALLOC", "CALLOC", "REALLOC", "FREE", "MEMALIGN"))
 CHUNK_MARKER = _S["chunk"]["CHUNK_MARKER"]
+CHUNK_HEADER_MAX = _S["chunk"]["CHUNK_HEADER_MAX"]
 E = _S["event"]
 OP_MASK, GRANULE_BIT = E["OP_MASK"], E["GRANULE_BIT"]
 SEQ_SHIFT, SEQ_ESCAPE, PTR_GRANULE_SHIFT = E["SEQ_SHIFT"], E["SEQ_ESCAPE"], E["PTR_GRANULE_SHIFT"]

@@ -5,14 +5,16 @@ one built through the build cache."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.search import options as _options
 
-DEFAULT_TOP = 3
+DEFAULT_TOP = _options.VALIDATE_TOP       # said once, with a study's other options
 REFERENCES = ("jemalloc", "mimalloc", "tcmalloc")
 
 
@@ -26,10 +28,11 @@ class Candidate:
     trial: int | None = None     # tuned only: the study's trial
     replay: dict | None = None   # the replay's prediction: {"mem_ratio", "perf_ratio"} vs glibc
     env: dict | None = None      # extra environment (tests' broken allocators)
+    origin: dict | None = None   # from another study: {"study", "objective", "trial"}
 
     @property
     def is_hc(self) -> bool:
-        return self.kind in ("tuned", "generic")
+        return self.allocator == "hc" and self.kind in ("tuned", "generic")
 
 
 def _distinct(trials, top: int, generic_key: str) -> list:
@@ -60,19 +63,52 @@ def tuned_trials(st, objective: str, top: int) -> list:
     from hctune.search import space  # deferred: hctune.search loads Optuna (~1 s); emit and report
     from hctune.search import study as _study  # import this package and may not need it
     generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
-    ok = [t for t in _study.finished(st) if _study.feasible(t)]
+    # HC's trials (a cross-allocator study's others: allocator_candidates)
+    ok = [t for t in _study.finished(st) if _study.feasible(t)
+          and _study.trial_allocator(t) == "hc"]
     if objective == "pareto":
-        front = [t for t in _study.pareto_front(st) if t.user_attrs.get("setting") != generic_key]
+        front = [t for t in _study.pareto_front(st) if t.user_attrs.get("setting") != generic_key
+                 and _study.trial_allocator(t) == "hc"]
         return _spread(_distinct(front, len(front), generic_key), top)
     ok.sort(key=lambda t: (t.user_attrs[objective], t.number))
     return _distinct(ok, top, generic_key)
+
+
+OTHER_OBJECTIVE = {"mem": "perf", "perf": "mem"}
+
+
+def _other_study_best(db: Database, study_row, have: set, notes: list) -> Candidate | None:
+    """The best setting of the latest study of the other objective (mem <-> perf) on the same
+    traces, when there is one and it is not already a candidate: its real numbers show when
+    the other study's answer dominates this one's (as small and faster, say)."""
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
+    other = OTHER_OBJECTIVE.get(study_row["objective"])
+    if other is None:
+        return None
+    row = db.latest_study(other, json.loads(study_row["trace_ids"]))
+    if row is None:
+        return None
+    try:
+        _, st = _study.load(db, row["name"])
+    except HctuneError as e:
+        notes.append(f"the {other} study {row['name']} left out: {e}")
+        return None
+    t = _study.best_per_allocator(st, other).get("hc")   # its best HC setting
+    if t is None or t.user_attrs.get("setting") in have:
+        return None
+    setting = _study.trial_setting(t)
+    if _knobs.key(setting) in have:
+        return None
+    return Candidate(f"{other} best", "tuned", "hc", setting=setting,
+                     replay={"mem_ratio": t.user_attrs["mem"], "perf_ratio": t.user_attrs["perf"]},
+                     origin={"study": row["name"], "objective": other, "trial": t.number})
 
 
 def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: bool = True,
                extra=(), progress=None) -> tuple[list[Candidate], list[str]]:
     """(candidates, notes): built and ready to run; notes say what was left out and why."""
     from hctune.search import space  # deferred: Optuna (see tuned_trials)
-    from hctune.search import study as _study
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
     notes = []
     objective = study_row["objective"]
     generic = space.for_search(_knobs.preset("generic"))
@@ -93,8 +129,12 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                          trial=gen_trial.number if gen_trial else None,
                          replay={"mem_ratio": gen_trial.user_attrs["mem"],
                                  "perf_ratio": gen_trial.user_attrs["perf"]} if gen_trial else None))
+    other = _other_study_best(db, study_row, {_knobs.key(c.setting) for c in out}, notes)
+    if other is not None:
+        out.append(other)
     out.append(Candidate("glibc", "reference", "glibc", replay={"mem_ratio": 1.0,
                                                                 "perf_ratio": 1.0}))
+    out += allocator_candidates(st, objective, notes)
     if references:
         for name in REFERENCES:
             try:
@@ -114,3 +154,33 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                 progress({"event": "build", "candidate": c.label})
             c.library = allocators.resolve("hc", c.setting, db=db).library
     return out, notes
+
+
+def allocator_candidates(st, objective: str, notes: list) -> list[Candidate]:
+    """A cross-allocator study's (search --allocators) best setting of every other allocator
+    than HC, each run with its library and the variables that carry the setting (kind tuned,
+    allocator jemalloc, ...); an allocator whose best is its defaults is left to the
+    references. None for an HC-only study."""
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
+    out = []
+    objectives = ("mem", "perf") if objective == "pareto" else (objective,)
+    seen = set()
+    for o in objectives:
+        for alloc, t in _study.best_per_allocator(st, o).items():
+            if alloc == "hc" or (alloc, t.user_attrs.get("setting")) in seen:
+                continue
+            seen.add((alloc, t.user_attrs.get("setting")))
+            setting = _study.trial_setting(t)
+            if not setting:
+                continue       # its defaults: the reference candidate already runs it
+            try:
+                a = allocators.resolve(alloc, setting)
+            except HctuneError as e:
+                notes.append(f"{alloc}'s best setting left out: {e}")
+                continue
+            label = f"{alloc} tuned" + (f" ({o})" if len(objectives) > 1 else "")
+            out.append(Candidate(label, "tuned", alloc, library=a.library, setting=setting,
+                                 trial=t.number, env=dict(a.variables),
+                                 replay={"mem_ratio": t.user_attrs["mem"],
+                                         "perf_ratio": t.user_attrs["perf"]}))
+    return out

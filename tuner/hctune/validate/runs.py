@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 from hctune import allocators
-from hctune import knobs as _knobs
 from hctune.errors import HctuneError
+from hctune.search import options as _options
 from hctune.validate.candidates import Candidate
 from hctune.validate.launcher import hcrun
 from hctune.validate.program import Program
 
-MIN_RUNS = 3
-DEFAULT_RUNS = 10
+MIN_RUNS = _options.VALIDATE_MIN_RUNS      # said once, with a study's other options
+DEFAULT_RUNS = _options.VALIDATE_RUNS
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -59,17 +59,23 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
                 _kill_group(proc)
             res = proc
         row = {"candidate": cand.label, "allocator": cand.allocator,
-               "setting": _knobs.key(cand.setting) if cand.setting else None,
+               "setting": allocators.setting_key(cand.allocator, cand.setting)
+               if cand.setting else None,
                "trial": cand.trial, "problem": None}
         if timed_out:
             row["problem"] = f"timed out after {timeout:g} s"
             return row
         fields = report.read_text().split() if report.exists() else []
-        if res.returncode != 0 or len(fields) != 5:
+        if res.returncode != 0 or len(fields) not in (5, 8):
             tail = err.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             row["problem"] = f"could not be measured: {tail[0][:200]}"
             return row
-        wall_ns, user_us, sys_us, rss_kib, status = map(int, fields)
+        wall_ns, user_us, sys_us, rss_kib, status = map(int, fields[:5])
+        # the RSS curve (hcrun samples it every few ms): its time-weighted mean and the RSS
+        # left at the end; unknown for a run shorter than one sample
+        mean_kib, final_kib, samples = map(int, fields[5:]) if len(fields) == 8 else (0, 0, 0)
+        row.update(rss_mean_bytes=mean_kib * 1024 if samples else None,
+                   rss_final_bytes=final_kib * 1024 if samples else None, rss_samples=samples)
         h = hashlib.sha256()
         with open(out, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
@@ -91,11 +97,13 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
 
 def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path | None = None,
                timeout: float | None = None, seed: int = 0, on_run=None,
-               expected_sha256: str | None = None) -> tuple[list[dict], dict, list[str]]:
+               expected_sha256: str | None = None,
+               on_round=None) -> tuple[list[dict], dict, list[str]]:
     """The measuring loop, without the database: one warm-up run on glibc (whose output and
     exit status become the reference, or `expected_sha256` for the output), then `runs` rounds,
     each running every candidate once in a shuffled order; a candidate is dropped after its
-    first bad run. `on_run(row, done, total)` after every run. Returns (runs, reference, notes)."""
+    first bad run. `on_run(row, done, total)` after every run, `on_round(done rounds, rounds,
+    this round's rows)` after every round. Returns (runs, reference, notes)."""
     launcher = launcher or hcrun()
     glibc = next((c for c in cands if c.label == "glibc"), Candidate("glibc", "reference", "glibc"))
     notes = []
@@ -131,4 +139,6 @@ def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path 
                 dropped.add(c.label)
             if on_run:
                 on_run(r, done, total)
+        if on_round:
+            on_round(rnd + 1, runs, [r for r in out_rows if r["round"] == rnd])
     return out_rows, reference, notes

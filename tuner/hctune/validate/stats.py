@@ -5,6 +5,8 @@ from __future__ import annotations
 
 BOOTSTRAP = 2000
 MEASURES = ("wall_s", "cpu_s", "peak_rss_bytes")
+# the RSS curve of a run (hcrun's samples): shown when measured, not a winner's measure yet
+CURVE_MEASURES = ("rss_mean_bytes", "rss_final_bytes")
 
 
 def _median(xs):

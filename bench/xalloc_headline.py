@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The real-run headline with every allocator in the search: per program, profile input a,
+`search --allocators installed` for mem and for perf, then `hctune validate` on input b (real
+runs of each allocator's best setting, HC's best, generic HC, glibc, jemalloc, mimalloc,
+tcmalloc as they come), and compare the validated winner with the best allocator as it comes.
+
+    .venv/bin/python bench/xalloc_headline.py [--out bench-out/xalloc-headline] [--trials 30]
+        [--runs 7] [--top 1] [--scale 1.0] [PROGRAM ...]
+
+PROGRAMs: wordpool (bench/wordpool.c: a word table beside a churning buffer pool) and those of
+bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz); default: all. Long: a
+benchmark, never a test. Prints one Markdown table per objective and writes
+xalloc-headline.json; every figure comes from the validations stored in <out>/hctune.db.
+
+Goals of issue 18: on every program the winner is at least as good as the best default on its
+objective; mem significantly smaller than the best default on at least half of the programs, by
+>= 10 % on at least three; perf significantly faster on at least two. "Significantly" here is
+the paired-bootstrap interval of the ratio to glibc when glibc is the best default, else the
+runs' ranges not overlapping (the summary carries intervals only against glibc and generic HC).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("headline_real", ROOT / "bench" / "headline_real.py")
+headline_real = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(headline_real)
+
+PROGRAMS = ("wordpool", *headline_real.PROGRAMS)
+DEFAULTS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
+MEASURE = {"mem": "peak_rss_bytes", "perf": "wall_s"}
+
+
+def command(name: str, out: Path, tag: str, seed: int, scale: float):
+    if name == "wordpool":
+        exe = out / "wordpool"
+        if not exe.exists():
+            subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "bench" / "wordpool.c")],
+                           check=True)
+        return [str(exe), str(out / f"text-{tag}.txt")], {}
+    return headline_real.command(name, out, tag, seed, scale)
+
+
+def compare(s: dict, objective: str) -> dict:
+    """The winner against the best allocator as it comes, from one validation summary."""
+    m = MEASURE[objective]
+    by = {c["candidate"]: c for c in s["candidates"]}
+    rec = s.get("recommendation") or s.get("winner") or {}
+    w = by.get(rec.get("candidate"))
+    defaults = [by[d] for d in DEFAULTS if d in by and not by[d]["disqualified"]
+                and by[d]["median"].get(m)]
+    best = min(defaults, key=lambda c: c["median"][m]) if defaults else None
+    out = {"winner": w["candidate"] if w else None,
+           "winner_allocator": w["allocator"] if w else None,
+           "winner_setting": w["setting"] if w else None,
+           "best_default": best["candidate"] if best else None}
+    if w and best and w["median"].get(m):
+        out["ratio"] = w["median"][m] / best["median"][m]
+        lo_w, hi_w = w["ci"][m]
+        lo_b, hi_b = best["ci"][m]
+        if best["candidate"] == "glibc" and w["vs_glibc"].get(m):
+            ci = w["vs_glibc"][m]["ci"]
+            out["ci"] = ci
+            out["significant"] = ci[1] < 1
+        else:
+            out["significant"] = hi_w < lo_b     # the medians' intervals apart
+        out["same"] = w["candidate"] == best["candidate"]
+    return out
+
+
+def table(results: dict, objective: str) -> str:
+    what = "peak RSS" if objective == "mem" else "wall time"
+    lines = [f"| program | validated winner | best default | {what} winner / best default "
+             "| significant | verdict |", "|---|---|---|---|---|---|"]
+    for name, v in results.items():
+        s = v.get(objective)
+        if not s:
+            continue
+        c = compare(s, objective)
+        r = f"{c['ratio']:.3f}" if c.get("ratio") else "-"
+        if c.get("ci"):
+            r += f" ({c['ci'][0]:.3f}–{c['ci'][1]:.3f})"
+        lines.append(f"| {name} | {c['winner']} | {c['best_default']} | {r} | "
+                     f"{'yes' if c.get('significant') else 'no'} | {s['verdict']} |")
+    return "\n".join(lines)
+
+
+def goals(results: dict) -> list[str]:
+    mem = [compare(v["mem"], "mem") for v in results.values() if v.get("mem")]
+    perf = [compare(v["perf"], "perf") for v in results.values() if v.get("perf")]
+    every = [c for c in mem + perf if c.get("ratio") is not None]
+    at_least = sum(1 for c in every if c["ratio"] <= 1.0 or c.get("same"))
+    sig_mem = sum(1 for c in mem if c.get("significant"))
+    ten = sum(1 for c in mem if c.get("significant") and c["ratio"] <= 0.9)
+    sig_perf = sum(1 for c in perf if c.get("significant"))
+    return [f"winner at least as good as the best default (median): {at_least} of {len(every)}",
+            f"mem significantly smaller than the best default: {sig_mem} of {len(mem)} "
+            f"(goal: at least half)",
+            f"mem smaller by >= 10 %, significantly: {ten} (goal: 3)",
+            f"perf significantly faster than the best default: {sig_perf} (goal: 2)"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench-out/xalloc-headline")
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--top", type=int, default=1)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--objectives", default="mem,perf")
+    ap.add_argument("--tables-only", action="store_true")
+    ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
+    a = ap.parse_args(argv)
+    out = Path(a.out).resolve()
+    objectives = [o for o in a.objectives.split(",") if o]
+    done = out / "xalloc-headline.json"
+    results = json.loads(done.read_text()) if done.exists() else {}
+    if not a.tables_only:
+        out.mkdir(parents=True, exist_ok=True)
+        db = out / "hctune.db"
+        headline_real.make_inputs(out, "a", 2006, a.scale)
+        headline_real.make_inputs(out, "b", 2007, a.scale)
+        for name in a.programs:
+            argv_a, env = command(name, out, "a", 2006, a.scale)
+            argv_b, _ = command(name, out, "b", 2007, a.scale)
+            trace = out / f"{name}.hct"
+            if not trace.exists():
+                headline_real.hctune(db, "profile", "-o", trace, *argv_a, env=env)
+            results.setdefault(name, {})
+            for objective in objectives:
+                study = f"x-{name}-{objective}"
+                headline_real.hctune(db, "search", trace, "--objective", objective,
+                                     "--allocators", "installed", "--trials", a.trials,
+                                     "--seed", 1, "--study", study)
+                s = headline_real.hctune(db, "validate", "--study", study, "--runs", a.runs,
+                                         "--top", a.top, "--json", "--", *argv_b, env=env,
+                                         capture=True)
+                results[name][objective] = json.loads(s)
+                done.write_text(json.dumps(results, indent=1, sort_keys=True))
+    print(f"# .venv/bin/python bench/xalloc_headline.py --out {a.out} --trials {a.trials} "
+          f"--runs {a.runs} --top {a.top} --scale {a.scale} --objectives {a.objectives} "
+          f"{' '.join(a.programs)}")
+    for objective in objectives:
+        print(f"\n## {objective}: the validated winner on input b (searched on input a) against "
+              "the best allocator as it comes\n")
+        print(table(results, objective))
+    print()
+    print("\n".join(goals(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The replay's in-memory form (issue 23): 8 bytes per op, so a trace of a billion events
+replays in 8 GB.  Sizes below 16 MiB sit in the op; memalign's (size, alignment) and bigger
+sizes go through a table of distinct pairs.  Asserted as counts (hcreplay --json's trace_bytes),
+not times."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from hctune import native
+from hctune.trace import Writer, spec
+
+BIG = 20 << 20          # past the 16 MiB that fits in an op
+
+
+def _replay(path, *args):
+    r = subprocess.run([str(native.path("hcreplay")), str(path), "--json", "--repeat", "1",
+                        "--no-touch", *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_eight_bytes_per_event_on_a_known_trace(tmp_path):
+    path = tmp_path / "known.hct"
+    n = 0
+    with Writer(path, command="known") as w:
+        for round_ in range(100):
+            base = 0x10000000 + round_ * 0x100000
+            for i in range(40):
+                w.malloc(base + 0x1000 * i, 16 + 8 * i)            # 40 sizes
+            for i in range(0, 40, 2):
+                w.realloc(base + 0x1000 * i, base + 0x80000 + 0x1000 * i, 4000 + i)
+            w.memalign(base + 0xF0000, 100, align=64)
+            w.calloc(base + 0xF8000, BIG + round_ % 2)              # two big sizes
+            for i in range(40):
+                w.free(base + (0x80000 if i % 2 == 0 else 0) + 0x1000 * i)
+            w.free(base + 0xF0000)
+            w.free(base + 0xF8000)
+            n += 40 + 20 + 2 + 40 + 2
+    r = _replay(path)
+    assert r["events"] == n and r["ops"] == n
+    assert r["skipped"] == 0 and r["repaired"] == 0 and r["failed"] == 0
+    # the table holds memalign's one pair and the two big sizes; each entry 9 bytes
+    assert r["distinct_sizes"] == 3
+    assert r["trace_bytes"] == 8 * n + 9 * 3
+    assert r["trace_bytes"] / r["events"] <= 8.01
+    assert r["max_live_bytes"] == sum(16 + 8 * i for i in range(40)) + 100 + BIG + 1 - sum(
+        16 + 8 * i for i in range(0, 40, 2)) + sum(4000 + i for i in range(0, 40, 2))
+
+
+def test_a_threaded_trace_adds_one_byte_per_op(tmp_path):
+    path = tmp_path / "two.hct"
+    with Writer(path, command="two threads") as w:
+        for i in range(1000):
+            w.malloc(0x20000000 + 0x100 * i, 24, thread=i % 2)
+        for i in range(1000):
+            w.free(0x20000000 + 0x100 * i, thread=(i + 1) % 2)      # the other thread frees
+    r = _replay(path)
+    assert r["replay_threads"] == 2 and r["handoffs"] > 0
+    assert r["skipped"] == 0 and r["failed"] == 0
+    assert r["trace_bytes"] == 9 * 2000
+    off = _replay(path, "--threads", "off")
+    assert off["trace_bytes"] == 8 * 2000
