@@ -36,29 +36,26 @@ AWK='{ for (i = 1; i <= NF; i++) { c[$i]++; last[$i] = $0 } }
 
 say "2. hctune profile gawk (the LD_PRELOAD tracer)"
 hctune profile -o "$OUT/gawk.hct" gawk "$AWK" "$OUT/input.txt" | tee "$OUT/gawk.expected"
-hctune stats "$OUT/gawk.hct" 2>/dev/null | head -20 || true
+hctune stats "$OUT/gawk.hct"
 
 say "3. hctune search --objective mem  ($TRIALS trials; the first are the paper's settings)"
 hctune search --objective mem --trials "$TRIALS" --seed 1
 say "   hctune search --objective perf ($TRIALS trials)"
 hctune search --objective perf --trials "$TRIALS" --seed 1
 
-say "4. hctune best"
-MEM_STUDY=$("$PY" - <<'PYEOF'
-import os, sqlite3
-con = sqlite3.connect(os.environ["HCTUNE_DB"])
-for o in ("mem", "perf"):
-    print(con.execute("SELECT name FROM hc_studies WHERE objective = ? ORDER BY created DESC",
-                      (o,)).fetchone()[0])
-PYEOF
-)
-read -r MEM PERF <<<"$(echo $MEM_STUDY)"
-hctune best --study "$MEM"
-hctune best --study "$PERF"
+say "4. hctune studies; hctune best (each study named by its objective)"
+hctune studies
+hctune best --objective mem
+hctune best --objective perf
+
+say "4b. hctune validate: each study's best settings in real runs of gawk (interleaved); emit,
+   best and report then use what the real runs chose"
+hctune validate --objective mem --runs 5 --top 2
+hctune validate --objective perf --runs 5 --top 2
 
 say "5. hctune emit: tuned malloc.c (+ .so, malloc.mk, hcmalloc.cmake)"
-hctune emit --study "$MEM" -o "$OUT/mem/malloc.c" --so "$OUT/mem/libhcmalloc.so"
-hctune emit --study "$PERF" -o "$OUT/perf/malloc.c" --so "$OUT/perf/libhcmalloc.so"
+hctune emit --objective mem -o "$OUT/mem/malloc.c" --so "$OUT/mem/libhcmalloc.so"
+hctune emit --objective perf -o "$OUT/perf/malloc.c" --so "$OUT/perf/libhcmalloc.so"
 
 say "6. a program built with the emitted malloc.c (tests/c/emit_wordcount.c)"
 cc -O2 -std=c11 -Wall -Wextra -Werror tests/c/emit_wordcount.c -o "$OUT/wc-glibc"
@@ -71,16 +68,19 @@ cmp "$OUT/wc-glibc.out" "$OUT/wc-hc.out" && echo "same output as with glibc: $(c
 say "7. the real program under the emitted .so (LD_PRELOAD), against the other allocators"
 "$PY" bench/search_real.py --out "$OUT" --expect "$OUT/gawk.expected" \
     --lib "hc tuned mem=$OUT/mem/libhcmalloc.so" --lib "hc tuned perf=$OUT/perf/libhcmalloc.so" \
-    -- gawk "$AWK" "$OUT/input.txt" | tee "$OUT/real.txt"
+    -- gawk "$AWK" "$OUT/input.txt" 2> "$OUT/real.notes" | tee "$OUT/real.txt" \
+    || { cat "$OUT/real.notes" >&2; exit 1; }
+echo                                   # the table, then its notes: not interleaved
+cat "$OUT/real.notes"
 
 say "8. the trace replayed on every allocator (same harness for all)"
 "$PY" bench/search_compare.py --db "$HCTUNE_DB" "$OUT/gawk.hct" --repeat 5 \
     | tee "$OUT/compare.txt"
 
-say "8b. hctune validate: the perf study's best settings in real runs of gawk (interleaved)"
-hctune validate --study "$PERF" --runs 5 --top 2
-
 say "9. hctune report"
-hctune report --study "$MEM" -o "$OUT/report-mem.html"
-hctune report --study "$PERF" -o "$OUT/report-perf.html"
+hctune report --objective mem -o "$OUT/report-mem.html"
+hctune report --objective perf -o "$OUT/report-perf.html"
+
+say "10. the answer: each study's verdict from its real runs"
+hctune studies
 echo "done: $OUT/ (malloc.c, libhcmalloc.so, snippets, reports, tables)"

@@ -33,7 +33,10 @@ while read -r pkg need _; do
 done < "$list"
 
 missing=("${missing_req[@]}" "${missing_opt[@]}")
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: nothing to install: every Debian package in $(basename "$list") is there" >&2
+  exit 0
+fi
 
 if [ "$(id -u)" = 0 ] && [ $check_only = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

@@ -80,3 +80,26 @@ def test_stats_of_a_trace_file_imports_no_database_or_optuna(tmp_path):
         w.event(spec.MALLOC, 0x1000, 24)
         w.event(spec.FREE, 0x1000)
     assert _heavy_imports("stats", str(path), "--json") == "[]"
+
+
+def test_a_failing_command_leaves_no_new_database(tmp_path):
+    """hctune.db in the current directory is not created by a command that fails; one that
+    already held something is left alone."""
+    for args in (("best",), ("emit", "-o", "m.c"), ("validate",), ("search", "missing.hct"),
+                 ("report", "--objective", "mem")):
+        r = subprocess.run([sys.executable, "-m", "hctune", *args], capture_output=True,
+                           text=True, cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1, r.stderr     # the error alone: no bar drawn first
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], args
+    from hctune.db import Database
+    with Database(tmp_path / "hctune.db") as db:
+        db.add_trace(tmp_path / "t.hct", "ab" * 32, command="app", events=1)
+    assert main(["--db", str(tmp_path / "hctune.db"), "best"]) == 2
+    assert (tmp_path / "hctune.db").exists()
+
+
+def test_studies_without_any(tmp_path):
+    from click.testing import CliRunner
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "h.db"), "studies"])
+    assert r.exit_code == 0 and "no study yet" in r.output

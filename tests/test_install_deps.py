@@ -59,6 +59,7 @@ def test_all_present_does_nothing(tmp_path):
     res, log = _run(tmp_path, "", 0)
     assert res.returncode == 0, res.stderr
     assert log == ""
+    assert res.stderr.startswith("setup-deps: nothing to install") and res.stderr.count("\n") == 1
 
 
 def test_not_root_required_missing_prints_one_sudo_line(tmp_path):

@@ -109,3 +109,16 @@ def test_emitted_provenance_carries_version_and_commit(tmp_path):
     from hctune import emit
     _, prov = emit.choose_setting(tmp_path / "h.db", None, None, "generic", ())
     assert prov["hctune"].startswith(importlib.metadata.version("hctune") + " (commit ")
+
+
+def test_first_use_compile_says_one_line(tmp_path, monkeypatch, capfd):
+    """Compiling a native part on first use (an installed wheel) is not a silent pause: one
+    line on stderr; the second use says nothing."""
+    monkeypatch.setenv("HCTUNE_BUILD", str(tmp_path / "empty"))
+    monkeypatch.setenv("HCTUNE_CACHE", str(tmp_path / "cache"))
+    native.path("libhcbump.so")
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("hctune: compiling ") \
+        and "(libhcbump.so) on first use" in err, err
+    native.path("libhcbump.so")
+    assert capfd.readouterr().err == ""

@@ -262,3 +262,43 @@ def test_the_thread_decision_is_kept_with_the_study():
     old = optuna.create_study()
     old.enqueue_trial({"SPLIT": 1})
     assert study.study_threads(old, [{"threads": 3, "replay_threads": 3}]) is False
+
+
+def test_perf_default_warns_when_generic_hc_is_far_above_glibc(db):
+    """The perf default's memory limit is over the larger of glibc's and generic HC's peak RSS:
+    when generic HC is well above glibc, the search says how much over glibc that allows."""
+    class Fat(Model):
+        def __call__(self, path, allocator="hc", setting=None, repeat=3, metric="time"):
+            r = super().__call__(path, allocator, setting, repeat, metric)
+            if allocator == "hc":
+                r = {**r, "peak_rss_bytes": r["peak_rss_bytes"] * 1.6}
+            return r
+    heard = []
+    study.run(db, (), study.Options(objective="perf", trials=2, seed=1), measure_fn=Fat(),
+              notice=heard.append)
+    gen = Fat()(None, "hc", study.space.for_search(knobs.preset("generic")))["peak_rss_bytes"]
+    ratio = gen / 1_000_000
+    assert heard == [f"generic HC's peak RSS is {ratio:.2f}x glibc's on trace #1, so the perf "
+                     f"default (+10 % over the larger of the two) allows {ratio * 1.1:.2f}x "
+                     "glibc's; --max-memory-overhead 10 holds it to glibc's +10 %"]
+
+
+
+def test_perf_default_is_quiet_when_generic_hc_is_not_above_glibc(db):
+    heard = []
+    study.run(db, (), study.Options(objective="perf", trials=2, seed=1), measure_fn=Model(),
+              notice=heard.append)
+    assert heard == []
+
+
+def test_search_help_states_the_limit_the_code_applies():
+    """`search --help` says what apply_defaults does, from the same constant."""
+    from click.testing import CliRunner
+    from hctune.cli import cli
+    from hctune.search import objective
+    opts = study.apply_defaults(study.Options(objective="perf"))
+    assert opts.max_memory_overhead == objective.DEFAULT_PERF_MEMORY_OVERHEAD
+    assert opts.memory_vs_generic          # over the larger of glibc's and generic HC's
+    text = " ".join(CliRunner().invoke(cli, ["search", "--help"]).output.split())
+    assert (f"perf without it: at most {opts.max_memory_overhead:g} % over the larger of "
+            "glibc's and generic HC's") in text

@@ -4,8 +4,11 @@ intervals, the winner and the verdict; broken allocators are disqualified; `emit
 real-run evidence; bad input is one line and exit 2."""
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import optuna
 import pytest
@@ -185,10 +188,12 @@ def test_summarize_picks_within_the_memory_limit():
     s = _validate.summarize(cands, runs, "perf")
     assert s["winner"]["candidate"] == "tuned #2"
     assert any("tuned #1 left out" in n for n in s["notes"])
-    assert s["significant"] and s["verdict"].startswith("tuned #2 beats generic HC: 20 % faster")
+    assert s["significant"] and s["verdict"].startswith("use tuned #2 (HC): 20 % faster than "
+                                                        "generic HC")
     s = _validate.summarize(cands, runs, "mem")
     assert s["winner"]["candidate"] == "hc generic"
-    assert "no tuned setting is smaller than generic HC" in s["verdict"]
+    assert s["recommendation"]["candidate"] == "glibc"       # as small as generic HC: simpler
+    assert s["verdict"].startswith("keep glibc: no allocator was significantly smaller")
 
 
 def test_report_shows_real_runs_beside_the_replay(searched):
@@ -218,3 +223,137 @@ def test_a_hung_run_is_killed_and_disqualifies(tmp_path):
                              _validate.Candidate("glibc", "reference", "glibc"), 0.5)
     assert row["problem"] == "timed out after 0.5 s"
     assert time.monotonic() - t0 < 10
+
+
+@pytest.fixture(scope="module")
+def two_studies(searched, tmp_path_factory):
+    """A copy of the searched database with a mem study of the same trace beside the perf one,
+    validated through --objective (no study name copied)."""
+    d, db, _ = searched
+    d2 = tmp_path_factory.mktemp("two")
+    db2 = d2 / "hctune.db"
+    shutil.copy(db, db2)
+    hctune(db2, "search", "--objective", "mem", "--trials", 2, "--repeat", 1, "--seed", 1, cwd=d)
+    env = {**os.environ, "COLUMNS": "80"}
+    with open(d2 / "out.txt", "w") as out:       # stdout to a file: no terminal anywhere
+        r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(db2), "validate",
+                            "--objective", "mem", "--runs", str(RUNS), "--top", "1",
+                            "--no-references"], stdout=out, stderr=subprocess.PIPE, text=True,
+                           cwd=d, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return d2, db2, (d2 / "out.txt").read_text(), r.stderr
+
+
+def test_validate_without_a_terminal_prints_a_line_per_round(two_studies):
+    _, _, _, err = two_studies
+    for n in range(1, RUNS + 1):
+        assert f"validate: round {n}/{RUNS} done (" in err, err
+    assert "\r" not in err and "━" not in err           # no bar drawn into the file
+
+
+def test_validate_table_is_not_clipped_at_80_columns(two_studies):
+    _, db, out, _ = two_studies
+    assert "…" not in out and "verdict: " in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    v = _validate.latest(db)
+    text = " ".join(out.split())
+    for c in v["candidates"]:
+        r = c["vs_glibc"].get("peak_rss_bytes")
+        if r:      # every interval is there in full
+            assert f"{r['ci'][0]:.2f}–{r['ci'][1]:.2f}" in out, c["candidate"]
+    assert " ".join(v["verdict"].split()) in text
+    # the other objective's best joined the candidates (issue 19, item 4)
+    from hctune import knobs
+    from hctune.search import study as _study
+    with Database(db) as con:
+        row = con.latest_study("perf")
+        _, st = _study.load(con, row["name"])
+        perf_best = knobs.key(_study.trial_setting(_study.choose(st, "perf")))
+    by = {c["setting"]: c for c in v["candidates"] if c["setting"]}
+    assert perf_best in by
+    if by[perf_best]["candidate"] == "perf best":
+        assert by[perf_best]["origin"]["study"] == row["name"]
+
+
+def test_studies_lists_both_objectives_with_their_verdicts(two_studies):
+    _, db, _, _ = two_studies
+    rows = json.loads(hctune(db, "studies", "--json").stdout)
+    by = {r["objective"]: r for r in rows}
+    assert set(by) == {"mem", "perf"}
+    for o, r in by.items():
+        assert r["trials"] >= 2 and r["traces"][0]["command"].endswith("60000")
+        assert r["best"][o]["trial"] is not None
+        assert r["validation"]["verdict"] and r["validation"]["recommendation"]
+    text = hctune(db, "studies").stdout
+    assert by["mem"]["name"] in text and by["perf"]["name"] in text
+    assert text.count("validated (#") == 2
+    only = json.loads(hctune(db, "studies", "--objective", "mem", "--json").stdout)
+    assert [r["objective"] for r in only] == ["mem"]
+
+
+CHROMIUM = os.environ.get("HCTUNE_CHROMIUM", "/usr/bin/chromium")
+
+
+def test_report_summary_is_visible_without_scrolling_at_1280(searched):
+    """Headless chromium, 1280 x 800: the summary (what to use, how much, how sure) is on the
+    first screen; sizes are KiB/MiB, not raw bytes; the perf row is the perf study's best."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    d, db, _ = searched
+    page_path = d / "summary.html"
+    hctune(db, "report", "--objective", "perf", "-o", page_path)
+    html = page_path.read_text()
+    data = json.loads(html.split('id="hctune-data">', 1)[1].split("</script>", 1)[0])
+    assert data["summary"]["validated"] and data["summary"]["use"]
+    assert data["best"]["perf"]["study"] == data["study"]
+    assert " MiB</td>" in html or " KiB</td>" in html
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(page_path.as_uri())
+        box = page.evaluate("(() => { const r = document.getElementById('summary')"
+                            ".getBoundingClientRect(); return [r.top, r.bottom]; })()")
+        text = page.inner_text("#summary")
+        browser.close()
+    assert 0 <= box[0] and box[1] <= 800, box
+    for words in ("What to use", "How much", "How sure"):
+        assert words in text
+
+
+def test_a_best_that_is_not_significant_emits_the_simpler_option(searched, tmp_path):
+    """Issue 19, item 1: real runs where the study's best is 0.5 % faster than generic HC with
+    an interval across 0: emit writes generic HC and its header says why."""
+    from hctune import knobs
+    from hctune.search import space
+    _, db, _ = searched
+    db2 = tmp_path / "hctune.db"
+    shutil.copy(db, db2)
+    v = _validate.latest(db2)
+    tuned = next(c for c in v["candidates"] if c["kind"] == "tuned")
+    generic = space.for_search(knobs.preset("generic"))
+    cands = [_validate.Candidate("tuned #1", "tuned", "hc",
+                                 setting=knobs.complete(knobs.parse_sets(
+                                     tuned["setting"].split(","))), trial=tuned["trial"]),
+             _validate.Candidate("hc generic", "generic", "hc", setting=generic),
+             _validate.Candidate("glibc", "reference", "glibc")]
+    wild = [0.08, -0.07, 0.06, -0.08, 0.07, -0.06, 0.08, -0.07, 0.05, -0.05]
+    runs = [{"candidate": lbl, "round": r, "wall_s": w * (1 + (wild[r] if lbl == "tuned #1"
+                                                                else 0)),
+             "user_s": w, "sys_s": 0.0, "peak_rss_bytes": 100 << 20, "problem": None}
+            for r in range(10) for lbl, w in (("tuned #1", 0.995), ("hc generic", 1.0),
+                                              ("glibc", 1.2))]
+    s = _validate.summarize(cands, runs, "perf")
+    s.update(validation_id=0, study=v["study"], program=v["program"], runs=10,
+             output_check="exit status only", date="2026-01-01T00:00:00+00:00")
+    with Database(db2) as con:
+        vid = con.add_validation(v["study"], "perf", ["./app"], str(tmp_path), None, 10)
+        s["validation_id"] = vid
+        con.finish_validation(vid, "done", s)
+    out = json.loads(hctune(db2, "emit", "-o", tmp_path / "m.c", "--json").stdout)
+    assert out["setting"] == knobs.complete(generic)
+    head = " ".join((tmp_path / "m.c").read_text().split("*/", 1)[0].replace("*", " ").split())
+    assert "use generic HC" in head and "not a significant difference, so the simpler option " \
+                                       "stands" in head

@@ -143,6 +143,9 @@ def test_search_across_allocators_then_emit(tmp_path):
     again = json.loads(hctune(db, "search", trace, "--allocators", "glibc,jemalloc",
                               "--trials", "6", "--repeat", "1", "--json").stdout)
     assert again["finished"] == 6
+    b = json.loads(hctune(db, "best", "--json").stdout)
+    assert {r["allocator"] for r in b["per_allocator"]} == {"glibc", "jemalloc"}
+    assert b["allocator"] == best["allocator"]
     f = tmp_path / "best.env"
     hctune(db, "emit", "--env", f)
     assert f"trial {best['trial']}" in f.read_text()
@@ -197,3 +200,28 @@ def test_report_of_a_search_across_allocators(tmp_path):
     labels = [r["allocator"] for r in data["traces"][0]["allocators"]]
     assert "glibc" in labels and "jemalloc" in labels
     hctune(db, "report", "-o", tmp_path / "r.html")
+
+
+def test_hc_alone_is_the_search_of_before():
+    traces = [type("T", (), {"sha256": "ab" * 32})()]
+    hc = _study.Options(objective="mem")
+    assert not hc.cross and hc.mem_field() == "footprint_bytes"
+    name = _study.default_name(traces, hc)
+    assert name.startswith("mem-time-") and name.count("-") == 2   # as before: no suffix
+    x = _study.Options(objective="mem", allocators=("hc", "jemalloc"))
+    assert x.cross and x.mem_field() == "peak_rss_bytes"
+    assert _study.default_name(traces, x).endswith("-x-hc+jemalloc")
+    f = _study.Options(objective="mem", memory_measure="final")
+    assert f.mem_field() == "final_rss_bytes" and _study.default_name(traces, f).endswith("-final")
+
+
+def test_compare_with_another_allocators_knobs(tmp_path):
+    _need("jemalloc")
+    trace = _small_trace(tmp_path / "small.hct")
+    r = hctune(tmp_path / "r.db", "compare", trace, "-n", "1", "--inner", "1", "--presets", "",
+               "--allocators", "glibc,jemalloc", "--set", "jemalloc.dirty_decay_ms=0", "--json")
+    rows = {row["label"]: row for row in json.loads(r.stdout)["rows"]}
+    assert rows["jemalloc dirty_decay_ms=0"]["setting"] == "dirty_decay_ms=0"
+    assert rows["jemalloc"]["setting"] is None
+    r = hctune(tmp_path / "r.db", "compare", trace, "--set", "narenas=1", check=False)
+    assert r.returncode == 2 and "before the dot" in r.stderr

@@ -10,6 +10,7 @@ that the list and the folder agree)."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("search", "Search HC's knobs for traces (default: the latest profile)."),
     "best": ("best", "Show the best setting of a study against glibc and generic."),
     "validate": ("validate", "Run the real program under a study's best settings."),
+    "studies": ("studies", "List the studies: trace, objective, trials, best, verdict."),
     "emit": ("emit", "Write the tuned allocator as one self-contained malloc.c."),
     "report": ("report", "Write an HTML report of a study."),
     "serve": ("serve", "Serve the web app and JSON API."),
@@ -91,9 +93,54 @@ def cli(ctx: click.Context, db_path: str):
       hctune emit -o malloc.c           write the tuned allocator; build it into the app
     """
     ctx.obj = {"db_path": db_path}
+    _new_db.clear()
+    if "://" not in db_path and not os.path.exists(db_path):
+        _new_db.append(db_path)      # created by this run, if at all
+
+
+_new_db: list[str] = []
+_TABLES = ("hc_traces", "hc_studies", "hc_validations", "hc_queue", "hc_measurements",
+           "studies")     # the last: Optuna's, beside hctune's by default
+
+
+def _drop_new_db() -> None:
+    """A command that failed leaves no hctune.db behind that it created and put nothing in (a
+    mistyped command in the wrong directory must not litter it)."""
+    if not _new_db or not os.path.isfile(_new_db[0]):
+        return
+    path = _new_db[0]
+    import sqlite3      # deferred: only after a failed command, to look into what it created
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE "
+                                               "type = 'table'")}
+            if any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()
+                   for t in _TABLES if t in names):
+                return
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(path + suffix)
+        except OSError:
+            pass
 
 
 def main(argv=None) -> int:
+    try:
+        rc = _main(argv)
+    except BaseException:
+        _drop_new_db()
+        raise
+    if rc != 0:
+        _drop_new_db()
+    return rc
+
+
+def _main(argv=None) -> int:
     try:
         rv = cli.main(args=argv, prog_name="hctune", standalone_mode=False)
         # click returns (not raises) a command's click.exceptions.Exit code in this mode

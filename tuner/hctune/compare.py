@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import statistics
 
-from hctune import allocators, knobs, replay
+from hctune import allocator_knobs, allocators, knobs, replay
 from hctune.errors import HctuneError
 
 DEFAULT_ALLOCATORS = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "kingsley")
 DEFAULT_PRESETS = ("generic",)
 
 
-def entries(allocator_names, preset_names, optional=(), skipped=None) -> list[dict]:
-    """What to measure: one entry per baseline allocator, one per HC preset.  Every name is
-    checked (and every HC setting built) before anything is measured.  A name in `optional`
-    whose library is not installed is left out, its reason appended to `skipped`."""
+def entries(allocator_names, preset_names, optional=(), skipped=None, sets=()) -> list[dict]:
+    """What to measure: one entry per baseline allocator, one per HC preset, and one per
+    allocator named in `sets` (`jemalloc.dirty_decay_ms=0`: that allocator with its knobs,
+    configs/allocators.toml).  Every name is checked (and every HC setting built) before
+    anything is measured.  A name in `optional` whose library is not installed is left out,
+    its reason appended to `skipped`."""
     out = []
     for name in allocator_names:
         if name == "hc":
@@ -38,6 +40,17 @@ def entries(allocator_names, preset_names, optional=(), skipped=None) -> list[di
         setting = knobs.preset(p)
         out.append({"label": f"hc:{p}", "allocator": "hc", "preset": p, "setting": setting,
                     "alloc": allocators.resolve("hc", setting)})
+    by_alloc: dict[str, list[str]] = {}
+    for item in sets:
+        by_alloc.setdefault(item.partition(".")[0].strip(), []).append(item)
+    for name, items in by_alloc.items():
+        if name not in allocator_knobs.names():
+            raise HctuneError(f"--set {items[0]}: name one of "
+                              f"{', '.join(allocator_knobs.names())} before the dot "
+                              f"(jemalloc.narenas=1)")
+        setting = allocator_knobs.parse_sets(name, items)
+        out.append({"label": f"{name} {allocator_knobs.key(name, setting)}", "allocator": name,
+                    "setting": setting, "alloc": allocators.resolve(name, setting)})
     if not out:
         raise HctuneError("nothing to compare: give --allocators and/or --presets")
     return out
@@ -45,13 +58,14 @@ def entries(allocator_names, preset_names, optional=(), skipped=None) -> list[di
 
 def compare(trace, allocator_names=DEFAULT_ALLOCATORS, preset_names=DEFAULT_PRESETS,
             rounds: int = 5, repeat: int = 3, timeout: float | None = replay.DEFAULT_TIMEOUT,
-            progress=None, on_result=None, threads: str = "auto", optional=()) -> dict:
+            progress=None, on_result=None, threads: str = "auto", optional=(),
+            sets=()) -> dict:
     """Measure every entry `rounds` times, interleaved; `progress(done, total, label)` is called
     after each run, `on_result(entry, result)` for every single measurement."""
     if not isinstance(rounds, int) or rounds < 1:
         raise HctuneError(f"--repeat (rounds) must be at least 1, not {rounds!r}")
     skipped: list[str] = []
-    todo = entries(allocator_names, preset_names, optional, skipped)
+    todo = entries(allocator_names, preset_names, optional, skipped, sets)
     runs = {e["label"]: [] for e in todo}
     total, done = rounds * len(todo), 0
     for _ in range(rounds):
@@ -89,7 +103,7 @@ def summarise(entry: dict, results: list[dict]) -> dict:
         "label": entry["label"],
         "allocator": entry["allocator"],
         "preset": entry.get("preset"),
-        "setting": knobs.key(entry["setting"]) if entry["setting"] else None,
+        "setting": allocators.setting_key(entry["allocator"], entry["setting"]),
         "library": str(entry["alloc"].library) if entry["alloc"].library else None,
         "time_ns_per_op": statistics.median(times),
         "times_ns_per_op": times,
@@ -112,14 +126,14 @@ def table(result: dict):
                     f"{result['max_live_bytes'] / 1024:,.0f} KiB, {result['rounds']} rounds "
                     f"interleaved, medians{_threads_note(result)}",
               title_justify="left")
-    t.add_column("allocator", no_wrap=True)
-    t.add_column("ns/op", justify="right")
-    t.add_column(f"×{base}", justify="right")
-    t.add_column("spread", justify="right")
-    t.add_column("RSS KiB", justify="right")
-    t.add_column(f"×{base}", justify="right")
-    t.add_column("HC KiB", justify="right")
-    t.add_column("frag", justify="right")
+    t.add_column("allocator", overflow="fold")
+    t.add_column("ns/op", justify="right", overflow="fold")
+    t.add_column(f"×{base}", justify="right", overflow="fold")
+    t.add_column("spread", justify="right", overflow="fold")
+    t.add_column("RSS KiB", justify="right", overflow="fold")
+    t.add_column(f"×{base}", justify="right", overflow="fold")
+    t.add_column("HC KiB", justify="right", overflow="fold")
+    t.add_column("frag", justify="right", overflow="fold")
     for r in result["rows"]:
         t.add_row(
             r["label"],

@@ -120,6 +120,7 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
     from hctune.search import study as _study  # deferred: Optuna (as above)
     asked = objective
+    origin = None
     with Database(db_path) as db:
         if trial is not None:
             row, st = _study.load(db, study)
@@ -137,6 +138,14 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                                       "or emit a paper setting with --preset generic") from None
                 raise
             real = _validate.validated(db, row, asked)
+        origin = (real or {}).get("winner", {}).get("origin")
+        if origin:      # the winner came from the other objective's study: its trial, there
+            try:
+                _, ost = _study.load(db, origin["study"])
+                chosen_t = next((t for t in _study.finished(ost)
+                                 if t.number == origin["trial"]), None)
+            except HctuneError:
+                chosen_t = None
         traces = results.study_traces(db, row)
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
     setting = _study.trial_setting(chosen_t)
@@ -146,8 +155,9 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         alloc = real["winner"].get("allocator") or "hc"
         setting = _validate.winner_setting(real)
         n = real["winner"]["trial"]
-        chosen_t = next((t for t in _study.finished(st) if t.number == n), None) \
-            if n is not None else None
+        if not origin:
+            chosen_t = next((t for t in _study.finished(st) if t.number == n), None) \
+                if n is not None else None
     if alloc == "hc":
         setting.update(_knobs.parse_sets(sets))
         setting = _knobs.complete(setting)
@@ -161,7 +171,9 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
     prov.update(trace=_trace_text(traces, paths),
                 objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
-                          + (f"trial {chosen_t.number}" if chosen_t is not None
+                          + (f"the {origin['objective']} study {origin['study']}'s trial "
+                             f"{origin['trial']}, chosen by the real runs" if origin
+                             else f"trial {chosen_t.number}" if chosen_t is not None
                              else "generic setting"),
                 source=(f"seeded from {chosen_t.user_attrs['seed']}"
                         if chosen_t is not None and chosen_t.user_attrs.get("seed")
@@ -172,8 +184,19 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         prov["chosen by"] = f"asked for trial {trial}"
     elif real is not None:
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
-                             f"#{real['validation_id']} on {real['measure']}")
+                             f"#{real['validation_id']} on {real['measure']} (the one rule: "
+                             "significantly better than every simpler setting, else the "
+                             "simpler one)")
         prov.update(_validate.provenance(real))
+        rec = real.get("recommendation")
+        if rec and rec["candidate"] != real["winner"]["candidate"]:
+            glibc = rec["allocator"] == "glibc" and rec["kind"] != "tuned"
+            prov["recommendation"] = (
+                ("keep glibc" if glibc else f"use {rec['candidate']}")
+                + f": no HC setting was significantly better than "
+                f"{'glibc' if glibc else rec['candidate']} in the real runs (this file is the "
+                f"best tuned or generic setting, {real['winner']['candidate']}; see the "
+                "verdict)")
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
     prov.update(date=render.date_text(), hctune=VERSION_TEXT)

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from hctune import paths
@@ -109,6 +110,9 @@ def build(name: str) -> Path:
     root = paths.data_dir()
 
     def compile_in(tmp: Path) -> list[str]:
+        # first use on this machine (an installed wheel): say what the pause is, once
+        print(f"hctune: compiling {r.what} ({name}) on first use, into {final.parent}",
+              file=sys.stderr, flush=True)
         out = tmp / name
         flags = [f"-I{root / f[2:]}" if f.startswith("-I") else f for f in r.flags]
         for static in ((["-static"], []) if r.static else ([],)):

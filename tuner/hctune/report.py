@@ -14,7 +14,7 @@ import json
 import math
 from pathlib import Path
 
-from hctune import __version__, allocators
+from hctune import __version__, allocators, compare
 from hctune import knobs as _knobs
 from hctune import realruns, templating
 from hctune import trace as _trace
@@ -24,6 +24,9 @@ from hctune.errors import HctuneError
 from hctune.search import results
 from hctune.search import space
 from hctune.search import study as _study
+from hctune.validate import rule
+
+REFERENCES = ("jemalloc", "mimalloc", "tcmalloc")
 
 
 def _svg(fig) -> str:
@@ -95,9 +98,14 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
     return rows
 
 
-def collect(db_path, name: str | None = None) -> dict:
-    """Everything the page shows, as plain data."""
+def collect(db_path, name: str | None = None, objective: str | None = None,
+            measure_references: bool = True) -> dict:
+    """Everything the page shows, as plain data (`objective` without `name`: the latest study
+    of that objective on the latest traces); `measure_references`: replay the installed
+    jemalloc, mimalloc and tcmalloc on each trace once when nothing measured them yet."""
     with Database(db_path) as db:
+        if name is None and objective is not None:
+            name = results.study_for(db, objective)
         row, st = _study.load(db, name)
         opts = json.loads(row["options_json"] or "{}")
         metric = opts.get("metric", "time")
@@ -113,12 +121,7 @@ def collect(db_path, name: str | None = None) -> dict:
                            "changed": ", ".join(f"{k}={v}" for k, v in changed.items())
                                       or "nothing"})
         front = [t.number for t in _study.pareto_front(st)]
-        best = {}
-        for o in ("mem", "perf"):
-            t = _study.choose(st, o)
-            if t is not None:
-                best[o] = {"trial": t.number, "setting": _study.trial_setting(t),
-                           "allocator": _study.trial_allocator(t)}
+        best = _bests(db, row, st, generic)
         main = best.get("mem" if row["objective"] != "perf" else "perf")
         real = realruns.latest(db, row["name"])
         if real and real.get("winner"):
@@ -127,6 +130,8 @@ def collect(db_path, name: str | None = None) -> dict:
                     "allocator": real["winner"].get("allocator") or "hc"}
         traces = []
         for tr in results.study_traces(db, row):
+            if measure_references:
+                _measure_references(db, tr, metric)
             trow = db.trace(tr.id)
             stats = _trace_stats(trow)
             traces.append({
@@ -140,9 +145,105 @@ def collect(db_path, name: str | None = None) -> dict:
                                               main["setting"] if main else {},
                                               main.get("allocator", "hc") if main else "hc"),
             })
-    return {"study": row["name"], "objective": row["objective"], "metric": metric,
+    data = {"study": row["name"], "objective": row["objective"], "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,
             "best": best, "traces": traces, "validation": real}
+    data["summary"] = summary(data)
+    return data
+
+
+def _bests(db: Database, row, st, generic: dict) -> dict:
+    """The best setting for mem and for perf, each from the study that searched for it: this
+    study for its own objective (both for pareto), the latest study of the other objective on
+    the same traces for the other one (not this study's fastest trial: it was not looking)."""
+    out = {}
+    ids = json.loads(row["trace_ids"])
+    for o in ("mem", "perf"):
+        src_row, src = row, st
+        if row["objective"] not in ("pareto", o):
+            src_row = db.latest_study(o, ids)
+            if src_row is None:
+                continue
+            try:
+                _, src = _study.load(db, src_row["name"])
+            except HctuneError:
+                continue
+        t = _study.choose(src, o)
+        if t is not None:
+            setting, alloc = _study.trial_setting(t), _study.trial_allocator(t)
+            changed = (", ".join(f"{k}={v}" for k, v in
+                                 _knobs.diff_from(setting, generic).items()) or "nothing"
+                       if alloc == "hc" else
+                       f"{alloc}: " + (", ".join(f"{k}={v}" for k, v in setting.items())
+                                       or "its defaults"))
+            out[o] = {"trial": t.number, "study": src_row["name"], "setting": setting,
+                      "allocator": alloc, "mem": t.user_attrs["mem"],
+                      "perf": t.user_attrs["perf"], "seed": t.user_attrs.get("seed"),
+                      "changed": changed}
+    return out
+
+
+def _measure_references(db: Database, trace, metric: str) -> None:
+    """jemalloc, mimalloc, tcmalloc (those installed) on the trace, once, when the search did not
+    measure them: the page compares the tuned setting with every allocator at hand."""
+    have = {m["allocator"] for m in db.measurements(trace_id=trace.id)}
+    names = []
+    for n in REFERENCES:
+        if n in have:
+            continue
+        try:
+            allocators.resolve(n)
+        except HctuneError:
+            continue            # not installed here
+        names.append(n)
+    if names:
+        compare.compare(trace.path, names, (), rounds=1, repeat=1,
+                        on_result=lambda e, r: db.add_measurement(trace.id, r["allocator"], None,
+                                                                  "time", 1, r))
+
+
+def _ratio_words(r: dict | None, better: str, worse: str) -> str | None:
+    return rule.pct(r, better, worse, "glibc") if r else None
+
+
+def summary(data: dict) -> dict:
+    """The page's first lines: what to use, how much it saves, how sure (real runs when the
+    study was validated, else the replay's prediction, said as such)."""
+    v = data.get("validation")
+    if v and v.get("recommendation"):
+        rec = v["recommendation"]
+        row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
+        use = ("keep glibc" if rec["allocator"] == "glibc" and rec["kind"] != "tuned"
+               else f"use {rec['candidate']}" + (" (HC)" if rec["allocator"] == "hc" else ""))
+        saves = [w for w in (_ratio_words(row["vs_glibc"].get("peak_rss_bytes"), "smaller",
+                                          "larger"),
+                             _ratio_words(row["vs_glibc"].get("wall_s"), "faster", "slower"))
+                 if w]
+        sure = (f"{v['runs']} interleaved real runs of the program per candidate, 95 % "
+                f"intervals; chosen only when significantly better than every simpler option "
+                f"(validation #{v['validation_id']}, {v['date']})")
+        emit = "hctune emit -o malloc.c" + (f" --study {data['study']}")
+        if rec["kind"] == "tuned" and rec["allocator"] != "hc":
+            emit = f"hctune emit --env {rec['allocator']}.env --study {data['study']}"
+        elif rec["kind"] not in ("tuned", "generic"):
+            emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
+                    f"is still there: {emit}")
+        return {"use": use, "saves": "; ".join(saves) or "nothing measurable against glibc",
+                "sure": sure, "verdict": v["verdict"], "emit": emit, "validated": True}
+    o = "perf" if data["objective"] == "perf" else "mem"
+    b = data["best"].get(o)
+    if b is None:
+        return {"use": "nothing yet: no trial within the limits", "saves": "-",
+                "sure": "not validated", "verdict": None, "emit": None, "validated": False}
+    what = ("HC; changed from generic: " + b["changed"] if b.get("allocator", "hc") == "hc"
+            else b["changed"])
+    return {"use": f"trial {b['trial']} ({what})",
+            "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "
+                     "glibc's in replay",
+            "sure": "a prediction only (replay of the trace): not validated in real runs; "
+                    f"hctune validate --study {data['study']}",
+            "verdict": None, "emit": f"hctune emit -o malloc.c --study {data['study']}",
+            "validated": False}
 
 
 # ---- the plots ----
@@ -176,24 +277,36 @@ def _live_plot(plt, graph) -> str | None:
 
 
 def _alloc_plot(plt, rows) -> str | None:
-    rows = [r for r in rows if r["footprint_bytes"] or r["peak_rss_bytes"]]
-    if not rows:
+    """Footprint and peak RSS of each allocator over glibc's, as dots on a ratio axis around 1
+    (bars from 0 hide the 1-2 % differences that matter); the legend sits below the axes."""
+    glibc = next((r for r in rows if r["allocator"] == "glibc"), None)
+    if glibc is None:
         return None
-    fig, ax = plt.subplots(figsize=(7, 3))
-    xs = range(len(rows))
-    w = 0.27
-    kib = lambda v: (v or 0) / 1024  # noqa: E731
-    ax.bar([x - w for x in xs], [kib(r["footprint_bytes"]) for r in rows], w, label="footprint",
-           color="#4a78b0")
-    ax.bar(list(xs), [kib(r["peak_rss_bytes"]) for r in rows], w, label="peak RSS",
-           color="#9bb6d6")
-    ax.bar([x + w for x in xs], [kib(r["max_live_bytes"]) for r in rows], w,
-           label="max live bytes", color="#b0504a")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels([r["allocator"] for r in rows], rotation=20, fontsize=8)
-    ax.set_ylabel("KiB")
-    ax.set_title("Footprint vs live memory per allocator")
-    ax.legend(fontsize=7)
+    series = []
+    for field, label, color, marker in (("footprint_bytes", "footprint / glibc's", "#4a78b0",
+                                         "o"),
+                                        ("peak_rss_bytes", "peak RSS / glibc's", "#b0504a", "D")):
+        if glibc.get(field):
+            series.append((field, label, color, marker))
+    others = [r for r in rows if r["allocator"] != "glibc"
+              and any(r.get(f) for f, *_ in series)]
+    if not series or not others:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 0.38 * len(others) + 1.5))
+    ys = list(range(len(others)))
+    for i, (field, label, color, marker) in enumerate(series):
+        pts = [(r[field] / glibc[field], y + (i - 0.5) * 0.18) for y, r in zip(ys, others)
+               if r.get(field)]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, s=26,
+                   label=label, zorder=3)
+    ax.axvline(1.0, color="#888888", lw=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r["allocator"] for r in others], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ratio to glibc (1.0 = the same; left of it is smaller)")
+    ax.set_title("Memory per allocator on this trace (replay)", fontsize=10)
+    ax.grid(axis="x", color="#eeeeee")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return _svg(fig)
 
 
@@ -216,7 +329,7 @@ def _front_plot(plt, trials, front, metric) -> str | None:
     ax.set_xlabel("footprint / glibc")
     ax.set_ylabel(f"{metric} / glibc")
     ax.set_title("Footprint and speed of every trial")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return _svg(fig)
 
 
@@ -239,7 +352,7 @@ def _history_plot(plt, trials, objective) -> str | None:
     ax.set_xlabel("trial")
     ax.set_ylabel("ratio to glibc")
     ax.set_title("Optimisation history (seeds first: Tables 6-7, §5.2)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return _svg(fig)
 
 
@@ -258,7 +371,8 @@ def _real_plot(plt, v) -> str | None:
         r = [c["vs_glibc"][m] for c in rows]
         x = [e["ratio"] for e in r]
         err = [[e["ratio"] - e["ci"][0] for e in r], [e["ci"][1] - e["ratio"] for e in r]]
-        colors = ["#b0504a" if c["candidate"] == (v.get("winner") or {}).get("candidate")
+        chosen = (v.get("recommendation") or v.get("winner") or {}).get("candidate")
+        colors = ["#b0504a" if c["candidate"] == chosen
                   else "#4a78b0" for c in rows]
         ax.errorbar(x, ys, xerr=err, fmt="none", ecolor="#555555", capsize=3, lw=1)
         ax.scatter(x, ys, color=colors, zorder=3, label="real (median, 95 % CI)")
@@ -267,20 +381,37 @@ def _real_plot(plt, v) -> str | None:
         ax.scatter([p for p in pred if p is not None], py, facecolors="none",
                    edgecolors="#333333", marker="D", s=22,
                    label="replay prediction" + (" (footprint)" if rk == "mem_ratio" else ""))
-        ax.axvline(1.0, color="#cccccc", lw=0.8)
+        ax.axvline(1.0, color="#888888", lw=0.8)
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6, loc="best")
+        ax.grid(axis="x", color="#eeeeee")
     axes[0].set_yticks(ys)
     axes[0].set_yticklabels([c["candidate"] for c in rows], fontsize=8)
     axes[0].invert_yaxis()
-    fig.suptitle(f"Real runs ({v['runs']} each, interleaved): {' '.join(v['program']['argv'])[:80]}",
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=2, frameon=False,
+               bbox_to_anchor=(0.5, -0.02 - 0.3 / max(1, len(rows))))
+    prog = " ".join(v["program"]["argv"])[:80]
+    fig.suptitle(f"Real runs ({v['runs']} each, interleaved): {prog}",
                  fontsize=9)
     return _svg(fig)
 
 
+def human_size(n) -> str:
+    """Bytes as B, KiB, MiB or GiB with three significant digits or so."""
+    if n is None:
+        return ""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} B" if unit == "B" else f"{n:.{1 if abs(n) < 100 else 0}f} {unit}"
+        n /= 1024
+    return ""
+
+
 def render(data: dict) -> str:
     plt = _plt()
-    figures = {"real": _real_plot(plt, data.get("validation")),"front": _front_plot(plt, data["trials"], data["front"], data["metric"]),
+    figures = {"real": _real_plot(plt, data.get("validation")),
+               "front": _front_plot(plt, data["trials"], data["front"], data["metric"]),
                "history": _history_plot(plt, data["trials"], data["objective"]),
                "traces": [{"sizes": _hist_plot(plt, t["size_histogram"]),
                            "live": _live_plot(plt, t["live_bytes"]),
@@ -289,13 +420,14 @@ def render(data: dict) -> str:
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     blob = blob.replace("</", "<\\/")  # cannot close the <script> it sits in
     return templating.render("report.html.j2", data=data, figures=figures, data_json=blob,
+                             size=human_size,
                              title=f"hctune report: {data['study']}", version=__version__)
 
 
-def report(db_path, out, name: str | None = None) -> dict:
+def report(db_path, out, name: str | None = None, objective: str | None = None) -> dict:
     out = Path(out)
     if out.is_dir():
         raise HctuneError(f"-o {out} is a directory; name the file, e.g. -o {out}/report.html")
-    data = collect(db_path, name)
+    data = collect(db_path, name, objective)
     write_atomic(out, render(data))
     return {"report": str(out), "study": data["study"], "trials": len(data["trials"])}

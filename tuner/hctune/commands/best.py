@@ -42,11 +42,22 @@ def show(r: dict, console: Console):
                              " (the tuned row; write it with hctune emit --env FILE)"))
     else:
         console.print(escape(f"changed from generic (Table 6): {changed}"))
+    if r.get("per_allocator"):
+        t = Table(title="each allocator's best in the search (replay, x glibc)",
+                  title_justify="left")
+        for col in ("allocator", "memory", "time", "its defaults", "trial", "setting"):
+            t.add_column(col, justify="left" if col in ("allocator", "setting") else "right")
+        for a in r["per_allocator"]:
+            d = (f"{a['defaults_mem_ratio']:.3f}, {a['defaults_perf_ratio']:.3f}"
+                 if a["defaults_mem_ratio"] is not None else "-")
+            t.add_row(a["allocator"], f"{a['mem_ratio']:.3f}", f"{a['perf_ratio']:.3f}", d,
+                      str(a["trial"]), escape(a["setting"] or "(defaults)"))
+        console.print(t)
     for e in r["traces"]:
         t = Table(title=escape(e["command"] or e["trace"]), title_justify="left")
         for col in ("", "footprint", "vs glibc", "vs generic", perf.replace("_", " "),
                     "vs glibc", "vs generic"):
-            t.add_column(col, justify="right" if col else "left")
+            t.add_column(col, justify="right" if col else "left", overflow="fold")
         for who in ("tuned", "generic", "glibc"):
             n = e[who]
             fp_g = n["footprint_bytes"] / e["glibc"]["footprint_bytes"] \

@@ -24,9 +24,12 @@ from hctune.trace import register
 @click.option("--threads", type=click.Choice(replay.THREAD_MODES), default="auto",
               show_default=True, help="auto: replay a multi-threaded trace on threads (wall "
               "time); off: on one thread in recorded order.")
+@click.option("--set", "sets", multiple=True, metavar="ALLOCATOR.KNOB=VALUE",
+              help="Also that allocator with these knobs (configs/allocators.toml), e.g. "
+                   "jemalloc.dirty_decay_ms=0 (repeatable; one row per allocator named).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
+def command(ctx, trace, names, presets, rounds, inner, threads, sets, as_json):
     """Memory and time of each allocator on TRACE (default: the latest profiled trace),
     absolute and normalised to glibc, measured interleaved so drift hits all alike."""
     from rich.console import Console  # deferred: rich, only when the command runs
@@ -46,8 +49,9 @@ def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
             nonlocal tid
             if tid is None:
                 tid = register.named(db, trace)["id"]
-            db.add_measurement(tid, result["allocator"], compare.knobs.key(entry["setting"])
-                               if entry["setting"] else None, "time", inner, result)
+            db.add_measurement(tid, result["allocator"],
+                               allocators.setting_key(entry["allocator"], entry["setting"]),
+                               "time", inner, result)
 
         with Progress(transient=True, disable=as_json) as bar:
             task = bar.add_task("comparing", total=None)
@@ -58,7 +62,7 @@ def command(ctx, trace, names, presets, rounds, inner, threads, as_json):
             result = compare.compare(trace, allocators.parse_list(names),
                                      allocators.parse_list(presets), rounds=rounds,
                                      repeat=inner, progress=progress, on_result=store,
-                                     threads=threads, optional=optional)
+                                     threads=threads, optional=optional, sets=sets)
     for note in result["skipped"]:
         click.echo(f"hctune: note: {note}", err=True)
     if as_json:

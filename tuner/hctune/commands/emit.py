@@ -63,6 +63,10 @@ def command(ctx, study_name, objective, preset, sets, output, env_file, allocato
         click.echo(json.dumps(w, indent=2, sort_keys=True, default=str))
         return
     click.echo(f"wrote {w['malloc_c']} ({w['provenance']['objective']})")
+    if w["provenance"].get("recommendation"):
+        click.echo(f"note: {w['provenance']['recommendation']}")
+    elif w["provenance"].get("verdict"):
+        click.echo(f"verdict: {w['provenance']['verdict']}")
     if "so" in w:
         click.echo(f"wrote {w['so']}  (LD_PRELOAD={w['so']} ./app)")
     click.echo(f"wrote {w['malloc.mk']} and {w['hcmalloc.cmake']}  "

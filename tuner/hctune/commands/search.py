@@ -17,7 +17,18 @@ from hctune.search import objective as _obj
 from hctune.search import study as _study
 
 
+class _NoBar:
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
 def _bar(opts: _study.Options, console: Console):
+    """(bar, progress callback): a rich bar on a terminal; without one (a pipe, a CI log) a
+    plain line per finished trial instead."""
+    lines = not console.is_terminal
     prog = Progress(TextColumn("[bold]search[/]"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[best]}"), TextColumn("{task.fields[left]}"),
                     TimeElapsedColumn(), console=console, transient=False)
@@ -39,10 +50,17 @@ def _bar(opts: _study.Options, console: Console):
         if target is not None and done > 0 and elapsed > 0:
             ran = max(1, done - update.first)
             left.append(elapsed / ran * max(0, target - done))
+        if lines:
+            console.print(f"search: {done}/{target if target is not None else '?'} trials, "
+                          f"{best}" + (f", ~{min(left):.0f}s left" if left else ""))
+            console.file.flush()
+            return
         prog.update(task, completed=done, best=best,
                     left=f"~{min(left):.0f}s left" if left else "")
 
     update.first = None
+    if lines:
+        prog = _NoBar()
 
     def first_call(st, done, target, started, failed):
         if update.first is None:
@@ -74,8 +92,9 @@ def _allocator_list(text: str) -> tuple[str, ...]:
               help="Optuna storage URL (default: the --db SQLite file); postgresql://... lets "
                    "several machines share one study.")
 @click.option("--max-memory-overhead", default=None, metavar="PCT|none",
-              help="Constraint: peak RSS at most PCT % over glibc's on every trace (perf: "
-                   f"{_obj.DEFAULT_PERF_MEMORY_OVERHEAD:g} unless given; 'none' lifts it).")
+              help="Constraint: peak RSS at most PCT % over glibc's on every trace. perf "
+                   f"without it: at most {_obj.DEFAULT_PERF_MEMORY_OVERHEAD:g} % over the "
+                   "larger of glibc's and generic HC's; 'none' lifts it.")
 @click.option("--max-slowdown", type=float, default=None, metavar="PCT",
               help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
 @click.option("--metric", type=click.Choice(_obj.METRICS), default="time", show_default=True,
@@ -121,9 +140,19 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     if do_validate and validate_runs < _validate.MIN_RUNS:  # fail before the search, not after
         raise click.UsageError(f"--validate-runs must be at least {_validate.MIN_RUNS}")
     prog, update = _bar(opts, console)
-    with prog:
-        result = _study.run(ctx.obj["db_path"], traces, opts, progress=update,
+    started = []
+
+    def progress(*a):
+        if not started:            # drawn at the first finished trial: a search that fails
+            started.append(prog)   # before one (a bad trace, no compiler) draws no bar
+            prog.start()
+        update(*a)
+    try:
+        result = _study.run(ctx.obj["db_path"], traces, opts, progress=progress,
                             notice=lambda line: click.echo(f"hctune: {line}", err=True))
+    finally:
+        if started:
+            prog.stop()
     if do_validate:
         vprog, vupdate = _validate_cmd.progress_bar(console)
         with vprog:

@@ -147,6 +147,9 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "allocator": alloc, "setting": setting,
         "changed_from_generic": _knobs.diff_from(setting, generic) if alloc == "hc" else setting,
         "traces": per_trace,
+        # a search across allocators: each allocator's best trial and its defaults (vs glibc)
+        **({"per_allocator": _study.per_allocator(st, objective)}
+           if any("allocator" in t.user_attrs for t in _study.finished(st)) else {}),
         "geomean": {o: {"footprint": gm(o, "footprint"), perf_field: gm(o, perf_field)}
                     for o in ("glibc", "generic")},
     }

@@ -430,6 +430,9 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         for t in traces:  # glibc first: a broken harness fails here, once, with a clear message
             ev.baseline(t)
         opts.threads = study_threads(study, [ev.baseline(t) for t in traces])
+        if notice:
+            for line in memory_warnings(ev, traces, opts):
+                notice(line)
         if opts.only is not None:
             space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
         if opts.seeds and opts.sampler == "tpe":
@@ -442,6 +445,29 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     finally:
         ev.close()
     return summary(study, opts.objective)
+
+
+GENERIC_ABOVE_GLIBC = 5.0    # %: warn when the perf default's base is this far above glibc's
+
+
+def memory_warnings(ev: _obj.Evaluator, traces, opts: Options) -> list[str]:
+    """The perf default limits peak RSS to +N % over the larger of glibc's and generic HC's;
+    when generic HC itself is well above glibc on a trace, that allows much more than +N % over
+    glibc: say so, with the figure, and how to hold it to glibc's."""
+    if not opts.memory_vs_generic or opts.max_memory_overhead is None:
+        return []
+    out = []
+    for t in traces:
+        base, ref = ev.baseline(t), ev.reference(t)
+        g, h = base.get(_obj.RSS_FIELD), (ref or {}).get(_obj.RSS_FIELD)
+        if not g or not h or h <= g * (1 + GENERIC_ABOVE_GLIBC / 100):
+            continue
+        lim = opts.max_memory_overhead
+        out.append(f"generic HC's peak RSS is {h / g:.2f}x glibc's on trace #{t.id}, so the "
+                   f"perf default (+{lim:g} % over the larger of the two) allows "
+                   f"{h / g * (1 + lim / 100):.2f}x glibc's; --max-memory-overhead {lim:g} "
+                   f"holds it to glibc's +{lim:g} %")
+    return out
 
 
 def study_threads(study: optuna.Study, baselines: list[dict]) -> bool:

@@ -13,16 +13,18 @@ prediction against the real program, and so does `hctune validate`:
    user+sys CPU time and its own ru_maxrss) and stored in hc_real_runs as it finishes;
 4. a run whose stdout (sha256) or exit status differs from glibc's, that dies of a signal or
    times out, disqualifies its candidate (which then stops running);
-5. medians with 95 % intervals; ratios to generic HC and to glibc as the ratio of medians with
-   a paired bootstrap over rounds (see `ratio_ci`); the winner among the HC candidates on the
-   real measure (mem: peak RSS; perf and pareto: wall time among those whose peak RSS is within
-   the memory limit of glibc's); and a verdict that says whether the difference is significant.
+5. medians with 95 % intervals; ratios as the ratio of medians with a paired bootstrap over
+   rounds (see `ratio_ci`); on the real measure (mem: peak RSS; perf and pareto: wall time
+   among those whose peak RSS is within the memory limit) the one rule of `rule.recommend`
+   (a candidate must win significantly over every simpler option) gives the recommendation
+   among all candidates and the winner among the HC ones (what emit writes); and a verdict
+   that names what to use, by how much, and every reference that did better.
 
 Library entry points (the CLI and the web service call these): `validate`, `latest`,
 `candidates`, `program_for`, `summarize`, `provenance`.
 
 The package, by concern: `launcher` (hcrun), `program`, `candidates`, `runs` (the measuring
-loop), `stats` (bootstrap), `summary` (winner and verdict), `store` (provenance; reading back
+loop), `stats` (bootstrap), `rule` (the winner rule and its words), `summary` (winner and verdict), `store` (provenance; reading back
 is `hctune.realruns`); this module runs the whole validation. Every name is importable from `hctune.validate`.
 """
 
@@ -61,17 +63,23 @@ def _limit(row, memory_limit) -> tuple[float | None, bool]:
 def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              runs: int = DEFAULT_RUNS, argv: list[str] | None = None, references: bool = True,
              extra=(), memory_limit: float | None = None, timeout: float | None = None,
-             progress=None, seed: int = 0, storage: str | None = None) -> dict:
+             progress=None, seed: int = 0, storage: str | None = None,
+             objective: str | None = None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
-    on "build" and after every "run"; `extra` is [(label, library path[, env])]; `storage`: the
-    study's Optuna storage URL when the one hc_studies names lacks its password (workers)."""
+    on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
+    is [(label, library path[, env])]; `storage`: the
+    study's Optuna storage URL when the one hc_studies names lacks its password (workers);
+    `objective` without `study`: the latest study of that objective on the latest traces."""
     if runs < MIN_RUNS:
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
         raise HctuneError("--top must be at least 1")
+    from hctune.search import results          # deferred: Optuna (see candidates.tuned_trials)
     from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
+        if study is None and objective is not None:
+            study = results.study_for(db, objective)
         row, st = _study.load(db, study, storage)
         prog = program_for(db, row, argv)
         cands, notes = candidates(db, row, st, top, references, extra, progress)
@@ -100,7 +108,11 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
         if progress:
             progress({"event": "run", "done": done, "total": total, "candidate": r["candidate"],
                       "run": r})
-    all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run)
+    def on_round(done, total, rows):
+        if progress:
+            progress({"event": "round", "done": done, "total": total, "rows": rows})
+    all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
+                                           on_round=on_round)
     limit, vs_generic = _limit(row, memory_limit)
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic)
     summary["notes"] = notes + more + summary["notes"]

@@ -5,6 +5,7 @@ one built through the build cache."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from hctune import allocators
@@ -26,6 +27,7 @@ class Candidate:
     trial: int | None = None     # tuned only: the study's trial
     replay: dict | None = None   # the replay's prediction: {"mem_ratio", "perf_ratio"} vs glibc
     env: dict | None = None      # extra environment (tests' broken allocators)
+    origin: dict | None = None   # from another study: {"study", "objective", "trial"}
 
     @property
     def is_hc(self) -> bool:
@@ -71,6 +73,36 @@ def tuned_trials(st, objective: str, top: int) -> list:
     return _distinct(ok, top, generic_key)
 
 
+OTHER_OBJECTIVE = {"mem": "perf", "perf": "mem"}
+
+
+def _other_study_best(db: Database, study_row, have: set, notes: list) -> Candidate | None:
+    """The best setting of the latest study of the other objective (mem <-> perf) on the same
+    traces, when there is one and it is not already a candidate: its real numbers show when
+    the other study's answer dominates this one's (as small and faster, say)."""
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
+    other = OTHER_OBJECTIVE.get(study_row["objective"])
+    if other is None:
+        return None
+    row = db.latest_study(other, json.loads(study_row["trace_ids"]))
+    if row is None:
+        return None
+    try:
+        _, st = _study.load(db, row["name"])
+    except HctuneError as e:
+        notes.append(f"the {other} study {row['name']} left out: {e}")
+        return None
+    t = _study.best_per_allocator(st, other).get("hc")   # its best HC setting
+    if t is None or t.user_attrs.get("setting") in have:
+        return None
+    setting = _study.trial_setting(t)
+    if _knobs.key(setting) in have:
+        return None
+    return Candidate(f"{other} best", "tuned", "hc", setting=setting,
+                     replay={"mem_ratio": t.user_attrs["mem"], "perf_ratio": t.user_attrs["perf"]},
+                     origin={"study": row["name"], "objective": other, "trial": t.number})
+
+
 def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: bool = True,
                extra=(), progress=None) -> tuple[list[Candidate], list[str]]:
     """(candidates, notes): built and ready to run; notes say what was left out and why."""
@@ -96,6 +128,9 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                          trial=gen_trial.number if gen_trial else None,
                          replay={"mem_ratio": gen_trial.user_attrs["mem"],
                                  "perf_ratio": gen_trial.user_attrs["perf"]} if gen_trial else None))
+    other = _other_study_best(db, study_row, {_knobs.key(c.setting) for c in out}, notes)
+    if other is not None:
+        out.append(other)
     out.append(Candidate("glibc", "reference", "glibc", replay={"mem_ratio": 1.0,
                                                                 "perf_ratio": 1.0}))
     out += allocator_candidates(st, objective, notes)

@@ -96,11 +96,13 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
 
 def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path | None = None,
                timeout: float | None = None, seed: int = 0, on_run=None,
-               expected_sha256: str | None = None) -> tuple[list[dict], dict, list[str]]:
+               expected_sha256: str | None = None,
+               on_round=None) -> tuple[list[dict], dict, list[str]]:
     """The measuring loop, without the database: one warm-up run on glibc (whose output and
     exit status become the reference, or `expected_sha256` for the output), then `runs` rounds,
     each running every candidate once in a shuffled order; a candidate is dropped after its
-    first bad run. `on_run(row, done, total)` after every run. Returns (runs, reference, notes)."""
+    first bad run. `on_run(row, done, total)` after every run, `on_round(done rounds, rounds,
+    this round's rows)` after every round. Returns (runs, reference, notes)."""
     launcher = launcher or hcrun()
     glibc = next((c for c in cands if c.label == "glibc"), Candidate("glibc", "reference", "glibc"))
     notes = []
@@ -136,4 +138,6 @@ def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path 
                 dropped.add(c.label)
             if on_run:
                 on_run(r, done, total)
+        if on_round:
+            on_round(rnd + 1, runs, [r for r in out_rows if r["round"] == rnd])
     return out_rows, reference, notes

@@ -1,13 +1,16 @@
-"""The summary of a validation: medians, intervals, ratios, the winner among the HC candidates
-on the real measure (mem: peak RSS; perf and pareto: wall time among those within the memory
-limit) and the verdict's wording."""
+"""The summary of a validation: medians, intervals, ratios, the recommendation and the HC
+winner (both by the one rule, `hctune.validate.rule.recommend`) on the real measure (mem: peak
+RSS; perf and pareto: wall time among those within the memory limit) and the verdict."""
 
 from __future__ import annotations
+
+import zlib
 
 from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.search.objective import DEFAULT_PERF_MEMORY_OVERHEAD
 from hctune.validate.candidates import Candidate
+from hctune.validate import rule
 from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci
 
 # perf (and pareto) winners keep peak RSS within this many percent of glibc's unless the study
@@ -15,31 +18,65 @@ from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_
 DEFAULT_MEMORY_OVERHEAD = DEFAULT_PERF_MEMORY_OVERHEAD
 
 
+
 def _span(a: float, b: float) -> str:
-    a, b = round(a) + 0, round(b) + 0     # + 0: no "-0"
-    return f"{a}–{b} %" if a >= 0 else f"{a} to {b} %"
+    return rule.span(a, b)
 
 
 def _pct(ratio_entry, faster_word="faster", slower_word="slower") -> str:
-    """"7 % faster (CI 4–10 %)" from a ratio with its interval (percent of the other side)."""
-    r, (lo, hi) = ratio_entry["ratio"], ratio_entry["ci"]
-    if r <= 1:
-        return f"{(1 - r) * 100:.0f} % {faster_word} (CI {_span((1 - hi) * 100, (1 - lo) * 100)})"
-    return f"{(r - 1) * 100:.0f} % {slower_word} (CI {_span((lo - 1) * 100, (hi - 1) * 100)})"
+    return rule.pct(ratio_entry, faster_word, slower_word)
+
+
+DOMINATES = 5.0     # %: a smaller gain on the other measure is not worth a line of the verdict
+OTHER = {"wall_s": "peak_rss_bytes", "peak_rss_bytes": "wall_s"}
+WORDS = {"wall_s": ("faster", "slower"), "peak_rss_bytes": ("smaller", "larger")}
+
+
+def _pairs(vals: dict, seed: int):
+    """ratio(a, b, measure): a's median over b's with its paired-bootstrap interval, computed
+    once per pair, each pair with its own generator (the same runs give the same numbers,
+    whichever pairs a verdict happens to ask about first)."""
+    import numpy as np  # deferred: numpy (~0.2 s) only when a ratio is computed
+    cache = {}
+
+    def ratio(a, b, m):
+        k = (a["candidate"], b["candidate"], m)
+        if k not in cache:
+            rng = np.random.default_rng([seed, zlib.crc32("\0".join(k).encode())])
+            cache[k] = ratio_ci(vals[k[0]][m], vals[k[1]][m], rng) if k[0] != k[1] else None
+        return cache[k]
+    return ratio
+
+
+def _cap(rows, measure, memory_limit, memory_vs_generic):
+    """(largest eligible median peak RSS in bytes, its base, whose) for perf; (None, ...) else."""
+    glibc = next((e for e in rows if e["candidate"] == "glibc"), None)
+    if measure != "wall_s" or memory_limit is None or not glibc or \
+            not glibc["median"]["peak_rss_bytes"]:
+        return None, None, None
+    base, of = glibc["median"]["peak_rss_bytes"], "glibc's"
+    gen = next((e for e in rows if e["kind"] == "generic"), None)
+    if memory_vs_generic and gen and gen["median"]["peak_rss_bytes"] and \
+            gen["median"]["peak_rss_bytes"] > base:
+        base, of = gen["median"]["peak_rss_bytes"], "generic HC's"
+    return base * (1 + memory_limit / 100), base, of
 
 
 def summarize(cands: list[Candidate], runs: list[dict], objective: str,
               memory_limit: float | None = DEFAULT_MEMORY_OVERHEAD, seed: int = 0,
               memory_vs_generic: bool = False) -> dict:
-    """Medians, intervals, ratios, the winner and the verdict from the stored runs (pure: the
-    same runs give the same summary). perf/pareto winners keep median peak RSS within
-    `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's and generic
-    HC's)."""
+    """Medians, intervals, ratios, the recommendation, the HC winner and the verdict from the
+    stored runs (pure: the same runs give the same summary). perf/pareto choices keep median
+    peak RSS within `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's
+    and generic HC's). `recommendation` is the rule over every candidate (it can be glibc or
+    another allocator); `winner` is the rule over the HC candidates: what `emit` writes."""
     import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     by = {c.label: [r for r in runs if r["candidate"] == c.label] for c in cands}
     vals = {c.label: {m: _values(by[c.label], m) for m in MEASURES} for c in cands}
+    ratio = _pairs(vals, seed)
     rows = []
+    generic = next((x.setting for x in cands if x.kind == "generic"), None)
     for c in cands:
         problems = [r["problem"] for r in by[c.label] if r.get("problem")]
         entry = {"candidate": c.label, "kind": c.kind, "allocator": c.allocator,
@@ -48,100 +85,152 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                  "replay": c.replay, "runs": len(vals[c.label]["wall_s"]),
                  "disqualified": problems[0] if problems else None,
                  "median": {}, "ci": {}, "vs_generic": {}, "vs_glibc": {}}
-        generic = next((x.setting for x in cands if x.kind == "generic"), None)
+        if c.origin:
+            entry["origin"] = c.origin
         if c.setting is not None and generic is not None and c.allocator == "hc":
             entry["changed_from_generic"] = _knobs.diff_from(c.setting, generic)
         for m in MEASURES:
             xs = list(vals[c.label][m].values())
             entry["median"][m] = _median(xs)
             entry["ci"][m] = median_ci(xs, rng) if xs else [None, None]
-            for other, key in (("hc generic", "vs_generic"), ("glibc", "vs_glibc")):
-                if other in vals and other != c.label:
-                    entry[key][m] = ratio_ci(vals[c.label][m], vals[other][m], rng)
         rows.append(entry)
+    by_label = {e["candidate"]: e for e in rows}
+    for e in rows:
+        for other, key in (("hc generic", "vs_generic"), ("glibc", "vs_glibc")):
+            if other in by_label and other != e["candidate"]:
+                for m in MEASURES:
+                    e[key][m] = ratio(e, by_label[other], m)
     measure = "peak_rss_bytes" if objective == "mem" else "wall_s"
-    glibc = next((e for e in rows if e["candidate"] == "glibc"), None)
-    ok_hc = [e for e in rows if e["kind"] in ("tuned", "generic") and not e["disqualified"]
-             and e["median"][measure] is not None]
+    cap, base, of = _cap(rows, measure, memory_limit, memory_vs_generic)
+    hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")], measure, ratio,
+                        cap)
+    overall = rule.recommend(rows, measure, ratio, cap)
     notes = []
-    eligible = ok_hc
-    if measure == "wall_s" and memory_limit is not None and glibc and \
-            glibc["median"]["peak_rss_bytes"]:
-        base, of = glibc["median"]["peak_rss_bytes"], "glibc's"
-        gen = next((e for e in rows if e["kind"] == "generic"), None)
-        if memory_vs_generic and gen and gen["median"]["peak_rss_bytes"] and \
-                gen["median"]["peak_rss_bytes"] > base:
-            base, of = gen["median"]["peak_rss_bytes"], "generic HC's"
-        cap = base * (1 + memory_limit / 100)
-        within = [e for e in ok_hc if e["median"]["peak_rss_bytes"] <= cap]
-        for e in ok_hc:
-            if e not in within:
-                notes.append(f"{e['candidate']} left out of the choice: peak RSS "
-                             f"{e['median']['peak_rss_bytes'] / base:.2f}x {of}, over the "
-                             f"+{memory_limit:g} % limit")
-        if within:
-            eligible = within
-        elif ok_hc:
-            notes.append("no HC setting is within the memory limit; the fastest is chosen anyway")
-    order = {"tuned": 0, "generic": 1}
-    winner = min(eligible, key=lambda e: (e["median"][measure], order[e["kind"]],
-                                          e["candidate"])) if eligible else None
-    verdict, significant = _verdict(winner, rows, measure)
+    for e in overall["over_cap"]:
+        notes.append(f"{e['candidate']} left out of the choice: peak RSS "
+                     f"{e['median']['peak_rss_bytes'] / base:.2f}x {of}, over the "
+                     f"+{memory_limit:g} % limit")
+    if cap is not None and not hc["capped"] and hc["choice"] is not None:
+        notes.append("no HC setting is within the memory limit; the HC choice ignores it")
+    winner, rec = hc["choice"], overall["choice"]
+    if rec is not None and rec["kind"] in ("tuned", "generic"):
+        winner = rec          # the answer is an HC setting: emit writes that one
+    if rec is not None:
+        for e in rows:
+            e["vs_recommended"] = {m: ratio(e, rec, m) for m in ("wall_s", "peak_rss_bytes")
+                                   if e is not rec}
+    gen_row = next((e for e in rows if e["kind"] == "generic"), None)
+    significant = bool(winner and winner["kind"] == "tuned" and gen_row is not None
+                       and rule.significantly_better(ratio(winner, gen_row, measure)))
+    verdict = _verdict(rows, measure, hc, overall, ratio)
+    dom = _dominating(rows, measure, rec, ratio, cap)
+    if dom:
+        verdict += "; " + dom
+
+    def brief(e):
+        return None if e is None else {
+            "candidate": e["candidate"], "kind": e["kind"], "allocator": e["allocator"],
+            "setting": e["setting"], "trial": e["trial"], "simplicity": rule.simplicity(e),
+            **({"origin": e["origin"]} if e.get("origin") else {})}
     return {"objective": objective, "measure": measure, "memory_limit_pct": memory_limit,
             "memory_limit_of": "max(glibc, generic HC)" if memory_vs_generic else "glibc",
-            "candidates": rows,
-            "winner": None if winner is None else {
-                "candidate": winner["candidate"], "kind": winner["kind"],
-                "allocator": winner["allocator"],
-                "setting": winner["setting"], "trial": winner["trial"]},
+            "candidates": rows, "winner": brief(winner), "recommendation": brief(rec),
+            "best_measured": overall["best"]["candidate"] if overall["best"] else None,
             "significant": significant, "verdict": verdict, "notes": notes,
+            "rule": "the recommendation must win significantly (95 % interval of its ratio wholly "
+                    "below 1) over every simpler option (glibc; then an allocator as it comes, "
+                    "generic HC included; then a tuned setting); else the simpler option stands",
             "interval": "95 %: percentile bootstrap of the median; ratios: median over median, "
                         f"paired bootstrap over rounds ({BOOTSTRAP} resamples)"}
 
 
-def _verdict(winner, rows, measure) -> tuple[str, bool]:
-    what = "smaller (peak RSS)" if measure == "peak_rss_bytes" else "faster (wall time)"
-    word = "smaller" if measure == "peak_rss_bytes" else "faster"
-    bigger = "larger" if measure == "peak_rss_bytes" else "slower"
-    if winner is None:
-        if not any(e["kind"] in ("tuned", "generic") for e in rows):
-            return "no HC setting among the candidates", False
-        return "every HC setting was disqualified: none can be recommended for this program", False
-    tuned = [e for e in rows if e["kind"] == "tuned"]
-    parts, significant = [], False
-    if winner["kind"] == "tuned":
-        vs = winner["vs_generic"].get(measure)
-        if vs and vs["ci"][1] < 1:
-            significant = True
-            parts.append(f"{winner['candidate']} beats generic HC: {_pct(vs, word, bigger)}")
-        elif vs:
-            parts.append(f"no setting is significantly {what.split()[0]} than generic HC on this "
-                         f"program (best: {winner['candidate']}, {_pct(vs, word, bigger)})")
-        else:
-            parts.append(f"{winner['candidate']} is best; generic HC could not be compared")
-    elif tuned:
-        parts.append(f"no tuned setting is {word} than generic HC on this program; "
-                     "generic HC is the choice")
+def name(e: dict) -> str:
+    """How a verdict names a candidate the first time: with its allocator and trial."""
+    if e["kind"] == "generic":
+        return "generic HC"
+    if e["kind"] == "tuned":
+        o = e.get("origin")
+        trial = (f", trial {o['trial']} of study {o['study']}" if o
+                 else f", trial {e['trial']}" if e["trial"] is not None else "")
+        return f"{e['candidate']} ({'HC' if e['allocator'] == 'hc' else e['allocator']}{trial})"
+    return e["candidate"]
+
+
+def short(e: dict) -> str:
+    """How a verdict names a candidate again."""
+    return "generic HC" if e["kind"] == "generic" else e["candidate"]
+
+
+def _verdict(rows, measure, hc, overall, ratio) -> str:
+    """What to use and why, in one line: the recommendation with its gain over the simpler
+    options, the better-looking candidate it was preferred to, every reference whose median
+    beat it (with its interval), and what `emit` writes when the answer is not HC."""
+    better, worse = WORDS[measure]
+    rec, best, winner = overall["choice"], overall["best"], hc["choice"]
+    if rec is None:
+        return "every candidate was disqualified: none can be recommended for this program"
+    label = {e["candidate"]: e for e in rows}
+    glibc, generic = label.get("glibc"), next((e for e in rows if e["kind"] == "generic"), None)
+    parts = []
+    if rule.simplicity(rec) == rule.SIMPLEST:
+        head = ("keep glibc: no allocator" + (" within the memory limit" if overall["over_cap"]
+                                               else "")
+                + f" was significantly {better} on this program")
     else:
-        parts.append("generic HC is the choice")
-    g = winner["vs_glibc"].get(measure)
-    if g:
-        if g["ci"][1] < 1:
-            parts.append(f"vs glibc: {_pct(g, word, bigger)}")
-        elif g["ci"][0] > 1:
-            parts.append(f"vs glibc: {_pct(g, word, bigger)}")
-        else:
-            parts.append(f"not significantly different from glibc ({g['ratio']:.2f}x, CI "
-                         f"{g['ci'][0]:.2f}–{g['ci'][1]:.2f})")
-    better = []
-    wv = {e["candidate"]: e for e in rows}
+        gains = []
+        base = next((e for e in rows if e["allocator"] == rec["allocator"]
+                     and rule.simplicity(e) == rule.AS_IT_COMES), None) \
+            if rec["kind"] == "tuned" else None
+        for other in (base, glibc):
+            r = ratio(rec, other, measure) if other is not None and other is not rec else None
+            if r:
+                gains.append(rule.pct(r, better, worse, name(other)))
+        head = f"use {name(rec)}" + (": " + ", ".join(gains) if gains else "")
+    parts.append(head)
+    if best is not None and best is not rec:
+        r = ratio(best, rec, measure)
+        if r:
+            parts.append(f"{name(best)} was {rule.pct(r, better, worse, short(rec))}, "
+                         "not a significant difference, so the simpler option stands")
     for e in rows:
-        if e["kind"] == "reference" and e["candidate"] != "glibc" and not e["disqualified"]:
-            a = e["median"][measure]
-            if a is not None and winner["median"][measure] and e["ci"][measure][1] is not None \
-                    and e["ci"][measure][1] < wv[winner["candidate"]]["ci"][measure][0]:
-                better.append(f"{e['candidate']} ({a / winner['median'][measure]:.2f}x)")
-    if better:
-        parts.append(f"{', '.join(better)} {'is' if len(better) == 1 else 'are'} "
-                     f"{word} still")
-    return "; ".join(parts), significant
+        if e is rec or e is best or e["kind"] not in ("reference", "extra") or \
+                e.get("disqualified") or e["median"].get(measure) is None or \
+                e["median"][measure] >= rec["median"][measure]:
+            continue
+        r = ratio(e, rec, measure)
+        if not r:
+            continue
+        why = (" but over the memory limit" if e in overall["over_cap"]
+               else "" if rule.significantly_better(r) else ", not significantly")
+        parts.append(f"{e['candidate']} was {rule.pct(r, better, worse, short(rec))}{why}")
+    if winner is not None and winner is not rec:
+        r = ratio(winner, rec, measure)
+        parts.append(f"the best HC setting, {name(winner)}, is what emit writes"
+                     + (f": {rule.pct(r, better, worse, short(rec))}" if r else ""))
+    elif winner is None and rec["kind"] not in ("tuned", "generic"):
+        parts.append("every HC setting was disqualified")
+    return "; ".join(parts)
+
+
+def _dominating(rows, measure, rec, ratio, cap) -> str | None:
+    """A candidate that is not significantly worse than the recommendation on its measure and
+    significantly better on the other one, by DOMINATES % at least (a setting from the other
+    objective's study, say)."""
+    if rec is None:
+        return None
+    other = OTHER[measure]
+    found = []
+    for e in rows:
+        if e is rec or e.get("disqualified") or e["median"].get(measure) is None:
+            continue
+        if cap is not None and (e["median"].get("peak_rss_bytes") or 0) > cap:
+            continue
+        r_m, r_o = ratio(e, rec, measure), ratio(e, rec, other)
+        if r_m and r_o and r_m["ci"][0] <= 1 and rule.significantly_better(r_o) and \
+                r_o["ratio"] <= 1 - DOMINATES / 100:
+            found.append((r_o["ratio"], e, r_m, r_o))
+    if not found:
+        return None
+    _, e, r_m, r_o = min(found, key=lambda f: (f[0], f[1]["candidate"]))
+    return (f"consider {name(e)}: {rule.pct(r_m, *WORDS[measure], short(rec))} and "
+            f"{rule.pct(r_o, *WORDS[other], short(rec))}")

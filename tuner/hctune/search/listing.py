@@ -1,0 +1,61 @@
+"""`hctune studies`: every study of the database with its trace, objective, trials, best and
+the verdict of its latest real-run validation, so no generated name has to be copied."""
+
+from __future__ import annotations
+
+import json
+
+from hctune import realruns
+from hctune.db import Database
+from hctune.errors import HctuneError
+from hctune.search import study as _study
+
+
+def _best(st, objective: str) -> dict:
+    out = {}
+    for o in (("mem", "perf") if objective == "pareto" else (objective,)):
+        t = _study.choose(st, o)
+        if t is not None:
+            out[o] = {"trial": t.number, "mem_ratio": t.user_attrs["mem"],
+                      "perf_ratio": t.user_attrs["perf"]}
+    return out
+
+
+def studies(db_path) -> list[dict]:
+    """One dict per study, oldest first: name, objective, traces [{id, path, command}],
+    options, created, trials (finished), failed, feasible, best {mem|perf: {trial, mem_ratio,
+    perf_ratio}} (ratios to glibc in replay), validation (the latest finished one: id, runs,
+    winner, recommendation, verdict; None when not validated), error (a study that cannot be
+    opened here, e.g. a server's without its password)."""
+    from optuna.trial import TrialState   # deferred: optuna is heavy
+    out = []
+    with Database(db_path) as db:
+        rows = db.query("SELECT * FROM hc_studies ORDER BY created, name")
+        for row in rows:
+            traces = []
+            for tid in json.loads(row["trace_ids"]):
+                t = db.trace(tid)
+                traces.append({"id": tid, "path": t["path"] if t else None,
+                               "command": t["command"] if t else None})
+            entry = {"name": row["name"], "objective": row["objective"], "traces": traces,
+                     "options": json.loads(row["options_json"] or "{}"),
+                     "created": row["created"], "trials": None, "failed": None,
+                     "feasible": None, "best": {}, "validation": None, "error": None}
+            try:
+                _, st = _study.load(db, row["name"])
+                states = [t.state for t in st.get_trials(deepcopy=False)]
+                entry.update(trials=states.count(TrialState.COMPLETE),
+                             failed=states.count(TrialState.FAIL),
+                             feasible=sum(1 for t in _study.finished(st) if _study.feasible(t)),
+                             best=_best(st, row["objective"]))
+            except HctuneError as e:
+                entry["error"] = str(e)
+            v = realruns.latest(db, row["name"])
+            if v:
+                entry["validation"] = {
+                    "id": v.get("validation_id"), "runs": v.get("runs"), "date": v.get("date"),
+                    "winner": (v.get("winner") or {}).get("candidate"),
+                    "recommendation": (v.get("recommendation") or {}).get("candidate"),
+                    "verdict": v.get("verdict")}
+            out.append(entry)
+    return out
