@@ -111,29 +111,40 @@ static HC_UNUSED int hc_arena_purge_try(struct hc_state *a, int all)
  * only small calls its thread cache serves -- keeps what the arenas shared with its remaining
  * threads hold (arena 0 above all, where every thread's large blocks live).  With PURGE_THREAD
  * a thread, started when a thread first exits (so never in a single-threaded process, and not
- * in one whose threads all live on), runs the decay on every arena each DECAY_MS / 2, under
- * try-locks (hc_arena_purge_try's rule), with every signal blocked.  It never allocates.  A
- * forked child has none until one of its own threads exits. */
+ * in one whose threads all live on), runs the decay on every arena and on the small pages'
+ * empty pool each DECAY_MS / 2, under try-locks (hc_arena_purge_try's rule), with every signal
+ * blocked; while no arena has a decay period running (nothing to give back) it naps 8 times
+ * longer.  It never allocates.  A forked child has none until one of its own threads exits. */
 #if DECAY_MS > 0 && PURGE_THREAD
 static int hc_purge_started;
+static int hc_sp_purge_try(void); /* hc_page.c: the small pages' empty pool */
 
 static void *hc_purge_main(void *arg)
 {
     (void)arg;
     uint64_t gap = (uint64_t)(DECAY_MS) / 2 ? (uint64_t)(DECAY_MS) / 2 : 1;
-    struct timespec nap = { (time_t)(gap / 1000), (long)(gap % 1000) * 1000000L };
+    int busy = 1;
     for (;;) {
+        uint64_t ms = busy ? gap : 8 * gap;
+        struct timespec nap = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
         nanosleep(&nap, NULL);
         uint64_t now = hc_os_now_ms();
+        busy = 0;
         for (unsigned k = 0; k < HC_NARENAS; k++) {
             struct hc_state *a = &hc_arenas[k];
-            if (!__atomic_load_n(&a->ready, __ATOMIC_RELAXED) || !hc_trylock_arena(a))
+            if (!__atomic_load_n(&a->ready, __ATOMIC_RELAXED))
                 continue;
+            if (!hc_trylock_arena(a)) {
+                busy = 1; /* in use: look again soon */
+                continue;
+            }
             hc_use(a);
             if (!hc.os.decay_off)
                 hc_os_decay_at(now, hc_os_dirty());
+            busy |= hc.os.deadline != 0;
             hc_unlock_arena(a);
         }
+        busy |= hc_sp_purge_try();
     }
     return NULL;
 }

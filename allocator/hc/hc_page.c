@@ -873,6 +873,23 @@ static void hc_sp_stats(struct hc_stats *out)
     out->bytes_current += t.bytes;
 }
 
+/* The purge thread's visit (hc_arena.c, PURGE_THREAD): the empty pool's decay, if its lock is
+ * free at this instant (never a wait); 1 while empty pages wait for release.  Pages retired
+ * shortly before a program went quiet are released by it, not by a later retire that may never
+ * come. */
+static HC_UNUSED int hc_sp_purge_try(void)
+{
+    if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
+        return 0;
+    if (pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return 1;
+    hc_sp_decay(0);
+    /* Enough empty pages not yet released for the decay to act on: come back soon. */
+    int pending = hc_sp_ndirty * HC_SP_PAGE >= hc_arenas[0].os.decay_bytes;
+    pthread_mutex_unlock(&hc_sp_mu);
+    return pending;
+}
+
 /* fork: called by hc_lock.h's handlers (in its lock order: after the stdio list lock, before
  * the arenas), and only when the process has threads -- single-threaded, nothing is locked. */
 static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
@@ -919,5 +936,6 @@ static inline HC_UNUSED void hc_sp_decay_tick(void) {}
 static void hc_sp_fork_prepare(void) {}
 static void hc_sp_fork_parent(void) {}
 static void hc_sp_fork_child(void) {}
+static HC_UNUSED int hc_sp_purge_try(void) { return 0; }
 
 #endif /* HC_SP_ON */
