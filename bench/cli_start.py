@@ -5,8 +5,10 @@
 
 Runs each command line below RUNS times as a new process (`.venv/bin/hctune ...`), interleaved
 (each round runs every line once) so that the machine's other work hits all alike, and prints the
-median wall time with the min-max spread.  Also prints the modules each line imports (a count,
-which tests/test_core_cli.py asserts for --help: no Optuna, SQLAlchemy, Rich, matplotlib).
+median wall time with the min-max spread, and the median CPU time (user + system, from
+getrusage: what the process itself costs, which a loaded machine inflates far less).
+Also prints the modules each line imports (a count, which tests/test_core_cli.py asserts for
+--help: no Optuna, SQLAlchemy, Rich, matplotlib).
 A trace to run `stats` on is written into a temporary folder (a few thousand events).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -55,18 +58,23 @@ def main() -> int:
         trace = _trace(Path(d))
         lines = [["--help"], ["--version"], ["stats", "--help"], ["stats", str(trace), "--json"]]
         times: dict[int, list[float]] = {i: [] for i in range(len(lines))}
+        cpus: dict[int, list[float]] = {i: [] for i in range(len(lines))}
         for _ in range(a.runs):
             for i, args in enumerate(lines):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 subprocess.run([str(HCTUNE), *args], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, check=True)
                 times[i].append(time.perf_counter() - t0)
-        print(f"{'command':<34} {'median s':>9} {'min-max s':>13} {'modules':>8}")
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus[i].append(after.ru_utime + after.ru_stime - before.ru_utime
+                               - before.ru_stime)
+        print(f"{'command':<34} {'median s':>9} {'min-max s':>13} {'CPU s':>6} {'modules':>8}")
         for i, args in enumerate(lines):
             t = times[i]
             shown = "hctune " + " ".join("TRACE" if x == str(trace) else x for x in args)
             print(f"{shown:<34} {statistics.median(t):9.3f} {min(t):6.3f}-{max(t):.3f} "
-                  f"{_modules(args):8d}")
+                  f"{statistics.median(cpus[i]):6.3f} {_modules(args):8d}")
     return 0
 
 

@@ -55,9 +55,13 @@ class Served:
                 self.proc.wait()
         self.log.close()
 
-    def request(self, method, path, body=None, headers=None, token=None):
-        """(status, parsed JSON or bytes) of one request; never raises on 4xx/5xx."""
+    def request(self, method, path, body=None, headers=None, token=None, api=True):
+        """(status, parsed JSON or bytes) of one request; never raises on 4xx/5xx. An API
+        client's write says so (X-Requested-With: the service's CSRF rule); api=False sends
+        only the given headers, as a browser's form would."""
         headers = dict(headers or {})
+        if api and method not in ("GET", "HEAD"):
+            headers.setdefault("X-Requested-With", "hctune-tests")
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if isinstance(body, (dict, list)):
@@ -71,7 +75,7 @@ class Served:
             status, ctype, data = e.code, e.headers.get("content-type", ""), e.read()
         return status, (json.loads(data) if ctype.startswith("application/json") else data)
 
-    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None):
+    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None, api=True):
         boundary = secrets.token_hex(12)
         parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\n'
                  f'{fmt}\r\n'.encode(),
@@ -80,12 +84,12 @@ class Served:
                  .encode(), data, f"\r\n--{boundary}--\r\n".encode()]
         return self.request("POST", "/api/traces", b"".join(parts),
                             {"Content-Type": f"multipart/form-data; boundary={boundary}"},
-                            token=token)
+                            token=token, api=api)
 
-    def wait_study(self, name, timeout=120, until=("done", "failed")) -> dict:
+    def wait_study(self, name, timeout=120, until=("done", "failed"), token=None) -> dict:
         deadline = time.time() + timeout
         while time.time() < deadline:
-            status, s = self.request("GET", f"/api/studies/{name}")
+            status, s = self.request("GET", f"/api/studies/{name}", token=token)
             assert status == 200, s
             if s["state"] in until:
                 return s

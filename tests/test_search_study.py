@@ -9,6 +9,7 @@ import pytest
 from hctune import knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.search import options
 from hctune.search import results, seeds, study
 
 
@@ -51,8 +52,14 @@ def test_seeds_run_first_and_every_trial_is_stored(db):
     r = study.run(db, (), study.Options(objective="mem", trials=20, seed=1), measure_fn=m)
     assert r["finished"] == 20 and r["failed"] == 0
     ts = sorted(trials_of(db, r["study"]), key=lambda t: t.number)
-    expected = [label for label, _ in seeds.seeds("mem")]
-    assert [t.user_attrs.get("seed") for t in ts[:len(expected)]] == expected
+    # the seeds first, in order, as many as leave a quarter of the trials to the sampler
+    expected = [label for label, _ in seeds.seeds("mem")][:options.seed_limit(
+        study.Options(trials=20))]
+    assert len(expected) == 15
+    assert [t.user_attrs.get("seed") for t in ts] == expected + [None] * 5
+    with Database(db) as d:   # nothing left waiting in a finished study
+        st = study.load(d, r["study"])[1]
+        assert [t.number for t in st.trials if t.state.name != "COMPLETE"] == []
     # glibc measured once; every HC setting at most once (the measurement cache)
     assert m.calls.count(("glibc", None)) == 1
     hc = [c for c in m.calls if c[0] == "hc"]
@@ -262,6 +269,35 @@ def test_the_thread_decision_is_kept_with_the_study():
     old = optuna.create_study()
     old.enqueue_trial({"SPLIT": 1})
     assert study.study_threads(old, [{"threads": 3, "replay_threads": 3}]) is False
+
+
+def test_parallel_trials_stop_at_the_count(db):
+    # --jobs 2: the trial that would start while the other measures the last one is skipped
+    r = study.run(db, (), study.Options(objective="mem", trials=7, jobs=2, seed=3),
+                  measure_fn=Model())
+    with Database(db) as d:
+        st = study.load(d, r["study"])[1]
+    states = [t.state.name for t in st.trials]
+    assert states.count("COMPLETE") == 7 and "WAITING" not in states and "RUNNING" not in states
+    assert all(study.SKIPPED in t.user_attrs for t in st.trials if t.state.name == "PRUNED")
+
+
+def test_options_are_said_once_and_checked():
+    o = options.Options(trials=12, timeout=30.0, seed=5, validate_runs=4)
+    assert options.from_json(json.dumps(options.to_json(o))) == options.Options(
+        trials=12, timeout=30.0, seed=5, validate_runs=4)
+    assert options.from_json("{}") == options.Options()          # the defaults, once
+    assert options.from_json('{"unknown": 1}') == options.Options()
+    for bad in ({"timeout": float("inf")}, {"seed": 2**32}, {"trials": 0}, {"repeat": 1.5},
+                {"validate_runs": 2}, {"max_slowdown": float("nan")}, {"trials": "20"}):
+        with pytest.raises(HctuneError):
+            options.from_json(bad)
+    with pytest.raises(HctuneError):
+        options.from_json("[1")
+    # a default study searches: seeds take at most three quarters of its trials
+    assert options.seed_limit(options.Options()) < options.DEFAULT_TRIALS
+    assert options.seed_limit(options.Options(trials=20)) == 15
+    assert options.seed_limit(options.Options(trials=None, timeout=5)) is None
 
 
 def test_perf_default_warns_when_generic_hc_is_far_above_glibc(db):

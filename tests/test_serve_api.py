@@ -72,7 +72,7 @@ def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
         assert status == 400 and "magic" in err["error"] and str(tmp_path) not in err["error"]
         status, err = srv.upload(good[:len(good) // 2], token=token)   # truncated
         assert status == 400, err
-        status, err = srv.upload(b"\0" * (2 << 20), token=token)        # over 1 MiB
+        status, err = srv.upload(b"\0" * ((1 << 20) + (256 << 10)), token=token)   # over 1 MiB
         assert status == 413, err
         status, err = srv.upload(b"", token=token)
         assert status == 400, err
@@ -90,14 +90,16 @@ def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
         assert status == 422 and "error" in err
         assert srv.request("GET", "/api/studies/nothere/emit/malloc.c", token=token)[0] == 404
         assert srv.request("GET", "/api/studies/nothere/emit/malloc.c")[0] == 401
-        # nothing stored by any of that
-        assert srv.request("GET", "/api/traces")[1] == []
-        assert srv.request("GET", "/api/studies")[1] == []
+        # nothing stored by any of that (and with a token, reads need it too)
+        assert srv.request("GET", "/api/traces")[0] == 401
+        assert srv.request("GET", "/api/traces", token=token)[1] == []
+        assert srv.request("GET", "/api/studies", token=token)[1] == []
         assert not any((tmp_path / "data").rglob("*.trace"))
         assert not any((tmp_path / "data" / "tmp").iterdir())
         # a path-like file name: stored under the server's own name, inside its directory
         status, t = srv.upload(good, filename="../../../../etc/evil.trace", token=token)
         assert status == 201, t
+        assert srv.upload(good, token=token)[0] == 200     # the same trace again: not created
         stored = list((tmp_path / "data" / "traces").iterdir())
         assert [p.name for p in stored] == [f"{t['sha256']}.trace"]
         assert not (tmp_path / "evil.trace").exists()

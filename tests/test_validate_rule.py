@@ -195,3 +195,30 @@ def test_compare_and_validate_tables_keep_every_number_at_80_columns():
         r = c["vs_glibc"].get("wall_s")
         if r:
             assert f"{r['ci'][0]:.2f}–{r['ci'][1]:.2f}" in out, out
+
+
+def test_report_summary_says_what_to_use_how_much_how_sure():
+    """The report's first lines, from a validation whose answer is another allocator, one whose
+    answer is glibc, and a study never validated (said to be a prediction)."""
+    from hctune import report
+    cands = [cand("tuned #2", "tuned"), cand("hc generic", "generic"), cand("glibc"),
+             cand("mimalloc")]
+    runs = runs_for({"tuned #2": (0.581, 100), "hc generic": (0.785, 100), "glibc": (0.8, 100),
+                     "mimalloc": (0.514, 90)})
+    v = _validate.summarize(cands, runs, "perf")
+    v.update(validation_id=4, runs=ROUNDS, date="2026-01-01")
+    data = {"study": "s", "objective": "perf", "metric": "time", "validation": v,
+            "best": {"perf": {"trial": 7, "mem": 1.0, "perf": 0.7, "changed": "QL_HIGH=512",
+                              "allocator": "hc"}}}
+    s = report.summary(data)
+    assert s["use"] == "use mimalloc" and s["validated"]
+    assert s["saves"].startswith("10 % smaller than glibc (CI ") and "36 % faster than glibc" \
+        in s["saves"]
+    assert "10 interleaved real runs" in s["sure"] and s["emit"].startswith("no HC file needed")
+    v = _validate.summarize(cands[:3], runs, "mem")
+    v.update(validation_id=5, runs=ROUNDS, date="2026-01-01")
+    s = report.summary({**data, "validation": v})
+    assert s["use"] == "keep glibc" and s["saves"] == "nothing measurable against glibc"
+    s = report.summary({**data, "validation": None})
+    assert s["use"] == "trial 7 (HC; changed from generic: QL_HIGH=512)" and not s["validated"]
+    assert "a prediction only" in s["sure"]

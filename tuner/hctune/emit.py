@@ -18,7 +18,7 @@ from pathlib import Path
 from hctune import VERSION_TEXT
 from hctune import allocator_knobs, allocators
 from hctune import knobs as _knobs
-from hctune import build, render, templating
+from hctune import build, realruns, render, templating
 from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError, NotFound
@@ -86,11 +86,13 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
 
 def choose(db_path, study: str | None, objective: str | None, preset: str | None, sets,
            allocator: str | None = None, trial: int | None = None,
-           paths: bool = True) -> tuple[str, dict, dict]:
-    """(allocator, setting, provenance): a study's recommendation (the real runs' winner once
+           paths: bool = True, any_allocator: bool = False) -> tuple[str, dict, dict]:
+    """(allocator, setting, provenance): a study's answer (the real runs' winner once
     validated, else the replay's best trial; or one finished `trial`), a preset, or
     `allocator` with its library defaults; `--set` applied last (HC's KNOB=VALUE, another
-    allocator's ALLOCATOR.KNOB=VALUE)."""
+    allocator's ALLOCATOR.KNOB=VALUE). any_allocator (emit --env): the validation's
+    recommendation over every candidate, which can be glibc or jemalloc as they come, instead
+    of its HC winner."""
     sets = list(sets or ())
     if allocator in (None, "hc") and not any("." in i.partition("=")[0] for i in sets):
         _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
@@ -150,7 +152,18 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     metric = json.loads(row["options_json"] or "{}").get("metric", "time")
     setting = _study.trial_setting(chosen_t)
     alloc = _study.trial_allocator(chosen_t)
-    if real is not None:
+    rec = None
+    if real is not None and any_allocator:
+        # the recommendation over every candidate replaces the replay's best
+        alloc, setting, rec = realruns.recommendation_setting(real)
+        n = rec.get("trial")
+        if rec.get("origin"):
+            origin = rec["origin"]
+        elif n is None:
+            chosen_t = None           # an allocator as it comes: not a trial of the study
+        if n is not None and not rec.get("origin"):
+            chosen_t = next((t for t in _study.finished(st) if t.number == n), None)
+    elif real is not None:
         # the real runs' winner replaces the replay's best
         alloc = real["winner"].get("allocator") or "hc"
         setting = _validate.winner_setting(real)
@@ -182,6 +195,12 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                 measured=measured)
     if trial is not None:
         prov["chosen by"] = f"asked for trial {trial}"
+    elif rec is not None:
+        prov["chosen by"] = (f"real runs: {rec['candidate']} is the recommendation of "
+                             f"validation #{real['validation_id']} on {real['measure']} (the "
+                             "one rule: significantly better than every simpler option, else "
+                             "the simpler one)")
+        prov.update(_validate.provenance(real))
     elif real is not None:
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
                              f"#{real['validation_id']} on {real['measure']} (the one rule: "
@@ -298,7 +317,8 @@ def emit_env(db_path, env_path, study=None, objective=None, preset=None, sets=()
     malloc.c (`out`, default malloc.c beside FILE) and its .so (`so`, default libhcmalloc.so
     beside FILE) are written too, and LD_PRELOAD names that .so."""
     env_path = Path(env_path)
-    alloc, setting, prov = choose(db_path, study, objective, preset, sets, allocator)
+    alloc, setting, prov = choose(db_path, study, objective, preset, sets, allocator,
+                                  any_allocator=True)
     written = {}
     library = None
     if alloc == "hc":

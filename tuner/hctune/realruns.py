@@ -10,6 +10,7 @@ import json
 from hctune import allocator_knobs
 from hctune import knobs as _knobs
 from hctune.db import Database
+from hctune.errors import HctuneError
 
 
 def latest(db_path_or_db, study: str | None = None) -> dict | None:
@@ -37,6 +38,20 @@ def validated(db: Database, study_row, objective: str | None = None) -> dict | N
         return None
     s = latest(db, study_row["name"])
     return s if s and s.get("winner") else None
+
+
+def recommendation_setting(summary: dict) -> tuple[str, dict, dict]:
+    """(allocator, setting, entry) of the recommendation over every candidate (glibc or
+    jemalloc as they come, another allocator's tuned setting, or an HC one): what
+    `emit --env` writes. A library given by path has no declared knobs: one line."""
+    rec = summary.get("recommendation") or summary["winner"]
+    alloc = rec.get("allocator") or "hc"
+    if alloc == "hc":
+        return alloc, _knobs.complete(_knobs.parse_sets(rec["setting"].split(","))), rec
+    if alloc not in allocator_knobs.names():
+        raise HctuneError(f"the recommendation is {rec['candidate']} ({alloc}): emit --env "
+                          f"writes hc or {', '.join(allocator_knobs.names())}")
+    return alloc, allocator_knobs.from_key(alloc, rec.get("setting")), rec
 
 
 def winner_setting(summary: dict) -> dict:

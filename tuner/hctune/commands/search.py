@@ -14,6 +14,7 @@ from hctune import allocators
 from hctune import validate as _validate
 from hctune.commands import validate as _validate_cmd
 from hctune.search import objective as _obj
+from hctune.search import options as _options
 from hctune.search import study as _study
 
 
@@ -25,7 +26,7 @@ class _NoBar:
         pass
 
 
-def _bar(opts: _study.Options, console: Console):
+def _bar(opts: _options.Options, console: Console):
     """(bar, progress callback): a rich bar on a terminal; without one (a pipe, a CI log) a
     plain line per finished trial instead."""
     lines = not console.is_terminal
@@ -83,7 +84,8 @@ def _allocator_list(text: str) -> tuple[str, ...]:
 @click.option("--objective", type=click.Choice(_obj.OBJECTIVES), default="mem", show_default=True,
               help="mem: least footprint; perf: least time; pareto: keep the front of both.")
 @click.option("--trials", type=int, default=None,
-              help="Finished trials the study should hold (default 50; a re-run resumes).")
+              help=f"Finished trials the study should hold (default {_options.DEFAULT_TRIALS}, "
+                   "or until --timeout; a re-run resumes).")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Trials run in parallel.")
 @click.option("--study", "study_name", default=None,
@@ -99,7 +101,7 @@ def _allocator_list(text: str) -> tuple[str, ...]:
               help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
 @click.option("--metric", type=click.Choice(_obj.METRICS), default="time", show_default=True,
               help="What perf measures: CPU time, or instructions (deterministic).")
-@click.option("--repeat", type=int, default=3, show_default=True,
+@click.option("--repeat", type=int, default=_options.default("repeat"), show_default=True,
               help="Replays per measurement (the median is kept).")
 @click.option("--seed", type=int, default=None, help="Sampler seed (reproducible search).")
 @click.option("--allocators", "allocator_list", default="hc", show_default=True,
@@ -112,9 +114,9 @@ def _allocator_list(text: str) -> tuple[str, ...]:
                    "blocks (final; where decay knobs show). mean needs real runs' RSS curve.")
 @click.option("--validate", "do_validate", is_flag=True,
               help="Then run the real program under the best settings (hctune validate).")
-@click.option("--validate-runs", type=int, default=_validate.DEFAULT_RUNS, show_default=True,
+@click.option("--validate-runs", type=int, default=_options.VALIDATE_RUNS, show_default=True,
               help="With --validate: runs per candidate.")
-@click.option("--validate-top", type=int, default=_validate.DEFAULT_TOP, show_default=True,
+@click.option("--validate-top", type=int, default=_options.VALIDATE_TOP, show_default=True,
               help="With --validate: how many of the best settings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
@@ -128,17 +130,19 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     glibc is minimised. Interrupted? Run the same command again to resume.
     """
     limit, limit_default = _study.parse_memory_limit(max_memory_overhead)
-    opts = _study.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
-                          jobs=jobs, study=study_name, storage=storage,
-                          max_memory_overhead=limit, max_slowdown=max_slowdown,
-                          seed=seed, repeat=repeat, memory_limit_default=limit_default,
-                          allocators=_allocator_list(allocator_list),
-                          memory_measure=memory_measure)
+    if trials is None and timeout is None:
+        trials = _options.DEFAULT_TRIALS
+    opts = _options.Options(objective=objective, metric=metric, trials=trials, timeout=timeout,
+                            jobs=jobs, study=study_name, storage=storage,
+                            max_memory_overhead=limit, max_slowdown=max_slowdown,
+                            seed=seed, repeat=repeat, memory_limit_default=limit_default,
+                            validate_runs=validate_runs if do_validate else 0,
+                            validate_top=validate_top,
+                            allocators=_allocator_list(allocator_list),
+                            memory_measure=memory_measure)
     console = Console(stderr=True)
-    if opts.trials is None and opts.timeout is None:
-        opts.trials = 50
-    if do_validate and validate_runs < _validate.MIN_RUNS:  # fail before the search, not after
-        raise click.UsageError(f"--validate-runs must be at least {_validate.MIN_RUNS}")
+    if do_validate and validate_runs < _options.VALIDATE_MIN_RUNS:  # before the search
+        raise click.UsageError(f"--validate-runs must be at least {_options.VALIDATE_MIN_RUNS}")
     prog, update = _bar(opts, console)
     started = []
 
@@ -157,7 +161,7 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
         vprog, vupdate = _validate_cmd.progress_bar(console)
         with vprog:
             result["validation"] = _validate.validate(
-                ctx.obj["db_path"], result["study"], validate_top, validate_runs,
+                ctx.obj["db_path"], result["study"], opts.validate_top, opts.validate_runs,
                 progress=vupdate)
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -34,13 +35,33 @@ def _die_with_parent():
         pass
 
 
+RESTART_SECONDS = 2.0   # how often the local workers are looked at
+
+
+def _supervise(procs: list, start, stop: threading.Event) -> None:
+    """Restart a local worker that died (killed, crashed): its study's running trial is failed
+    and retried by the others (hctune.serve.worker), and the new one takes up the queue."""
+    while not stop.wait(RESTART_SECONDS):
+        for i, p in enumerate(procs):
+            code = p.poll()
+            if code is not None and not stop.is_set():
+                click.echo(f"hctune serve: worker {p.pid} exited ({code}); starting another",
+                           err=True)
+                procs[i] = start()
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8300, show_default=True)
 @click.option("--storage", default=None,
               help="Optuna storage URL (default: the --db database).")
-@click.option("--token", envvar="HCTUNE_TOKEN", default=None,
-              help="Every write and download needs it; required off loopback.")
+@click.option("--token", envvar="HCTUNE_TOKEN", default=None, show_envvar=True,
+              help="Every request needs it (reads too, unless --public-read); required off "
+                   "loopback. Prefer the environment variable HCTUNE_TOKEN: `ps` shows a "
+                   "command line to every user of the machine.")
+@click.option("--public-read", is_flag=True,
+              help="With a token: anyone may read studies and traces (downloads and writes "
+                   "still need the token).")
 @click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
               help="Local `hctune worker` processes to start.")
 @click.option("--http-workers", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -55,8 +76,8 @@ def _die_with_parent():
               help="How long a read of a study's trials is served before it is read again "
                    "(default 1; 0: every request reads them).")
 @click.pass_context
-def command(ctx, host, port, storage, token, workers, http_workers, data_dir, max_upload,
-            trials_ttl):
+def command(ctx, host, port, storage, token, public_read, workers, http_workers, data_dir,
+            max_upload, trials_ttl):
     """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
     import uvicorn  # deferred: uvicorn, FastAPI, SQLAlchemy, Optuna: only `hctune serve` needs them
 
@@ -66,7 +87,13 @@ def command(ctx, host, port, storage, token, workers, http_workers, data_dir, ma
     from hctune.serve.app import ENV_CONFIG, Config, create_app  # deferred: (as above)
 
     if not _loopback(host) and not token:
-        raise HctuneError(f"--host {host} is not a loopback address: give --token")
+        raise HctuneError(f"--host {host} is not a loopback address: set HCTUNE_TOKEN "
+                          "(or give --token)")
+    if token and ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE:
+        click.echo("hctune serve: --token shows in `ps` to every user of this machine; "
+                   "prefer HCTUNE_TOKEN=... in the environment", err=True)
+    if public_read and not token:
+        raise HctuneError("--public-read without a token: everything is public already")
     db_path = ctx.obj["db_path"]
     Database(db_path).close()   # create or upgrade the schema before anything reads it
     url = storage or default_url(db_path)
@@ -79,14 +106,20 @@ def command(ctx, host, port, storage, token, workers, http_workers, data_dir, ma
     else:
         data = Path(str(Path(db_path).resolve()) + ".serve")
     cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20,
-                 **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
+                 public_read=public_read, local_workers=workers, **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
     procs = []
     # the database and storage URLs (passwords and all) by environment, not on a command line
     # that `ps` shows
     env = {**os.environ, "HCTUNE_DB": db_path, **({"HCTUNE_STORAGE": storage} if storage else {})}
+    def start_worker():
+        return subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,
+                                preexec_fn=_die_with_parent)
     for _ in range(workers):
-        procs.append(subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,
-                                      preexec_fn=_die_with_parent))
+        procs.append(start_worker())
+    stop = threading.Event()
+    if workers:
+        threading.Thread(target=_supervise, args=(procs, start_worker, stop), daemon=True,
+                         name="hctune-workers").start()
     click.echo(f"hctune serve: http://{host}:{port}/ (API at /docs; {workers} local workers)",
                err=True)
     try:
@@ -97,6 +130,7 @@ def command(ctx, host, port, storage, token, workers, http_workers, data_dir, ma
             uvicorn.run("hctune.serve.app:app_from_env", factory=True, workers=http_workers,
                         host=host, port=port, log_level="warning")
     finally:
+        stop.set()
         for p in procs:
             p.terminate()
         for p in procs:

@@ -29,51 +29,16 @@ from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
 from hctune.search import objective as _obj
+from hctune.search import options as _options
 from hctune.search import seeds as _seeds
 from hctune.search import space
 from hctune.search.storage import default_url, fail_orphans, open_storage, this_worker
 from hctune.trace import register
 
+Options = _options.Options   # the one model of a study's options (search/options.py)
+
 # Stop after this many trials fail in a row: the harness or the build is broken, not the setting.
 MAX_FAILS_IN_A_ROW = 3
-
-
-@dataclasses.dataclass
-class Options:
-    objective: str = "mem"
-    metric: str = "time"
-    trials: int | None = 50
-    timeout: float | None = None
-    jobs: int = 1
-    study: str | None = None
-    storage: str | None = None
-    max_memory_overhead: float | None = None
-    max_slowdown: float | None = None
-    seed: int | None = None
-    repeat: int = 3
-    sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
-    seeds: bool = True
-    only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
-    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD over the larger of
-    # glibc's and generic HC's peak RSS; False lifts that
-    memory_limit_default: bool = True
-    memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
-    # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
-    # the thread-cache knobs are searched too, see search/space.py)
-    threads: bool = False
-    # the allocators the search picks from: ("hc",) is HC alone (the study of old); more make
-    # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
-    allocators: tuple[str, ...] = ("hc",)
-    memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
-
-    @property
-    def cross(self) -> bool:
-        return tuple(self.allocators) != ("hc",)
-
-    def mem_field(self) -> str:
-        if self.memory_measure == "final":
-            return "final_rss_bytes"
-        return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
 
 def parse_memory_limit(text) -> tuple[float | None, bool]:
@@ -183,9 +148,12 @@ def directions(objective: str):
 _ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
 
 
-def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool = False) -> int:
-    """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet.
-    Failed ones are queued again: a seed interrupted by Ctrl-C still gets measured."""
+def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool = False,
+                  limit: int | None = None) -> int:
+    """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet, at
+    most `limit` of them (options.seed_limit: every seed queued runs, and some trials are
+    left to the sampler). Failed ones are queued again: a seed interrupted by Ctrl-C still gets
+    measured."""
     have = set()
     for t in study.get_trials(deepcopy=False, states=_ACTIVE):
         # A queued seed carries all its values in fixed_params; a trial another worker is
@@ -197,6 +165,8 @@ def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool 
     for label, setting in _seeds.seeds(objective):
         if _knobs.key(setting) in have:
             continue
+        if limit is not None and n >= limit:
+            break
         study.enqueue_trial(space.params_of(setting, only, threads), user_attrs={"seed": label})
         n += 1
     return n
@@ -311,6 +281,11 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
     interrupt = interrupt or Interrupt()
 
     def objective(trial: optuna.Trial):
+        if opts.trials is not None and holds_its_trials(trial.study, opts.trials, trial.number):
+            # another worker (or --jobs thread) is measuring the last trials the study needs:
+            # this one would take it past its count
+            trial.set_user_attr(SKIPPED, "the study holds its trials")
+            raise optuna.TrialPruned()
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
             warnings.filterwarnings("ignore", message="Fixed parameter")
@@ -340,6 +315,29 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
                                                              opts.memory_vs_generic))
         return e.value(opts.objective)
     return objective
+
+
+SKIPPED = "skipped"   # user attribute of a trial pruned because the study held its trials
+
+
+def holds_its_trials(study: optuna.Study, target: int, but: int | None = None) -> bool:
+    """Whether the study's finished trials and those running (other than trial `but`) make
+    `target`: a new trial would take it past its count."""
+    ts = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    return sum(1 for t in ts if t.number != but) >= target
+
+
+def _wait_for_others(study: optuna.Study, target: int) -> bool:
+    """After this run stopped short of `target` because others (processes, machines) are
+    measuring the last trials: wait for them. True when the study still lacks trials once they
+    are done (one failed: run again); False when it holds them, or when nobody was running
+    (this run stopped for its own reasons: failures in a row)."""
+    waited = False
+    while count_finished(study) < target and holds_its_trials(study, target):
+        waited = True
+        fail_orphans(study._storage, study._study_id)   # one of them on this machine died
+        time.sleep(1.0)
+    return waited and count_finished(study) < target
 
 
 def count_finished(study: optuna.Study) -> int:
@@ -378,7 +376,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         if v is not None and v < 0:
             raise HctuneError(f"{what} is a percentage over glibc and cannot be negative")
     if opts.trials is None and opts.timeout is None:
-        opts.trials = 50
+        opts.trials = _options.DEFAULT_TRIALS
+    _options.check(opts)
     if opts.memory_measure not in _obj.MEMORY_MEASURES:
         raise HctuneError(f"--memory-measure {opts.memory_measure!r}: the replay measures "
                           f"{' or '.join(_obj.MEMORY_MEASURES)}"
@@ -440,8 +439,14 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                 enqueue_cross_seeds(study, opts.objective, opts.allocators, opts.only,
                                     opts.threads)
             else:
-                enqueue_seeds(study, opts.objective, opts.only, opts.threads)
-        _optimize(study, ev, opts, progress)
+                waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+                limit = _options.seed_limit(opts, count_finished(study))
+                limit = None if limit is None else max(0, limit - waiting)
+                enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
+        while True:
+            _optimize(study, ev, opts, progress)
+            if opts.trials is None or not _wait_for_others(study, opts.trials):
+                break
     finally:
         ev.close()
     return summary(study, opts.objective)
@@ -501,6 +506,8 @@ def _optimize(study, ev, opts: Options, progress):
                 st.stop()
         elif frozen.state == TrialState.COMPLETE:
             fails["row"] = 0
+        elif SKIPPED in frozen.user_attrs:
+            st.stop()       # the others finish the study
         done = count_finished(st)
         if target is not None and done >= target:
             st.stop()

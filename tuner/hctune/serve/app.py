@@ -10,13 +10,16 @@ sets)."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException   # FastAPI's and the router's own 404, 405
 
 from hctune import __version__
 from hctune.errors import HctuneError, NotFound
 from hctune.serve import auth, emit, pages, studies, traces
+from hctune.serve.guard import Guard
 from hctune.serve.state import DEFAULT_MAX_UPLOAD, ENV_CONFIG, Config, Service
 from hctune.serve.studies import StudyRequest
 from hctune.serve.traces import FORMATS
@@ -35,7 +38,9 @@ def _error(status: int, msg: str) -> JSONResponse:
 
 
 def create_app(cfg: Config) -> FastAPI:
-    app = FastAPI(title="hctune", version=__version__,
+    # /docs is hctune's own page (hctune.serve.pages), not Swagger UI, which a browser would
+    # load from a CDN (blank offline)
+    app = FastAPI(title="hctune", version=__version__, docs_url=None, redoc_url=None,
                   description="Profile traces, tune the HC allocator, download a tuned malloc.c")
     app.state.cfg = cfg
     app.state.service = Service(cfg)
@@ -61,4 +66,19 @@ def create_app(cfg: Config) -> FastAPI:
 
     for r in (auth.router, traces.router, studies.router, emit.router, pages.router):
         app.include_router(r)
+    app.add_middleware(Guard, svc=app.state.service)
+    app.openapi = lambda: _openapi(app)
     return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """FastAPI's document, with the token's scheme declared (hctune.serve.guard enforces it)."""
+    if app.openapi_schema is None:
+        spec = get_openapi(title=app.title, version=app.version, description=app.description,
+                           routes=app.routes)
+        spec.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer", "description":
+                       "the server's token (HCTUNE_TOKEN); a browser logs in at /login"}}
+        spec["security"] = [{"bearer": []}]
+        app.openapi_schema = spec
+    return app.openapi_schema

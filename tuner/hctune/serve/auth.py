@@ -14,6 +14,8 @@ router = APIRouter()
 
 
 def need_token(request: Request):
+    """Downloads and writes: the token even with --public-read (hctune.serve.guard checks the
+    rest before the body is read)."""
     if not service(request).authorised(request):
         raise HTTPException(401 if "authorization" not in request.headers
                             and COOKIE not in request.cookies else 403,
@@ -32,5 +34,14 @@ def login(request: Request, token: str = Form("")):
     if expected is None or not hmac.compare_digest(token.encode(), expected.encode()):
         return svc.page("serve_login.html.j2", request, status_code=403, failed=True)
     r = RedirectResponse("/", status_code=303)
-    r.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+    r.set_cookie(COOKIE, svc.new_session(), httponly=True, samesite="strict")
+    return r
+
+
+@router.post("/logout", include_in_schema=False)
+def logout():
+    """Forget the session: the cookie is cleared (a copy of it stays valid until the token
+    changes: sessions are signed, not stored)."""
+    r = RedirectResponse("/login", status_code=303)
+    r.delete_cookie(COOKIE, httponly=True, samesite="strict")
     return r

@@ -4,7 +4,7 @@ provenance and the files come from hctune.emit, the functions `hctune emit` call
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
 from hctune import emit as _emit
@@ -19,7 +19,11 @@ _FILES = {"malloc.c": "text/x-c", "malloc.mk": "text/plain",
 
 
 @router.get("/api/studies/{name}/emit/{file}")
-def api_emit(name: str, file: str, trial: int | None = None, svc: Service = Depends(service)):
+def api_emit(name: str, file: str,
+             trial: int | None = Query(None, ge=0, le=2**63 - 1,
+                                       description="a finished trial's number (default: the "
+                                       "study's best, the validation's winner once validated)"),
+             svc: Service = Depends(service)):
     """The study's best setting (or `trial`'s) as malloc.c, its Make or CMake snippet, or
     the shared library built on this server's platform."""
     if file not in _FILES:

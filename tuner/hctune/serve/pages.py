@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
-from hctune import jobs
-from hctune import validate as _validate
 from hctune.search import objective as _obj
+from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
-from hctune.serve.studies import StudyRequest, create_study
-from hctune.serve.traces import store_upload
+from hctune.serve.studies import MAX_ID, StudyRequest, create_study
+from hctune.serve.traces import upload
 from hctune.trace import report as trace_report
 from hctune.trace.stats import stats as trace_stats
 
@@ -27,20 +26,41 @@ def index():
     return RedirectResponse("/studies", status_code=303)
 
 
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs(request: Request, svc: Service = Depends(service)):
+    """The API as a page made from the OpenAPI document, with nothing from the network."""
+    spec = request.app.openapi()
+    paths = [(p, [(m, op) for m, op in ops.items() if isinstance(op, dict)])
+             for p, ops in sorted(spec.get("paths", {}).items())]
+    schemas = sorted(spec.get("components", {}).get("schemas", {}).items())
+    return svc.page("serve_docs.html.j2", request, forms=False, paths=paths, schemas=schemas,
+                    secured=svc.cfg.token is not None, type_of=_type_of)
+
+
+def _type_of(s: dict) -> str:
+    """A JSON schema's type as a reader says it: integer, string | null, array of integer."""
+    if "anyOf" in s:
+        return " | ".join(_type_of(x) for x in s["anyOf"])
+    if "$ref" in s:
+        return s["$ref"].rsplit("/", 1)[-1]
+    if s.get("type") == "array":
+        return f"array of {_type_of(s.get('items', {}))}"
+    return str(s.get("type", "any"))
+
+
 @router.get("/traces", response_class=HTMLResponse)
 def traces_page(request: Request, svc: Service = Depends(service)):
     return svc.page("serve_traces.html.j2", request, traces=svc.list_traces())
 
 
 @router.post("/traces", dependencies=[Depends(need_token)])
-def traces_upload(request: Request, file: UploadFile = File(...), format: str = Form("hctune"),
-                  svc: Service = Depends(service)):
-    t = store_upload(svc, file, format, request)
+async def traces_upload(request: Request):
+    t, _ = await upload(service(request), request)
     return RedirectResponse(f"/traces/{t['id']}", status_code=303)
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
-def trace_page(trace_id: int, svc: Service = Depends(service)):
+def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(service)):
     with svc.db() as db:
         row = db.trace(trace_id)
     if row is None:
@@ -55,22 +75,24 @@ def trace_page(trace_id: int, svc: Service = Depends(service)):
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request, svc: Service = Depends(service)):
     with svc.db() as db:
-        rows = [study_brief(q) for q in jobs.jobs(db)]
+        rows = [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
     st = {}
     for r in rows:
         if r["state"] != "queued":
             s = svc.trials.get(r["name"], r["state"])
-            st[r["name"]] = None if s is None else s.summary(r["options"]["objective"])
+            objective = r["options"].get("objective", "mem")
+            st[r["name"]] = None if s is None else s.summary(objective)
     return svc.page("serve_studies.html.j2", request, studies=rows, summaries=st,
-                    traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS)
+                    traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS,
+                    defaults=_options.Options(), bounds=_options.NUMBERS)
 
 
 @router.post("/studies", dependencies=[Depends(need_token)])
 def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
-                   metric: str = Form("time"), trials: int = Form(20),
+                   metric: str = Form("time"), trials: int = Form(_options.DEFAULT_TRIALS),
                    max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
                    timeout: str = Form(""), validate_runs: int = Form(0),
-                   validate_top: int = Form(_validate.DEFAULT_TOP),
+                   validate_top: int = Form(_options.VALIDATE_TOP),
                    svc: Service = Depends(service)):
     def num(s):
         try:
@@ -94,11 +116,13 @@ def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
 async def study_page(request: Request, name: str):
     # (async: no thread for a page that is read from memory; its JavaScript fills it in)
     svc = service(request)
-    study = study_brief(svc.queue_row(name))
-    key = (json.dumps(study, sort_keys=True), svc.authorised(request))
+    study = study_brief(svc.queue_row(name), svc.cfg.local_workers)
+    key = (json.dumps(study, sort_keys=True), svc.authorised(request),
+           svc.session_cookie(request) is not None)
     body = svc.rendered.get(key)
     if body is None:
         if len(svc.rendered) >= 256:
             svc.rendered.clear()
-        body = svc.rendered[key] = svc.page("serve_study.html.j2", request, study=study).body
+        body = svc.rendered[key] = svc.page("serve_study.html.j2", request, forms=False,
+                                                   study=study).body
     return HTMLResponse(body)

@@ -8,16 +8,17 @@ import json
 import re
 import secrets
 from pathlib import Path
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from hctune import jobs
-from hctune import validate as _validate
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
+from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
 from hctune.trace import store
@@ -28,25 +29,29 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 router = APIRouter(tags=["studies"])
 
 
-class StudyRequest(BaseModel):
-    traces: list[int] = Field(min_length=1, max_length=64)
-    objective: str = "mem"
-    metric: str = "time"
-    trials: int = Field(20, ge=1, le=10000)
-    timeout: float | None = Field(None, gt=0)
-    max_memory_overhead: float | None = Field(None, ge=0)
-    max_slowdown: float | None = Field(None, ge=0)
-    repeat: int = Field(1, ge=1, le=20)
-    seed: int | None = None
-    name: str | None = None
-    compare_rounds: int = Field(3, ge=0, le=20, description="rounds of measuring the other "
-                                "allocators once the search is done (0: none)")
-    validate_runs: int = Field(0, ge=0, le=100, description=(
-        "once the search is done, real runs of the profiled program per candidate on the "
-        f"worker's machine (hctune validate); 0: none, else at least {_validate.MIN_RUNS}. "
-        "Every trace must carry its command (profiled with `hctune profile`)"))
-    validate_top: int = Field(_validate.DEFAULT_TOP, ge=1, le=10, description=(
-        "how many of the study's best distinct settings the validation runs"))
+MAX_ID = 2**63 - 1   # the database's integer columns
+TraceId = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def _request_model() -> type[BaseModel]:
+    """StudyRequest: the traces and name of a new study, and the user's options of
+    hctune.search.options (defaults and bounds said there), as the API's JSON gives them."""
+    fields = {"traces": (list[TraceId], Field(min_length=1, max_length=64)),
+              "name": (str | None, Field(None, description="letters, digits, '_', '.', '-'"))}
+    for k in _options.USER:
+        d = _options.default(k)
+        if k in _options.NUMBERS:
+            kind, lo, hi, text = _options.NUMBERS[k]
+            fields[k] = (kind if d is not None else kind | None,
+                         Field(d, ge=lo, le=hi, allow_inf_nan=False, description=text))
+        elif isinstance(d, tuple):
+            fields[k] = (list[str], Field(list(d), max_length=16))
+        else:
+            fields[k] = (str, d)
+    return create_model("StudyRequest", **fields)
+
+
+StudyRequest = _request_model()
 
 
 def create_study(svc: Service, req: StudyRequest) -> dict:
@@ -57,9 +62,10 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
     if req.name is not None and not _NAME.match(req.name):
         raise HTTPException(422, "name: letters, digits, '_', '.', '-' (at most 64)")
     name = req.name or f"web-{req.objective}-{secrets.token_hex(4)}"
-    if 0 < req.validate_runs < _validate.MIN_RUNS:
-        raise HTTPException(422, f"validate_runs: 0 (no validation) or at least "
-                                 f"{_validate.MIN_RUNS} (intervals need several runs)")
+    try:
+        opts = _options.from_json(req.model_dump(include=set(_options.USER)))
+    except HctuneError as e:
+        raise HTTPException(422, str(e)) from None
     with svc.db() as db:
         for tid in req.traces:
             row = db.trace(tid)
@@ -74,8 +80,7 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
                                          "traces profiled with `hctune profile`")
         if jobs.job(db, name) is not None or db.study(name) is not None:
             raise HTTPException(409, f"a study named {name!r} exists")
-        opts = req.model_dump(exclude={"traces", "name"})
-        jobs.enqueue(db, name, sorted(set(req.traces)), opts)
+        jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
         return study_brief(jobs.job(db, name))
 
 
@@ -111,9 +116,10 @@ def comparison(svc: Service, q) -> list[dict] | None:
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
     as the cache's bytes, not decoded and encoded again."""
-    out = study_brief(q)
+    out = study_brief(q, svc.cfg.local_workers)
     snap = svc.trials.get(q["study"], q["state"])
-    out["summary"] = None if snap is None else snap.summary(out["options"]["objective"])
+    objective = out["options"].get("objective", "mem")
+    out["summary"] = None if snap is None else snap.summary(objective)
     out["comparison"] = comparison(svc, q) if q["state"] == "done" else None
     out["validation"] = validation(svc, q)
     body = json.dumps(out, separators=(",", ":")).encode()
@@ -133,7 +139,7 @@ def not_modified(request: Request, etag: str) -> bool:
 @router.get("/api/studies")
 def api_studies(svc: Service = Depends(service)):
     with svc.db() as db:
-        return [study_brief(q) for q in jobs.jobs(db)]
+        return [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
 
 
 @router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)])
@@ -156,7 +162,7 @@ async def snapshot(svc: Service, name: str, state: str):
 
 @router.get("/api/studies/{name}/trials")
 async def api_trials(request: Request, name: str,
-                     since: int = Query(0, ge=0, description="only the trials numbered this or "
+                     since: int = Query(0, ge=0, le=MAX_ID, description="only the trials numbered this or "
                                         "more: a finished trial never changes, so a polling "
                                         "client asks from its first unfinished one")):
     """The study's trials in number order, read at most a second ago. The ETag changes

@@ -11,7 +11,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.exceptions import MultipartParseError
 
 from hctune.errors import HctuneError
 from hctune.serve.auth import need_token
@@ -25,49 +30,130 @@ FORMATS = ("hctune", "text", "mtrace")
 router = APIRouter(tags=["traces"])
 
 
-def store_upload(svc: Service, up: UploadFile, fmt: str, request: Request) -> dict:
+def _too_large(limit: int) -> HTTPException:
+    return HTTPException(413, f"upload larger than the limit ({limit} bytes)")
+
+
+async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[Path, str]:
+    """Stream a multipart/form-data upload (fields `file` and `format`) into tmpdir/upload,
+    under the server's own directory, stopping at the limit: a Content-Length over it is
+    refused before a byte is read, a chunked body once it passes it. (The token was checked
+    before the body was read: hctune.serve.guard.) Returns (the file, its format)."""
+    limit = svc.cfg.max_upload
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > limit + _FORM_SLACK:
+        raise _too_large(limit)
+    ctype, params = parse_options_header(request.headers.get("content-type", ""))
+    if ctype != b"multipart/form-data" or not params.get(b"boundary"):
+        raise HTTPException(415, "upload a trace as multipart/form-data (fields file, format)")
+    raw = tmpdir / "upload"   # the client's file name is never used
+    part = {"headers": b"", "name": None, "field": b"", "value": b""}
+    fields: dict[str, bytes] = {}
+    got = {"file": False, "size": 0}
+    out = open(raw, "wb")
+
+    def header_field(data, start, end):
+        part["field"] += data[start:end]
+
+    def header_value(data, start, end):
+        part["value"] += data[start:end]
+
+    def header_end():
+        if part["field"].lower() == b"content-disposition":
+            _, p = parse_options_header(part["value"])
+            part["name"] = p.get(b"name", b"").decode("utf-8", "replace")
+            if part["name"] == "file":
+                got["file"] = True
+        part["field"], part["value"] = b"", b""
+
+    def part_begin():
+        part["name"] = None
+
+    def part_data(data, start, end):
+        if part["name"] == "file":
+            got["size"] += end - start
+            if got["size"] > limit:
+                raise _too_large(limit)
+            out.write(data[start:end])
+        elif part["name"] is not None:
+            v = fields.get(part["name"], b"") + data[start:end]
+            if len(v) > 256:
+                raise HTTPException(400, f"field {part['name'][:32]!r} is too long")
+            fields[part["name"]] = v
+
+    parser = MultipartParser(params[b"boundary"], {
+        "on_part_begin": part_begin, "on_part_data": part_data,
+        "on_header_field": header_field, "on_header_value": header_value,
+        "on_header_end": header_end})
+    total = 0
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit + _FORM_SLACK:
+                raise _too_large(limit)
+            parser.write(chunk)
+        parser.finalize()
+    except MultipartParseError:
+        raise HTTPException(400, "the upload is not well-formed multipart/form-data") from None
+    finally:
+        out.close()
+    if not got["file"]:
+        raise HTTPException(422, "file: a trace file is required")
+    fmt = fields.get("format", b"hctune").decode("utf-8", "replace")
+    return raw, fmt
+
+
+_FORM_SLACK = 65536   # the form's own bytes beside the file (boundaries, headers, format)
+
+
+def store_upload(svc: Service, raw: Path, fmt: str) -> tuple[dict, bool]:
+    """The trace uploaded to `raw` (checked, imported when another format, stored by its
+    sha256, registered as the CLI registers one); (its JSON, whether it is new)."""
     cfg = svc.cfg
+    tmpdir = raw.parent
     if fmt not in FORMATS:
         raise HTTPException(400, f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > cfg.max_upload + 65536:
-        raise HTTPException(413, f"upload larger than the limit ({cfg.max_upload} bytes)")
-    tmpdir = Path(tempfile.mkdtemp(dir=cfg.data_dir / "tmp"))
+    if raw.stat().st_size == 0:
+        raise HTTPException(400, "the upload is empty")
     try:
-        raw = tmpdir / "upload"   # the client's file name is never used
-        n = 0
-        with open(raw, "wb") as f:
-            while chunk := up.file.read(1 << 20):
-                n += len(chunk)
-                if n > cfg.max_upload:
-                    raise HTTPException(413, f"upload larger than the limit "
-                                             f"({cfg.max_upload} bytes)")
-                f.write(chunk)
-        if n == 0:
-            raise HTTPException(400, "the upload is empty")
-        try:
-            if fmt == "hctune":
-                trace = raw
-            else:
-                trace = import_trace(raw, fmt, tmpdir / "imported.trace")
-            st = trace_stats(trace)   # reads every event: magic, version, well-formed
-        except HctuneError as e:   # the server's paths are none of the client's business
-            msg = str(e).replace(str(tmpdir / "imported.trace"), "the imported trace")
-            raise HTTPException(400, msg.replace(str(raw), "the upload")
-                                .replace(str(tmpdir), "")) from None
-        if not st.get("events"):
-            raise HTTPException(400, "the trace has no allocation events")
-        digest = hashlib.sha256(trace.read_bytes()).hexdigest()
-        final = cfg.data_dir / "traces" / f"{digest}.trace"
-        os.replace(trace, final)
-        tid, _ = register(cfg.db_path, final, "upload" if fmt == "hctune" else f"import:{fmt}",
-                          st)
+        if fmt == "hctune":
+            trace = raw
+        else:
+            trace = import_trace(raw, fmt, tmpdir / "imported.trace")
+        st = trace_stats(trace)   # reads every event: magic, version, well-formed
+    except HctuneError as e:   # the server's paths are none of the client's business
+        msg = str(e).replace(str(tmpdir / "imported.trace"), "the imported trace")
+        raise HTTPException(400, msg.replace(str(raw), "the upload")
+                            .replace(str(tmpdir), "")) from None
+    if not st.get("events"):
+        raise HTTPException(400, "the trace has no allocation events")
+    digest = hashlib.sha256(trace.read_bytes()).hexdigest()
+    with svc.db() as db:
+        new = not any(r["sha256"] == digest for r in db.traces())
+    final = cfg.data_dir / "traces" / f"{digest}.trace"
+    os.replace(trace, final)
+    tid, _ = register(cfg.db_path, final, "upload" if fmt == "hctune" else f"import:{fmt}", st)
+    with svc.db() as db:
+        return trace_json(db.trace(tid)), new
+
+
+async def upload(svc: Service, request: Request) -> tuple[dict, bool]:
+    """receive_upload then store_upload (in a thread: it reads the whole trace), leaving
+    nothing behind in the server's temporary directory."""
+    tmpdir = Path(tempfile.mkdtemp(dir=svc.cfg.data_dir / "tmp"))
+    try:
+        raw, fmt = await receive_upload(svc, request, tmpdir)
+        return await run_in_threadpool(store_upload, svc, raw, fmt)
     finally:
         for p in tmpdir.iterdir():
             p.unlink()
         tmpdir.rmdir()
-    with svc.db() as db:
-        return trace_json(db.trace(tid))
+
+
+_UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file"], "properties": {
+        "file": {"type": "string", "format": "binary"},
+        "format": {"type": "string", "enum": list(FORMATS), "default": "hctune"}}}}}}}
 
 
 @router.get("/api/traces")
@@ -75,14 +161,17 @@ def api_traces(svc: Service = Depends(service)):
     return svc.list_traces()
 
 
-@router.post("/api/traces", status_code=201, dependencies=[Depends(need_token)])
-def api_upload(request: Request, file: UploadFile = File(...), format: str = Form("hctune"),
-               svc: Service = Depends(service)):
-    return store_upload(svc, file, format, request)
+@router.post("/api/traces", status_code=201, dependencies=[Depends(need_token)],
+             openapi_extra=_UPLOAD_BODY, responses={200: {"description": "already stored"}})
+async def api_upload(request: Request):
+    """Upload a trace (multipart/form-data: `file`, and `format` hctune, text or mtrace):
+    201 with the new trace, 200 with the one already stored with the same content."""
+    t, new = await upload(service(request), request)
+    return JSONResponse(t, status_code=201 if new else 200)
 
 
 @router.get("/api/traces/{trace_id}")
-def api_trace(trace_id: int, svc: Service = Depends(service)):
+def api_trace(trace_id: int = PathParam(ge=1, le=2**63 - 1), svc: Service = Depends(service)):
     with svc.db() as db:
         row = db.trace(trace_id)
     if row is None:

@@ -22,6 +22,7 @@ import time
 from hctune import jobs
 from hctune.db import Database
 from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line, is_database_error
+from hctune.search import options as _options
 from hctune.search import study as _study
 from hctune.search.storage import (default_url, fail_orphans, heartbeat_seconds, open_storage,
                                    this_worker, worker_is_gone)
@@ -32,14 +33,10 @@ IDLE_SECONDS = 1.0
 MAX_WAIT_SECONDS = 30.0
 
 
-def options_of(row, storage: str | None) -> _study.Options:
-    o = json.loads(row["options_json"])
-    return _study.Options(objective=o.get("objective", "mem"), metric=o.get("metric", "time"),
-                          trials=o.get("trials", 20), timeout=o.get("timeout"),
-                          study=row["study"], storage=storage,
-                          max_memory_overhead=o.get("max_memory_overhead"),
-                          max_slowdown=o.get("max_slowdown"), repeat=o.get("repeat", 1),
-                          seed=o.get("seed"))
+def options_of(row, storage: str | None) -> _options.Options:
+    """The queued study's options, parsed once (hctune.search.options, the model the CLI and
+    the service build too)."""
+    return _options.from_json(row["options_json"], study=row["study"], storage=storage)
 
 
 def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
@@ -69,15 +66,14 @@ def _invocation(db: Database, trace_ids) -> dict | None:
     return None
 
 
-def validate_study(db_path, row, storage: str, log=print) -> dict | None:
+def validate_study(db_path, row, opts: _options.Options, log=print) -> dict | None:
     """Real runs of the study's program under its best settings, generic HC, glibc and the
     others installed here, when the study asked for them (options validate_runs, validate_top):
     hctune.validate.validate, the same code `hctune validate` runs, on this machine. A program
     that cannot run here (gone, another machine's path) or a validation that fails leaves a
     failed validation with its one-line error in hc_validations; the search's results stay.
     The summary, or None."""
-    o = json.loads(row["options_json"])
-    runs = o.get("validate_runs") or 0
+    runs = opts.validate_runs
     if not runs:
         return None
     name = row["study"]
@@ -86,8 +82,8 @@ def validate_study(db_path, row, storage: str, log=print) -> dict | None:
         before = db.latest_validation(name, done=False)
     log(f"study {name}: validating, {runs} real runs per candidate")
     try:
-        s = _validate.validate(db_path, name, top=o.get("validate_top", _validate.DEFAULT_TOP),
-                               runs=runs, storage=storage)
+        s = _validate.validate(db_path, name, top=opts.validate_top, runs=runs,
+                               storage=opts.storage)
         log(f"study {name}: {s['verdict']}")
         return s
     except HctuneError as e:
@@ -102,7 +98,7 @@ def validate_study(db_path, row, storage: str, log=print) -> dict | None:
         else:                       # failed before it made one: the program cannot run here
             inv = _invocation(db, json.loads(row["trace_ids"])) or \
                 {"argv": [], "cwd": "", "stdin": None}
-            vid = db.add_validation(name, o.get("objective", "mem"), inv["argv"], inv["cwd"],
+            vid = db.add_validation(name, opts.objective, inv["argv"], inv["cwd"],
                                     inv["stdin"], runs)
         db.finish_validation(vid, "failed", {"error": err})
     log(f"study {name}: validation failed: {err}")
@@ -117,18 +113,19 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     trace_ids = json.loads(row["trace_ids"])
     opts = options_of(row, storage or default_url(db_path))
     target = opts.trials
+    st = open_storage(opts.storage)
     while True:
         res = _study.run(db_path, trace_ids, opts)
         # run() stops when the study as a whole holds `target` finished trials; a run cut short
-        # by a worker's death elsewhere (its trial failed) simply goes round again.
+        # by a worker's death elsewhere (its trial failed) goes round again (one that stopped
+        # because others measure the last trials has waited for them: search.study.run).
         if opts.timeout is not None or target is None or res["finished"] >= target:
             log(f"study {row['study']}: {res['finished']} finished, {res['failed']} failed")
             break
     # a sibling on this machine killed during this worker's last trial: no trial stays RUNNING
     # (not retried: the study holds its trials)
-    st = open_storage(opts.storage)
     fail_orphans(st, st.get_study_id_from_name(row["study"]), retry=False)
-    rounds = json.loads(row["options_json"]).get("compare_rounds", 3)
+    rounds = opts.compare_rounds
     me = this_worker()
     with Database(db_path) as db:
         # not twice when several workers ran the study
@@ -137,7 +134,7 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
         with _beating(db_path, row["id"], me):
             if rounds:
                 compare_others(db_path, trace_ids, rounds, log)
-            validate_study(db_path, row, opts.storage, log)
+            validate_study(db_path, row, opts, log)
     return mine
 
 

@@ -12,8 +12,9 @@ from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.search import options as _options
 
-DEFAULT_TOP = 3
+DEFAULT_TOP = _options.VALIDATE_TOP       # said once, with a study's other options
 REFERENCES = ("jemalloc", "mimalloc", "tcmalloc")
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from hctune import allocators
 from hctune.errors import HctuneError
+from hctune.search import options as _options
 from hctune.validate.candidates import Candidate
 from hctune.validate.launcher import hcrun
 from hctune.validate.program import Program
 
-MIN_RUNS = 3
-DEFAULT_RUNS = 10
+MIN_RUNS = _options.VALIDATE_MIN_RUNS      # said once, with a study's other options
+DEFAULT_RUNS = _options.VALIDATE_RUNS
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -102,8 +102,10 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                     e[key][m] = ratio(e, by_label[other], m)
     measure = "peak_rss_bytes" if objective == "mem" else "wall_s"
     cap, base, of = _cap(rows, measure, memory_limit, memory_vs_generic)
-    hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")], measure, ratio,
-                        cap)
+    # HC's settings (another allocator's tuned setting from a search across allocators is kind
+    # tuned too, but has no malloc.c: it competes in the recommendation only)
+    hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")
+                         and e["allocator"] == "hc"], measure, ratio, cap)
     overall = rule.recommend(rows, measure, ratio, cap)
     notes = []
     for e in overall["over_cap"]:
@@ -113,7 +115,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     if cap is not None and not hc["capped"] and hc["choice"] is not None:
         notes.append("no HC setting is within the memory limit; the HC choice ignores it")
     winner, rec = hc["choice"], overall["choice"]
-    if rec is not None and rec["kind"] in ("tuned", "generic"):
+    if rec is not None and rec["kind"] in ("tuned", "generic") and rec["allocator"] == "hc":
         winner = rec          # the answer is an HC setting: emit writes that one
     if rec is not None:
         for e in rows:

@@ -1,0 +1,222 @@
+"""`hctune serve` as an attacker meets it, over HTTP on a real server: the token checked before
+a byte of an upload is read, uploads stopped at the limit (Content-Length and chunked), every
+number checked, a list no stored row can break, forged (cross-site) writes refused, reads
+guarded by the token, a session cookie that is not the token."""
+
+import json
+import os
+import select
+import socket
+import sqlite3
+import time
+import urllib.request
+from http.cookies import SimpleCookie
+
+import pytest
+
+from serve_support import Served
+
+pytestmark = pytest.mark.timeout(180)
+
+TOKEN = "s3cret-token-for-tests"
+MiB = 1 << 20
+
+
+def io_counts(pid: int) -> dict:
+    """The server process's I/O counters (/proc/PID/io): rchar counts every byte it read,
+    sockets included; write_bytes what it sent towards the disk."""
+    with open(f"/proc/{pid}/io") as f:
+        return {k: int(v) for k, v in (line.split(": ") for line in f)}
+
+
+def chunked_upload(port: int, total: int, headers: dict) -> tuple[int, int]:
+    """POST /api/traces a multipart body of `total` zero bytes with Transfer-Encoding: chunked
+    on a raw socket, stopping as soon as an answer comes (or the server closes); returns
+    (status, bytes sent)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    s.sendall(f"POST /api/traces HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+              "Transfer-Encoding: chunked\r\nContent-Type: multipart/form-data; boundary=BND\r\n"
+              f"X-Requested-With: tests\r\n{head}\r\n".encode())
+    pre = b'--BND\r\nContent-Disposition: form-data; name="file"; filename="x"\r\n\r\n'
+    s.sendall(b"%x\r\n%s\r\n" % (len(pre), pre))
+    sent, block = 0, b"\0" * (256 << 10)
+    try:
+        while sent < total:
+            if select.select([s], [], [], 0)[0]:
+                break
+            s.sendall(b"%x\r\n%s\r\n" % (len(block), block))
+            sent += len(block)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    s.settimeout(30)
+    data = b""
+    try:
+        while b"\r\n" not in data:
+            more = s.recv(4096)
+            if not more:
+                break
+            data += more
+    except ConnectionResetError:
+        pass
+    s.close()
+    return int(data.split()[1]) if data.startswith(b"HTTP/") else 0, sent
+
+
+def test_uploads_are_guarded_before_they_are_read(tmp_path):
+    data = tmp_path / "data"
+    srv = Served(tmp_path / "h.db", "--max-upload", 1, "--data-dir", data,
+                 env={**os.environ, "HCTUNE_TOKEN": TOKEN})
+    try:
+        pid = srv.proc.pid
+        # no token: 401 while the client is still sending, and the body is not read
+        before = io_counts(pid)
+        status, sent = chunked_upload(srv.port, 300 * MiB, {})
+        after = io_counts(pid)
+        assert status == 401
+        assert sent < 64 * MiB, sent
+        assert after["rchar"] - before["rchar"] < 2 * MiB
+        assert after["write_bytes"] - before["write_bytes"] < MiB
+        assert not any(data.rglob("*"))  or not any((data / "tmp").iterdir())
+        # with the token, over the 1 MiB limit: stopped there, not after the whole body
+        before = io_counts(pid)
+        status, sent = chunked_upload(srv.port, 300 * MiB,
+                                      {"Authorization": f"Bearer {TOKEN}"})
+        after = io_counts(pid)
+        assert status == 413
+        assert sent < 64 * MiB, sent
+        assert after["rchar"] - before["rchar"] < 4 * MiB
+        assert after["write_bytes"] - before["write_bytes"] <= 2 * MiB
+        assert not any((data / "tmp").iterdir())
+        assert not any((data / "traces").iterdir())
+        # a Content-Length over the limit: refused before a byte of the body is read
+        status, err = srv.request("POST", "/api/traces", b"\0" * (MiB + (256 << 10)),
+                                  {"Content-Type": "multipart/form-data; boundary=x"},
+                                  token=TOKEN)
+        assert status == 413 and "limit" in err["error"]
+    finally:
+        srv.stop()
+
+
+def test_every_number_is_checked_and_no_stored_row_breaks_a_list(tmp_path):
+    db = tmp_path / "h.db"
+    srv = Served(db)
+    try:
+        for body in (b'{"traces": [1], "timeout": 1e400}', b'{"traces": [1], "timeout": NaN}',
+                     b'{"traces": [9223372036854775808]}', b'{"traces": [1], "seed": 4294967296}',
+                     b'{"traces": [1], "trials": 0}', b'{"traces": [1], "repeat": 1.5}',
+                     b'{"traces": [1], "max_slowdown": -1}', b'{"traces": [1], "trials": 1e9}'):
+            status, err = srv.request("POST", "/api/studies", body,
+                                      {"Content-Type": "application/json"})
+            assert status == 422 and "error" in err, (body, status, err)
+        status, err = srv.request("POST", "/studies", b"traces=1&timeout=inf",
+                                  {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 422, err
+        for path in ("/api/traces/18446744073709551616", "/traces/99999999999999999999",
+                     "/api/studies/x/trials?since=99999999999999999999",
+                     "/api/studies/x/emit/malloc.c?trial=99999999999999999999"):
+            status, err = srv.request("GET", path)
+            assert status == 422 and "error" in err, (path, status, err)
+        assert srv.request("GET", "/api/studies") == (200, [])
+        # rows no request can make any more (an older version, a hand edit): the list stands
+        with sqlite3.connect(db) as c:
+            cols = [r[1] for r in c.execute("PRAGMA table_info(hc_queue)")]
+            base = {"state": "queued", "created": "2026-01-01T00:00:00+00:00",
+                    "trace_ids": "[1]"}
+            for name, options in (("inf", '{"timeout": Infinity, "trials": 5}'),
+                                  ("garbage", "{not json"), ("list", "[1, 2]")):
+                row = {**base, "study": name, "options_json": options}
+                row = {k: v for k, v in row.items() if k in cols}
+                c.execute(f"INSERT INTO hc_queue ({', '.join(row)}) VALUES "
+                          f"({', '.join('?' * len(row))})", list(row.values()))
+        status, lst = srv.request("GET", "/api/studies")
+        assert status == 200 and {s["name"] for s in lst} == {"inf", "garbage", "list"}
+        assert next(s for s in lst if s["name"] == "inf")["options"]["timeout"] is None
+        for path in ("/studies", "/studies/garbage", "/api/studies/inf", "/api/studies/list"):
+            assert srv.request("GET", path)[0] == 200, path
+        # the API's page works offline (nothing from a CDN); one error shape, the router's too
+        status, page = srv.request("GET", "/docs")
+        assert status == 200 and b"/api/studies" in page and b"https://" not in page
+        assert srv.request("GET", "/redoc") == (404, {"error": "Not Found"})
+        assert srv.request("PUT", "/api/studies", {})[1] == {"error": "Method Not Allowed"}
+    finally:
+        srv.stop()
+
+
+def test_forged_writes_are_refused(tmp_path):
+    srv = Served(tmp_path / "h.db")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    try:
+        # a form posted from anywhere (no CSRF token, no header an API client sends)
+        status, err = srv.request("POST", "/studies", b"traces=1", form, api=False)
+        assert status == 403 and "CSRF" in err["error"]
+        status, err = srv.upload(b"x" * 100, api=False)
+        assert status == 403
+        # from another origin, or another port of this one, even with a header
+        for h in ({"Origin": "http://evil.example"},
+                  {"Origin": f"http://127.0.0.1:{srv.port + 1}"},
+                  {"Sec-Fetch-Site": "same-site"}, {"Origin": "null"}):
+            status, err = srv.request("POST", "/api/studies", {"traces": [1]}, h)
+            assert status == 403 and "origin" in err["error"], (h, err)
+        # the service's own form: its page sets the cookie and puts the token in the action
+        with urllib.request.urlopen(srv.base + "/traces") as r:
+            cookie = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
+            page = r.read().decode()
+        assert f'action="/traces?csrf={cookie}"' in page
+        status, err = srv.request("POST", f"/studies?csrf={cookie}", b"traces=1",
+                                  {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
+        assert status == 404 and "no trace #1" in err["error"]      # past the CSRF check
+        status, err = srv.request("POST", "/studies?csrf=other", b"traces=1",
+                                  {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
+        assert status == 403
+    finally:
+        srv.stop()
+
+
+def test_the_token_guards_reads_and_the_cookie_is_a_session(tmp_path):
+    srv = Served(tmp_path / "h.db", env={**os.environ, "HCTUNE_TOKEN": TOKEN})
+    try:
+        assert srv.request("GET", "/api/studies")[0] == 401
+        assert srv.request("GET", "/api/traces", token="wrong")[0] == 403
+        assert srv.request("GET", "/api/studies", token=TOKEN) == (200, [])
+        req = urllib.request.Request(srv.base + "/studies", headers={"Accept": "text/html"})
+        opener = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(req)
+        assert e.value.code == 303 and e.value.headers["Location"] == "/login"
+        # log in through the form: the cookie is a signed session id, not the token
+        with urllib.request.urlopen(srv.base + "/login") as r:
+            csrf = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
+        req = urllib.request.Request(
+            f"{srv.base}/login?csrf={csrf}", data=f"token={TOKEN}".encode(), method="POST",
+            headers={"Content-Type": "application/x-www-form-urlencoded",
+                     "Cookie": f"hctune_csrf={csrf}"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(req)
+        assert e.value.code == 303
+        session = SimpleCookie(e.value.headers["Set-Cookie"])["hctune_session"].value
+        assert TOKEN not in session and session
+        cookie = {"Cookie": f"hctune_session={session}"}
+        assert srv.request("GET", "/api/studies", headers=cookie) == (200, [])
+        forged = session.rsplit(".", 1)[0] + ".0" * 8
+        assert srv.request("GET", "/api/studies", headers={"Cookie":
+                                                           f"hctune_session={forged}"})[0] == 403
+        status, _ = srv.request("POST", "/logout", b"", cookie)
+        assert status in (200, 303)
+        # the OpenAPI document says how to authenticate
+        spec = srv.request("GET", "/openapi.json")[1]
+        assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    finally:
+        srv.stop()
+    srv = Served(tmp_path / "h.db", "--public-read", env={**os.environ, "HCTUNE_TOKEN": TOKEN})
+    try:
+        assert srv.request("GET", "/api/studies") == (200, [])
+        assert srv.request("GET", "/api/studies/x/emit/malloc.c")[0] == 401
+        assert srv.request("POST", "/api/studies", {"traces": [1]})[0] == 401
+    finally:
+        srv.stop()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None

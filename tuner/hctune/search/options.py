@@ -1,0 +1,154 @@
+"""A study's options, said once: what the user chooses (`hctune search`'s flags, the service's
+form and JSON API), their defaults and their bounds, and how a queued study carries them
+(hc_queue.options_json). The CLI, the web service and the worker all build an `Options` here;
+the worker parses a queued study's JSON once (`from_json`).
+
+A default study searches: with DEFAULT_TRIALS trials the paper's seeded settings (28, see
+seeds.py) take at most SEED_SHARE of them (`seed_limit`) and Optuna's sampler the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+from hctune.errors import HctuneError
+from hctune.search import objective as _obj
+
+DEFAULT_TRIALS = 50
+# at most this share of a study's trials are the paper's seeds; the rest are searched
+SEED_SHARE = 0.75
+# real-run validation after the search (hctune.validate)
+VALIDATE_MIN_RUNS = 3      # intervals need several runs
+VALIDATE_RUNS = 10         # `hctune validate`'s and `search --validate`'s default
+VALIDATE_TOP = 3           # how many of the study's best distinct settings are validated
+MAX_SEED = 2**32 - 1       # Optuna's samplers take a 32-bit seed
+
+
+@dataclasses.dataclass
+class Options:
+    # ---- chosen by the user (USER: the CLI's flags, the form, the API's JSON, the queue) ----
+    objective: str = "mem"
+    metric: str = "time"
+    trials: int | None = DEFAULT_TRIALS   # None: until the timeout
+    timeout: float | None = None
+    max_memory_overhead: float | None = None
+    max_slowdown: float | None = None
+    repeat: int = 3
+    seed: int | None = None
+    compare_rounds: int = 3       # rounds of measuring the other allocators once it is done
+    validate_runs: int = 0        # real runs per candidate once it is done (0: none)
+    validate_top: int = VALIDATE_TOP
+    # ---- how this run goes ----
+    jobs: int = 1
+    study: str | None = None
+    storage: str | None = None
+    sampler: str = "tpe"          # tpe | random (random: the benchmark's baseline, no seeds)
+    seeds: bool = True
+    only: tuple[str, ...] | None = None   # search only these knobs (others keep their default)
+    # perf without max_memory_overhead gets DEFAULT_PERF_MEMORY_OVERHEAD over the larger of
+    # glibc's and generic HC's peak RSS; False lifts that
+    memory_limit_default: bool = True
+    memory_vs_generic: bool = False      # set by apply_defaults when the default limit applies
+    # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
+    # the thread-cache knobs are searched too, see search/space.py)
+    threads: bool = False
+    # the allocators the search picks from: ("hc",) is HC alone (the study of old); more make
+    # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
+    allocators: tuple[str, ...] = ("hc",)
+    memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
+
+    @property
+    def cross(self) -> bool:
+        return tuple(self.allocators) != ("hc",)
+
+    def mem_field(self) -> str:
+        if self.memory_measure == "final":
+            return "final_rss_bytes"
+        return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
+
+
+USER = ("objective", "metric", "trials", "timeout", "max_memory_overhead", "max_slowdown",
+        "repeat", "seed", "compare_rounds", "validate_runs", "validate_top", "allocators",
+        "memory_measure")
+
+# (type, lowest, highest, help) of each number the user gives; None: no bound that side.
+NUMBERS = {
+    "trials": (int, 1, 10000, "finished trials the study should hold"),
+    "timeout": (float, 1e-3, 30 * 86400.0, "stop after this many seconds"),
+    "max_memory_overhead": (float, 0.0, 1e6, "peak RSS at most this many % over glibc's"),
+    "max_slowdown": (float, 0.0, 1e6, "time (or instructions) at most this many % over glibc"),
+    "repeat": (int, 1, 20, "replays per measurement (the median is kept)"),
+    "seed": (int, 0, MAX_SEED, "the sampler's seed (a reproducible search)"),
+    "compare_rounds": (int, 0, 20, "rounds of measuring the other allocators once the search "
+                                   "is done (0: none)"),
+    "validate_runs": (int, 0, 100, "real runs of the profiled program per candidate once the "
+                                   f"search is done; 0: none, else at least {VALIDATE_MIN_RUNS}"),
+    "validate_top": (int, 1, 10, "how many of the study's best distinct settings are "
+                                 "validated"),
+}
+
+
+def default(name: str):
+    return next(f.default for f in dataclasses.fields(Options) if f.name == name)
+
+
+def check_number(name: str, value) -> None:
+    """One line naming the option when `value` is not a finite number within its bounds."""
+    kind, lo, hi, _ = NUMBERS[name]
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (kind is int and not float(value).is_integer()):
+        raise HctuneError(f"{name}: {'a whole number' if kind is int else 'a number'}, "
+                          f"not {value!r}")
+    if not math.isfinite(value) or (lo is not None and value < lo) or \
+            (hi is not None and value > hi):
+        raise HctuneError(f"{name}: from {lo:g} to {hi:g}, not {value!r}")
+
+
+def check(opts: Options) -> Options:
+    """Every user number finite and within NUMBERS' bounds, validation asked for with enough
+    runs; the objective and metric are checked by search.objective.check_choice."""
+    for name in NUMBERS:
+        check_number(name, getattr(opts, name))
+    if 0 < opts.validate_runs < VALIDATE_MIN_RUNS:
+        raise HctuneError(f"validate_runs: 0 (no validation) or at least {VALIDATE_MIN_RUNS} "
+                          "(intervals need several runs)")
+    return opts
+
+
+def seed_limit(opts: Options, finished: int = 0) -> int | None:
+    """How many seeds a study may still queue: SEED_SHARE of the trials it still needs (so
+    every queued seed runs and some trials are left to the sampler); None: no bound (a study
+    that runs until its timeout)."""
+    if opts.trials is None:
+        return None
+    left = max(0, opts.trials - finished)
+    return int(left * SEED_SHARE) if left >= 4 else left
+
+
+def to_json(opts: Options) -> dict:
+    """The user's options as a queued study carries them."""
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in ((k, getattr(opts, k)) for k in USER)}
+
+
+def from_json(text: str | dict | None, **run) -> Options:
+    """A queued study's options (hc_queue.options_json), parsed and checked once; keys it
+    lacks take their defaults, keys it does not know are ignored; `run`: how this run goes
+    (study, storage, ...)."""
+    try:
+        o = json.loads(text) if isinstance(text, str) else dict(text or {})
+    except ValueError:
+        raise HctuneError("the study's stored options are not JSON") from None
+    if not isinstance(o, dict):
+        raise HctuneError("the study's stored options are not a JSON object")
+    given = {k: o[k] for k in USER if k in o}
+    if "allocators" in given:
+        a = given["allocators"]
+        if not isinstance(a, (list, tuple)) or not all(isinstance(x, str) for x in a):
+            raise HctuneError("allocators: a list of allocator names")
+        given["allocators"] = tuple(a)
+    return check(Options(**given, **run))
