@@ -6,8 +6,9 @@
 Runs each command line below RUNS times as a new process (`.venv/bin/hctune ...`), interleaved
 (each round runs every line once) so that the machine's other work hits all alike, and prints the
 median wall time with the min-max spread, and the median CPU time (user + system, from
-getrusage: what the process itself costs, which a loaded machine inflates far less).  Also prints the modules each line imports (a count,
-which tests/test_core_cli.py asserts for --help: no Optuna, SQLAlchemy, Rich, matplotlib).
+getrusage: what the process itself costs, which a loaded machine inflates far less).
+Also prints the modules each line imports (a count, which tests/test_core_cli.py asserts for
+--help: no Optuna, SQLAlchemy, Rich, matplotlib).
 A trace to run `stats` on is written into a temporary folder (a few thousand events).
 """
 

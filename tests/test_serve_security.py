@@ -134,6 +134,11 @@ def test_every_number_is_checked_and_no_stored_row_breaks_a_list(tmp_path):
         assert next(s for s in lst if s["name"] == "inf")["options"]["timeout"] is None
         for path in ("/studies", "/studies/garbage", "/api/studies/inf", "/api/studies/list"):
             assert srv.request("GET", path)[0] == 200, path
+        # the API's page works offline (nothing from a CDN); one error shape, the router's too
+        status, page = srv.request("GET", "/docs")
+        assert status == 200 and b"/api/studies" in page and b"https://" not in page
+        assert srv.request("GET", "/redoc") == (404, {"error": "Not Found"})
+        assert srv.request("PUT", "/api/studies", {})[1] == {"error": "Method Not Allowed"}
     finally:
         srv.stop()
 

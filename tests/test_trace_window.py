@@ -6,6 +6,7 @@ the blocks live when it opened, so that it replays with no anomaly and the right
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -83,6 +84,32 @@ def test_a_window_replays_with_no_anomaly_and_the_right_live_bytes(tmp_path, win
     rep = json.loads(r.stdout)
     assert rep["skipped"] == 0 and rep["repaired"] == 0 and rep["failed"] == 0
     assert rep["max_live_bytes"] == st["max_live_bytes"]
+
+
+def test_a_signal_opens_and_shuts_the_window(tmp_path, window_program):
+    """HCTRACE_SIGNAL: the first signal opens the window, the second shuts it (a service that
+    cannot say in advance when its interesting part comes)."""
+    import signal
+    out = tmp_path / "s.hct"
+    env = dict(os.environ, HCTRACE_OUT=str(out), HCTRACE_SIGNAL=str(int(signal.SIGUSR2)),
+               LD_PRELOAD=str(TRACER))
+    p = subprocess.Popen([str(window_program), "wait", "0"], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    for _ in range(2):
+        assert p.stdout.readline().strip() == "pause"
+        p.send_signal(signal.SIGUSR2)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    assert p.stdout.readline().strip() == "done"
+    assert p.wait(timeout=60) == 0
+    events = list(open_trace(out))
+    sizes = [e.size for e in events if e.op != spec.FREE]
+    assert sorted(s for s in sizes if 1000 <= s < 1100) == list(range(1050, 1100))
+    assert sorted(s for s in sizes if 5000 <= s < 5100) == list(range(5000, 5050))
+    assert not [s for s in sizes if 9000 <= s < 9100]
+    live = _live_at_end(events)      # (and stdio's buffers, live since before the window)
+    assert sum(s for s in live.values() if 1000 <= s < 1100 or 5000 <= s < 5100) == (
+        sum(1000 + i for i in range(75, 100)) + sum(5000 + i for i in range(10, 50)))
 
 
 def test_a_window_that_never_opens_says_so(tmp_path, window_program):

@@ -45,7 +45,11 @@
  * frees of earlier blocks are known and its live bytes are right.  A hook that saw "before"
  * takes the lock and looks again, so no event falls between the table and the window.  After
  * DURATION the hooks pass everything through.  Children forked before the window inherit the
- * table; a child forked inside the window starts a file without its parent's blocks. */
+ * table; a child forked inside the window starts a file without its parent's blocks.
+ * HCTRACE_SIGNAL=N (a signal number, e.g. 12 for SIGUSR2) opens the window when the process
+ * gets signal N and shuts it at the second one (or DURATION after the first): the handler only
+ * counts, the hooks act at their next look at the clock.  A program that installs its own
+ * handler for N takes the signal back. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -123,6 +127,9 @@ enum { WIN_BEFORE, WIN_RECORDING, WIN_AFTER };
 static int g_windowed;               /* set once at start-up */
 static _Atomic int g_win = WIN_RECORDING;
 static uint64_t g_win_start_ns, g_win_end_ns;   /* since g_mono0; end 0 = until exit */
+static uint64_t g_win_dur_ns;        /* the window's length when a signal opens it (0: open) */
+static int g_toggle_sig;             /* HCTRACE_SIGNAL: the signal that opens, then shuts it */
+static _Atomic int g_toggles;        /* how many times it came */
 static _Atomic int g_win_lock;
 static TLS uint32_t t_tick;
 
@@ -379,6 +386,8 @@ static void win_start_locked(void)
                (size_t)size, shift ? (size_t)1 << shift : 0);
     }
     hct_map_free(&g_live);
+    if (g_toggle_sig && g_win_dur_ns)
+        __atomic_store_n(&g_win_end_ns, mono_ns() - g_mono0 + g_win_dur_ns, __ATOMIC_RELAXED);
     atomic_store_explicit(&g_win, WIN_RECORDING, memory_order_release);
 }
 
@@ -388,14 +397,16 @@ static void win_check_clock(void)
     if (w == WIN_AFTER)
         return;
     uint64_t now = mono_ns() - g_mono0;
-    if (w == WIN_BEFORE && now >= g_win_start_ns) {
+    int toggles = atomic_load_explicit(&g_toggles, memory_order_relaxed);
+    if (w == WIN_BEFORE && (now >= g_win_start_ns || toggles >= 1)) {
         win_lock();
         if (atomic_load_explicit(&g_win, memory_order_relaxed) == WIN_BEFORE)
             win_start_locked();
         win_unlock();
         w = WIN_RECORDING;
     }
-    if (w == WIN_RECORDING && g_win_end_ns && now >= g_win_end_ns)
+    uint64_t end = __atomic_load_n(&g_win_end_ns, __ATOMIC_RELAXED);
+    if (w == WIN_RECORDING && ((end && now >= end) || toggles >= 2))
         atomic_store_explicit(&g_win, WIN_AFTER, memory_order_release);
 }
 
@@ -462,9 +473,38 @@ static int64_t parse_seconds(const char *s)
     return (int64_t)(whole * 1000000000u + frac);
 }
 
+static int is_fatal(int sig);
+
+/* The signal that opens the window, then shuts it: only counted here (async-signal-safe); the
+ * hooks act on it at their next look at the clock. */
+static void on_toggle(int sig)
+{
+    (void)sig;
+    atomic_fetch_add_explicit(&g_toggles, 1, memory_order_relaxed);
+}
+
 static void window_setup(void)
 {
     const char *a = getenv("HCTRACE_START_AFTER"), *d = getenv("HCTRACE_DURATION");
+    const char *g = getenv("HCTRACE_SIGNAL");
+    if (g && *g) {
+        int sig = 0;
+        for (const char *q = g; *q >= '0' && *q <= '9' && sig < NSIG; q++)
+            sig = sig * 10 + (*q - '0');
+        int64_t dur = d && *d ? parse_seconds(d) : 0;
+        if (sig <= 0 || sig >= NSIG || is_fatal(sig) || sig == SIGKILL || sig == SIGSTOP ||
+            dur < 0) {
+            say("HCTRACE_SIGNAL must be a signal number (e.g. 12 for SIGUSR2) and "
+                "HCTRACE_DURATION seconds; tracing the whole run", NULL);
+            return;
+        }
+        g_toggle_sig = sig;
+        g_win_start_ns = UINT64_MAX;          /* only the signal opens it */
+        g_win_dur_ns = (uint64_t)dur;
+        g_windowed = 1;
+        atomic_store(&g_win, WIN_BEFORE);
+        return;
+    }
     if ((!a || !*a) && (!d || !*d))
         return;
     int64_t start = a && *a ? parse_seconds(a) : 0, dur = d && *d ? parse_seconds(d) : 0;
@@ -738,6 +778,14 @@ static void install_handlers(void)
             real_sigaction(sig, &ours, NULL);
     }
     g_handlers = 1;
+    if (g_toggle_sig) {
+        struct sigaction tog;
+        memset(&tog, 0, sizeof tog);
+        tog.sa_handler = on_toggle;
+        tog.sa_flags = SA_RESTART;
+        sigemptyset(&tog.sa_mask);
+        real_sigaction(g_toggle_sig, &tog, NULL);
+    }
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
         g_membarrier = 1;
     else if (syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) > 0 &&

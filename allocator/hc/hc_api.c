@@ -1,7 +1,9 @@
-/* hc_api.c -- the malloc API.  Every entry point takes the lock (free while single-threaded,
- * hc_lock.h), does its work through the files above, checks the heap in the debug build, and
- * reports failure as NULL with errno set, never a crash.  Once the process has threads, malloc
- * and free of the sizes a thread cache holds go through it first (hc_tcache.c). */
+/* hc_api.c -- the malloc API.  The fast paths take no lock: the small pages' pop and push
+ * (SMALL_MAX, hc_page.c: the owner's page lists need none, another thread's free is one atomic
+ * push), the paper's quick-list and medium-list hits while the process is single-threaded, and
+ * the thread cache's pop and push once it has threads (hc_tcache.c).  Everything that touches
+ * an arena's heap takes that arena's lock (free while single-threaded, hc_lock.h), checks the
+ * heap in the debug build, and reports failure as NULL with errno set, never a crash. */
 #include "hc_block.h"
 #include "hc_lock.h"
 

@@ -1,8 +1,10 @@
 /* hc_internal.h -- types, constants and the global state shared by the HC allocator's files.
  *
- * The allocator is one translation unit: templates/malloc.c.j2 inlines these files in order
- * (headers, then lists, heap, coalesce, alloc, free, realloc, align, stats, debug, api) after
- * the knob #defines, so every internal function is static.  The knobs (QL_HIGH, SPLIT, ...)
+ * The allocator is one translation unit: templates/malloc.c.j2 inlines these files after the
+ * knob #defines, in the order hctune.render.SOURCES gives (headers; then lists, heap, os,
+ * coalesce, alloc, free, realloc, align, arena, stats, debug, tcache, page, glibc, api), so
+ * every internal function is static.  A function a file calls before the file that defines
+ * it is declared at the end of this header.  The knobs (QL_HIGH, SPLIT, ...)
  * arrive as #defines rendered from configs/knobs.toml; nothing here gives them defaults.
  *
  * 64-bit port of Hasan & Chang 2006, §3.1 (the decisions, in one place):

@@ -95,16 +95,22 @@ static inline void *hc_tc_pop(unsigned i)
     return p;
 }
 
+/* Put payload p on class i's stack, marked cached; the caller knows the class has room. */
+static inline void hc_tc_put(struct hc_tcache *tc, void *p, unsigned i)
+{
+    tc->room[i]--;
+    *(void **)p = tc->head[i];
+    *hc_tc_keyp(p) = hc_tc_magic;
+    tc->head[i] = p;
+}
+
 /* Cache payload p of class i if the class has room; 0 if not. */
 static inline int hc_tc_push(void *p, unsigned i)
 {
     struct hc_tcache *tc = &hc_tc;
     if (hc_unlikely(!tc->room[i] || *hc_tc_keyp(p) == hc_tc_magic))
         return 0;
-    tc->room[i]--;
-    *(void **)p = tc->head[i];
-    *hc_tc_keyp(p) = hc_tc_magic;
-    tc->head[i] = p;
+    hc_tc_put(tc, p, i);
     return 1;
 }
 
@@ -216,11 +222,7 @@ static HC_NOINLINE void *hc_tc_refill(unsigned i)
             p = hc_payload(b);
         } else {
             /* Room is certain: the class was empty and a batch is at most half its limit. */
-            void *q = hc_payload(b);
-            tc->room[i]--;
-            *(void **)q = tc->head[i];
-            *hc_tc_keyp(q) = hc_tc_magic;
-            tc->head[i] = q;
+            hc_tc_put(tc, hc_payload(b), i);
         }
     }
     HC_CHECK();
@@ -267,10 +269,7 @@ static HC_NOINLINE int hc_tc_flush_push(void *p, unsigned i)
         }
         tc->room[i] = (uint16_t)(tc->room[i] + hc_tc_release(older));
     }
-    tc->room[i]--;
-    *(void **)p = tc->head[i];
-    *hc_tc_keyp(p) = hc_tc_magic;
-    tc->head[i] = p;
+    hc_tc_put(tc, p, i);
     return 1;
 }
 

@@ -3,9 +3,9 @@
  * with every unfreed block released between repeats).
  *
  * The trace is loaded once, before any timing, into a compact array of ops (8 bytes each) whose
- * objects are dense ids (slots), so the replay loop never hashes a pointer.  The harness keeps its own
- * memory (ops, slots) in mmap'd regions so that the allocator under test sees only the
- * program's requests. */
+ * objects are dense ids (slots), so the replay loop never hashes a pointer.  The harness keeps
+ * its own memory (ops, slots) in mmap'd regions so that the allocator under test sees only
+ * the program's requests. */
 #ifndef HCREPLAY_H
 #define HCREPLAY_H
 

@@ -4,9 +4,9 @@
  *
  * Hand-offs are turns on a slot.  At load time each op on a slot learns which thread acts on
  * that slot next (`hand`, when it is another thread), and an op whose slot was last touched by
- * another thread carries TURN_WAIT (in its turn byte).  During the replay turn[slot] names the thread whose turn it
- * is: an op with TURN_WAIT waits until turn[slot] is its thread (acquire), and an op with a hand
- * passes the turn on after writing slots[slot] (release).  Ops on slots only one thread touches
+ * another thread carries TURN_WAIT (in its turn byte).  During the replay turn[slot] names the
+ * thread whose turn it is: an op with TURN_WAIT waits until turn[slot] is its thread
+ * (acquire), and an op with a hand passes the turn on after writing slots[slot] (release).  Ops on slots only one thread touches
  * pay nothing but a test of a bit.
  *
  * No deadlock: every stream runs in increasing global order and waits only for ops earlier in

@@ -1,6 +1,8 @@
 /* trace_window: a program whose blocks span a tracing window (tests/test_trace_window.py).
  *
  *   trace_window PAUSE_MS [THREADS]
+ *   trace_window wait [THREADS]     instead of each pause: print "pause" and wait for a line on
+ *                                   stdin (the test sends the tracer's toggle signal meanwhile)
  *
  * Phase 1: 100 blocks A of sizes 1000+i, A[0..49] freed.  Pause.  Phase 2 (inside the window,
  * which begins during the pause): frees A[50..74], allocates B[0..49] of sizes 5000+i, frees
@@ -21,6 +23,14 @@ static void *volatile sink;
 
 static void pause_ms(long ms)
 {
+    if (ms < 0) {                      /* "wait": the other side says when to go on */
+        char line[16];
+        printf("pause\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin))
+            exit(3);
+        return;
+    }
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
@@ -48,7 +58,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    long pause = argc > 1 ? atol(argv[1]) : 500;
+    long pause = argc > 1 ? (strcmp(argv[1], "wait") == 0 ? -1 : atol(argv[1])) : 500;
     int threads = argc > 2 ? atoi(argv[2]) : 0;
     if (threads > 4)
         threads = 4;

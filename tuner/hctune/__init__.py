@@ -37,7 +37,8 @@ def _lazy(name: str):
         return _version()
     if name == "__commit__":
         return _commit()
-    # What --version and the emitted malloc.c's provenance say: "0.1.0" or "0.1.0 (commit 1a2b3c4d5e)".
+    # What --version and the emitted malloc.c's provenance say: "0.1.0" or
+    # "0.1.0 (commit 1a2b3c4d5e)".
     version, commit = _lazy("__version__"), _lazy("__commit__")
     return f"{version} (commit {commit})" if commit else version
 

@@ -105,13 +105,17 @@ def default_output(program: str) -> Path:
 
 
 def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
-             start_after: float | None = None, duration: float | None = None
-             ) -> tuple[list[str], dict]:
+             start_after: float | None = None, duration: float | None = None,
+             toggle_signal: int | None = None) -> tuple[list[str], dict]:
     env = dict(os.environ)
-    env.pop("HCTRACE_START_AFTER", None)
-    env.pop("HCTRACE_DURATION", None)
+    for name in ("HCTRACE_START_AFTER", "HCTRACE_DURATION", "HCTRACE_SIGNAL"):
+        env.pop(name, None)
     if timestamps:
         env["HCTRACE_TIME"] = "1"
+    if toggle_signal is not None:
+        if tracer != "preload" or start_after is not None:
+            raise HctuneError("--signal needs the preload tracer and no --start-after")
+        env["HCTRACE_SIGNAL"] = str(int(toggle_signal))
     if start_after is not None or duration is not None:
         if tracer != "preload":
             raise HctuneError("--start-after/--duration need the preload tracer")
@@ -119,7 +123,8 @@ def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
             if value is not None and not 0 <= value <= 1e8:
                 raise HctuneError(f"--{name} must be seconds between 0 and 1e8, not {value}")
         # the tracer's window (tracer/hctrace_preload.c): seconds since the program started
-        env["HCTRACE_START_AFTER"] = f"{start_after or 0:.6f}"
+        if toggle_signal is None:
+            env["HCTRACE_START_AFTER"] = f"{start_after or 0:.6f}"
         if duration:
             env["HCTRACE_DURATION"] = f"{duration:.6f}"
     if tracer == "preload":
@@ -188,10 +193,13 @@ def invocation(argv: list[str]) -> dict:
 
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db", timestamps: bool = False,
-            start_after: float | None = None, duration: float | None = None) -> Profile:
+            start_after: float | None = None, duration: float | None = None,
+            toggle_signal: int | None = None) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces.  start_after,
     duration (seconds): record only that window of the run; the trace then begins with one
-    allocation per block live when the window opened (docs/tracing.md)."""
+    allocation per block live when the window opened (docs/tracing.md).  toggle_signal: the
+    window opens when the program gets that signal and shuts at the second (or after
+    duration)."""
     if not argv:
         raise HctuneError("no program given: hctune profile ./app args...")
     program = find_program(argv[0])
@@ -206,7 +214,7 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         base = "trace" + spec.EXTENSION
         # absolute: children may chdir
         cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps,
-                            start_after, duration)
+                            start_after, duration, toggle_signal)
         t0 = time.perf_counter()
         rc = _run(cmd, env)
         t_exit = time.perf_counter()

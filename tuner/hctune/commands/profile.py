@@ -1,5 +1,5 @@
-"""hctune profile [-o TRACE] [--tracer preload|pin] [--start-after S] [--duration S] PROGRAM ARGS...:
-trace a program's heap, the whole run or a window of it."""
+"""hctune profile [-o TRACE] [--tracer preload|pin] [--start-after S] [--duration S]
+[--signal USR2] PROGRAM ARGS...: trace a program's heap, the whole run or a window of it."""
 
 import signal
 
@@ -21,19 +21,29 @@ from hctune.profile import profile
                    "open the trace); for services after their warm-up.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Stop recording SECONDS after recording began (the program runs on).")
+@click.option("--signal", "toggle", type=click.Choice(["USR1", "USR2"]),
+              help="Record from when the program gets this signal (kill -USR2 PID) to the second "
+                   "one (or --duration after the first).")
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, output, tracer, timestamps, start_after, duration, program, args):
+def command(ctx, output, tracer, timestamps, start_after, duration, toggle, program, args):
     """Run PROGRAM ARGS as is, recording every malloc/calloc/realloc/free/memalign.
 
     Options after PROGRAM belong to it (a `--` before PROGRAM also works).  Exits with the
     program's exit code; the traces are registered in the results database.
     """
+    sig = signal.Signals[f"SIG{toggle}"] if toggle else None
+    if sig:
+        click.echo(f"hctune: recording starts when {program} gets SIG{toggle} "
+                   f"(kill -{toggle} <its pid>) and stops at the second", err=True)
     p = profile([program, *args], output, tracer, ctx.obj["db_path"], timestamps,
-                start_after, duration)
+                start_after, duration, sig)
     s = p.main_stats
-    if (start_after or duration) and not s["events"]:
+    if sig and not s["events"]:
+        click.echo(f"hctune: warning: nothing recorded: the program made no allocator call "
+                   f"after a SIG{toggle}", err=True)
+    elif (start_after or duration) and not s["events"]:
         click.echo(f"hctune: warning: nothing recorded: the program made no allocator call "
                    f"after {start_after or 0:g} s", err=True)
     click.echo(f"hctune: traced {s['events']:,} events, max live {s['max_live_bytes']:,} bytes "

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -32,6 +33,21 @@ def _die_with_parent():
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+RESTART_SECONDS = 2.0   # how often the local workers are looked at
+
+
+def _supervise(procs: list, start, stop: threading.Event) -> None:
+    """Restart a local worker that died (killed, crashed): its study's running trial is failed
+    and retried by the others (hctune.serve.worker), and the new one takes up the queue."""
+    while not stop.wait(RESTART_SECONDS):
+        for i, p in enumerate(procs):
+            code = p.poll()
+            if code is not None and not stop.is_set():
+                click.echo(f"hctune serve: worker {p.pid} exited ({code}); starting another",
+                           err=True)
+                procs[i] = start()
 
 
 @click.command("serve")
@@ -90,14 +106,20 @@ def command(ctx, host, port, storage, token, public_read, workers, http_workers,
     else:
         data = Path(str(Path(db_path).resolve()) + ".serve")
     cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20,
-                 public_read=public_read, **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
+                 public_read=public_read, local_workers=workers, **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
     procs = []
     # the database and storage URLs (passwords and all) by environment, not on a command line
     # that `ps` shows
     env = {**os.environ, "HCTUNE_DB": db_path, **({"HCTUNE_STORAGE": storage} if storage else {})}
+    def start_worker():
+        return subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,
+                                preexec_fn=_die_with_parent)
     for _ in range(workers):
-        procs.append(subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,
-                                      preexec_fn=_die_with_parent))
+        procs.append(start_worker())
+    stop = threading.Event()
+    if workers:
+        threading.Thread(target=_supervise, args=(procs, start_worker, stop), daemon=True,
+                         name="hctune-workers").start()
     click.echo(f"hctune serve: http://{host}:{port}/ (API at /docs; {workers} local workers)",
                err=True)
     try:
@@ -108,6 +130,7 @@ def command(ctx, host, port, storage, token, public_read, workers, http_workers,
             uvicorn.run("hctune.serve.app:app_from_env", factory=True, workers=http_workers,
                         host=host, port=port, log_level="warning")
     finally:
+        stop.set()
         for p in procs:
             p.terminate()
         for p in procs:

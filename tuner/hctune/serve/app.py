@@ -10,10 +10,11 @@ sets)."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException   # FastAPI's and the router's own 404, 405
 
 from hctune import __version__
 from hctune.errors import HctuneError, NotFound
@@ -37,7 +38,9 @@ def _error(status: int, msg: str) -> JSONResponse:
 
 
 def create_app(cfg: Config) -> FastAPI:
-    app = FastAPI(title="hctune", version=__version__,
+    # /docs is hctune's own page (hctune.serve.pages), not Swagger UI, which a browser would
+    # load from a CDN (blank offline)
+    app = FastAPI(title="hctune", version=__version__, docs_url=None, redoc_url=None,
                   description="Profile traces, tune the HC allocator, download a tuned malloc.c")
     app.state.cfg = cfg
     app.state.service = Service(cfg)

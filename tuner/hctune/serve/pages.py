@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
-from hctune import jobs
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
@@ -25,6 +24,28 @@ router = APIRouter(include_in_schema=False)
 @router.get("/")
 def index():
     return RedirectResponse("/studies", status_code=303)
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs(request: Request, svc: Service = Depends(service)):
+    """The API as a page made from the OpenAPI document, with nothing from the network."""
+    spec = request.app.openapi()
+    paths = [(p, [(m, op) for m, op in ops.items() if isinstance(op, dict)])
+             for p, ops in sorted(spec.get("paths", {}).items())]
+    schemas = sorted(spec.get("components", {}).get("schemas", {}).items())
+    return svc.page("serve_docs.html.j2", request, forms=False, paths=paths, schemas=schemas,
+                    secured=svc.cfg.token is not None, type_of=_type_of)
+
+
+def _type_of(s: dict) -> str:
+    """A JSON schema's type as a reader says it: integer, string | null, array of integer."""
+    if "anyOf" in s:
+        return " | ".join(_type_of(x) for x in s["anyOf"])
+    if "$ref" in s:
+        return s["$ref"].rsplit("/", 1)[-1]
+    if s.get("type") == "array":
+        return f"array of {_type_of(s.get('items', {}))}"
+    return str(s.get("type", "any"))
 
 
 @router.get("/traces", response_class=HTMLResponse)
@@ -54,7 +75,7 @@ def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(ser
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request, svc: Service = Depends(service)):
     with svc.db() as db:
-        rows = [study_brief(q) for q in jobs.jobs(db)]
+        rows = [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
     st = {}
     for r in rows:
         if r["state"] != "queued":
@@ -95,7 +116,7 @@ def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
 async def study_page(request: Request, name: str):
     # (async: no thread for a page that is read from memory; its JavaScript fills it in)
     svc = service(request)
-    study = study_brief(svc.queue_row(name))
+    study = study_brief(svc.queue_row(name), svc.cfg.local_workers)
     key = (json.dumps(study, sort_keys=True), svc.authorised(request),
            svc.session_cookie(request) is not None)
     body = svc.rendered.get(key)

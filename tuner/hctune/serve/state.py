@@ -33,7 +33,7 @@ CSRF_COOKIE = "hctune_csrf"  # the double-submit CSRF token of the service's for
 class Config:
     def __init__(self, db_path, storage: str, data_dir, token: str | None = None,
                  max_upload: int = DEFAULT_MAX_UPLOAD, trials_ttl: float = DEFAULT_TTL,
-                 public_read: bool = False):
+                 public_read: bool = False, local_workers: int = 0):
         self.db_path = str(db_path)
         self.storage = storage
         self.data_dir = Path(data_dir).resolve()
@@ -41,6 +41,7 @@ class Config:
         self.max_upload = max_upload
         self.trials_ttl = trials_ttl
         self.public_read = public_read
+        self.local_workers = local_workers
         (self.data_dir / "traces").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "tmp").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "emit").mkdir(parents=True, exist_ok=True)
@@ -58,7 +59,8 @@ class Config:
         return json.dumps({"db_path": self.db_path, "storage": self.storage,
                            "data_dir": str(self.data_dir), "token": self.token,
                            "max_upload": self.max_upload, "trials_ttl": self.trials_ttl,
-                           "public_read": self.public_read})
+                           "public_read": self.public_read,
+                           "local_workers": self.local_workers})
 
     @classmethod
     def from_env(cls) -> Config:
@@ -98,7 +100,19 @@ def _stored(text, kind: type):
 _DEFAULTS = _options.to_json(_options.Options())
 
 
-def study_brief(q) -> dict:
+def cli_row(row) -> dict:
+    """A study `hctune search` ran (an hc_studies row, not queued) as the queue's rows read:
+    state "cli" (it runs, or ran, in that command; the page shows its trials as they come)."""
+    opts = _stored(row["options_json"], dict) or {}
+    opts["objective"] = row["objective"]
+    return {"id": None, "study": row["name"], "state": "cli", "error": None,
+            "trace_ids": row["trace_ids"], "options_json": json.dumps(opts),
+            "created": row["created"], "started": row["created"], "finished": None}
+
+
+def study_brief(q, local_workers: int | None = None) -> dict:
+    """A study as the API and the pages show it; a queued one says what it waits for
+    (local_workers: how many workers this server started)."""
     options = _stored(q["options_json"], dict)
     return {"name": q["study"], "state": q["state"],
             "error": q["error"] if options is not None else
@@ -106,7 +120,16 @@ def study_brief(q) -> dict:
             "traces": _stored(q["trace_ids"], list) or [],
             # what the row lacks reads as the default (rows of older versions lack some)
             "options": {**_DEFAULTS, **(options or {})},
-            "created": q["created"], "started": q["started"], "finished": q["finished"]}
+            "created": q["created"], "started": q["started"], "finished": q["finished"],
+            "note": _waiting(local_workers) if q["state"] == "queued" else None}
+
+
+def _waiting(local_workers: int | None) -> str:
+    if local_workers:
+        return (f"waiting for a worker: this server runs {local_workers} (busy with other "
+                "studies, or starting)")
+    return ("waiting for a worker: this server runs none; start one on this database "
+            "(`hctune --db DB worker`, on any machine that reaches it) or `serve --workers N`")
 
 
 class Service:
@@ -140,8 +163,21 @@ class Service:
                 db = self._local.db = self.db()
             q = jobs.job(db, name)
         if q is None:
-            raise HTTPException(404, f"no study named {name!r}")
+            with self.db() as db:
+                row = db.study(name)
+            if row is None:
+                raise HTTPException(404, f"no study named {name!r}")
+            return cli_row(row)
         return q
+
+    def study_rows(self, db: Database) -> list:
+        """Every study in the database, newest first: the queue's, then those `hctune search`
+        ran itself (one database, one list, whoever ran the study)."""
+        queued = jobs.jobs(db)
+        known = {q["study"] for q in queued}
+        cli = [cli_row(r) for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
+               if r["name"] not in known]
+        return [*queued, *cli]
 
     def list_traces(self) -> list[dict]:
         with self.db() as db:

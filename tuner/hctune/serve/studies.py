@@ -116,7 +116,7 @@ def comparison(svc: Service, q) -> list[dict] | None:
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
     as the cache's bytes, not decoded and encoded again."""
-    out = study_brief(q)
+    out = study_brief(q, svc.cfg.local_workers)
     snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)
@@ -139,7 +139,7 @@ def not_modified(request: Request, etag: str) -> bool:
 @router.get("/api/studies")
 def api_studies(svc: Service = Depends(service)):
     with svc.db() as db:
-        return [study_brief(q) for q in jobs.jobs(db)]
+        return [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
 
 
 @router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)])

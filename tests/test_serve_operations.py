@@ -1,0 +1,72 @@
+"""`hctune serve` run by a team: local workers restarted when they die, a queued study that says
+what it waits for, and studies `hctune search` ran in the same database listed beside the
+service's own."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from hctune.db import Database
+from hctune.search.storage import default_url
+from serve_support import Served
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def children(pid: int) -> set[int]:
+    """The live child processes of `pid` (of any of its threads)."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out |= {int(c) for c in (task / "children").read_text().split()}
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def test_a_killed_local_worker_is_restarted(tmp_path):
+    srv = Served(tmp_path / "h.db", "--workers", 1)
+    try:
+        deadline = time.time() + 30
+        while not children(srv.proc.pid) and time.time() < deadline:
+            time.sleep(0.2)
+        (first,) = children(srv.proc.pid)
+        os.kill(first, signal.SIGKILL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            now = children(srv.proc.pid) - {first}
+            if now:
+                break
+            time.sleep(0.2)
+        assert now, srv.output()
+        assert f"worker {first} exited (-9); starting another" in srv.output()
+    finally:
+        srv.stop()
+
+
+def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
+    db = tmp_path / "h.db"
+    Database(db).close()
+    trace = tmp_path / "t.trace"
+    trace.write_bytes(b"x")
+    with Database(db) as d:
+        tid = d.add_trace(trace, "ab" * 32, command="app", events=1)
+        d.add_study("from-the-cli", "perf", [tid], default_url(db), {"metric": "time"})
+    srv = Served(db)          # no local workers
+    try:
+        status, lst = srv.request("GET", "/api/studies")
+        assert status == 200 and [s["name"] for s in lst] == ["from-the-cli"], lst
+        assert lst[0]["state"] == "cli" and lst[0]["options"]["objective"] == "perf"
+        assert srv.request("GET", "/api/studies/from-the-cli")[0] == 200
+        status, page = srv.request("GET", "/studies")
+        assert b"from-the-cli" in page
+        status, s = srv.request("POST", "/api/studies", {"traces": [tid], "name": "web"})
+        assert status == 201, s
+        assert "runs none" in s["note"] and "hctune --db DB worker" in s["note"]
+        status, page = srv.request("GET", "/studies/web")
+        assert status == 200 and b"waiting for a worker" in page
+    finally:
+        srv.stop()
