@@ -114,14 +114,15 @@ def run_app(cc, source, tmp_path, *defines, args=()):
 
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_linked_program_uses_the_baked_setting(cc, tmp_path):
-    stats = run_app(cc, render_malloc(knobs.preset("generic")), tmp_path)
+    # paper-generic: the small pages count no calls in allocs_total (hc_page.c), the paper's heap does
+    stats = run_app(cc, render_malloc(knobs.preset("paper-generic")), tmp_path)
     assert stats["monitor"] == 1 and stats["allocs_total"] >= 6
     assert stats["allocs_current"] == 0 and stats["bytes_current"] == 0
     assert stats["mmaps"] >= 1 and stats["footprint"] >= 1 << 20
 
 
 def test_dash_d_overrides_the_baked_values(tmp_path):
-    source = render_malloc(knobs.preset("generic"))  # MONITOR=1, QL_HIGH=72
+    source = render_malloc(knobs.preset("paper-generic"))  # MONITOR=1, QL_HIGH=72, no small pages
     base = run_app(COMPILERS[0], source, tmp_path)
     # QL_HIGH=72: the 208-byte block is medium, so the second malloc(200) is a list hit.
     assert base["ql_hits"] == 0 and base["list_hits"] >= 1
@@ -165,7 +166,8 @@ def test_render_command_bad_input_is_one_line(tmp_path, args, message):
 def test_block_layout_usable_sizes(tmp_path):
     """§3.1 ported: a 4-byte header, 16-byte steps, a 16-byte smallest block (12 usable); the
     table in docs/allocator.md, beside glibc's 8-byte header and 24-usable smallest chunk."""
-    usable = run_app(COMPILERS[0], render_malloc(knobs.preset("generic")), tmp_path, args=["usable"])
+    usable = run_app(COMPILERS[0], render_malloc(knobs.preset("paper-generic")), tmp_path,
+                     args=["usable"])
     assert {int(k): v for k, v in usable.items()} == {
         1: 12, 12: 12, 13: 28, 24: 28, 28: 28, 40: 44, 60: 60, 100: 108, 1000: 1004}
     doc = (paths.ROOT / "docs" / "allocator.md").read_text()
@@ -183,7 +185,7 @@ def test_rendering_is_deterministic():
 def test_hand_made_dash_d_values_stay_safe(tmp_path):
     """hctune checks every knob's range, but a user's own -D is not checked: a HEAP_UNIT that is
     not whole pages, a QL_HIGH past the medium sizes and a huge MMAP_THRESHOLD must still work."""
-    stats = run_app(COMPILERS[0], render_malloc(knobs.preset("generic")), tmp_path,
+    stats = run_app(COMPILERS[0], render_malloc(knobs.preset("paper-generic")), tmp_path,
                     "-DHEAP_UNIT=1000", "-DQL_HIGH=4000", "-DMMAP_THRESHOLD=100000000000")
     assert stats["heap_bytes"] > 0 and stats["heap_bytes"] % 4096 == 0
     assert stats["ql_hits"] >= 1 and stats["allocs_current"] == 0
