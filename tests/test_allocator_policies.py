@@ -20,7 +20,7 @@ def scenario(c_program, hc_library):
     program = c_program("hc_stats")
 
     def run(name, sets=(), *args):
-        library = hc_library(knobs.resolve("generic", list(sets)))
+        library = hc_library(knobs.resolve("paper-generic", list(sets)))
         res = subprocess.run([str(program), name, *map(str, args)], capture_output=True,
                              text=True, timeout=60, env=preload_env(library))
         assert res.returncode == 0, res.stdout + res.stderr
