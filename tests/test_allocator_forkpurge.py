@@ -57,7 +57,7 @@ def test_fork_while_threads_hold_stdio_locks(program, library, long_lines):
     """Threads in getline (a FILE lock held across realloc), threads allocating inside
     flockfile, one in fflush(NULL) (the list lock, then every FILE's), three forking: 20 runs,
     none hangs (HC's prepare handler used to take the arena locks before fork took the list
-    lock: 5 of 5 runs hung)."""
+    lock: 6 of 6 runs hung by hand)."""
     for i in range(RUNS):
         res = run(program, ["stdio-fork", long_lines], library)
         assert res.returncode == 0 and res.stdout == "ok stdio-fork forks=45\n", \

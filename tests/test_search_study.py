@@ -338,3 +338,15 @@ def test_search_help_states_the_limit_the_code_applies():
     text = " ".join(CliRunner().invoke(cli, ["search", "--help"]).output.split())
     assert (f"perf without it: at most {opts.max_memory_overhead:g} % over the larger of "
             "glibc's and generic HC's") in text
+
+
+def test_a_run_stops_when_asked_after_a_trial(db):
+    # the worker's stop_when: a cancelled study stops after the trial it is measuring
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return len(asked) >= 3
+    r = study.run(db, (), study.Options(objective="mem", trials=10, seed=1, stop_when=stop),
+                  measure_fn=Model())
+    assert r["finished"] == 3

@@ -70,3 +70,32 @@ def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
         assert status == 200 and b"waiting for a worker" in page
     finally:
         srv.stop()
+
+
+def test_cancel_and_delete_studies_and_traces(tmp_path):
+    db = tmp_path / "h.db"
+    Database(db).close()
+    trace = tmp_path / "t.trace"
+    trace.write_bytes(b"x")
+    with Database(db) as d:
+        tid = d.add_trace(trace, "cd" * 32, command="app", events=1)
+    srv = Served(db)
+    try:
+        assert srv.request("POST", "/api/studies", {"traces": [tid], "name": "s"})[0] == 201
+        assert srv.request("DELETE", f"/api/traces/{tid}")[0] == 409     # a study uses it
+        status, c = srv.request("POST", "/api/studies/s/cancel")
+        assert status == 200 and c["state"] == "cancelled", c
+        assert srv.request("GET", "/api/studies/s")[1]["state"] == "cancelled"
+        assert srv.request("POST", "/api/studies/s/cancel")[0] == 409     # once
+        status, d = srv.request("DELETE", "/api/studies/s")
+        assert status == 200 and d["deleted"]["queue"] == 1 and "traces" in d["kept"], d
+        assert srv.request("GET", "/api/studies/s")[0] == 404
+        status, d = srv.request("DELETE", f"/api/traces/{tid}")
+        assert status == 200 and d["deleted"]["file"] is False, d   # not the server's file
+        assert trace.exists() and srv.request("GET", "/api/traces")[1] == []
+        # the buttons, and their requests carry the header the CSRF rule asks for
+        assert srv.request("POST", "/api/studies", {"traces": [1], "name": "t"})[0] == 404
+        page = srv.request("GET", "/traces")[1]
+        assert b"X-Requested-With" in page
+    finally:
+        srv.stop()

@@ -5,6 +5,8 @@ study's state machine, each move one transaction so that workers on several mach
                         ▲  (several workers share it)   │                              │
                         └────── requeue_stuck (its closing worker died) ◄──────────────┘
     running / comparing / validating ──finish──► done | failed
+    queued / running / comparing / validating ──cancel──► cancelled (its workers stop after
+        their current trial: they ask `cancelled` between trials)
 
 `job(db, study)` is one study's row, `jobs(db)` all of them.
 """
@@ -114,3 +116,41 @@ def job(db: Database, study: str):
 def jobs(db: Database) -> list:
     """Every queued study's row, newest first."""
     return db.query("SELECT * FROM hc_queue ORDER BY id DESC")
+
+
+ACTIVE = ("running", "comparing", "validating")
+
+
+def cancel(db: Database, study: str) -> bool:
+    """Stop a study that is queued or being worked on; True when it was."""
+    with db.transaction() as c:
+        return c.execute("UPDATE hc_queue SET state = 'cancelled', error = 'cancelled',"
+                         " finished = :now WHERE study = :s"
+                         " AND state IN ('queued', 'running', 'comparing', 'validating')",
+                         now=now(), s=study).rowcount == 1
+
+
+def cancelled(db: Database, qid: int) -> bool:
+    row = db.query_one("SELECT state FROM hc_queue WHERE id = :id", id=qid)
+    return row is None or row["state"] == "cancelled"
+
+
+def delete(db: Database, study: str) -> dict:
+    """Forget a study that no worker is on: its queue entry, its row in hc_studies, its
+    validations and their real runs. What was deleted, counted (the caller deletes its trials
+    from the Optuna storage); HctuneError when a worker is on it (cancel it first)."""
+    with db.transaction() as c:
+        q = c.execute("SELECT state FROM hc_queue WHERE study = :s", s=study).one()
+        if q is not None and q["state"] in ACTIVE:
+            raise HctuneError(f"study {study!r} is {q['state']}: cancel it first")
+        vids = [r["id"] for r in c.execute("SELECT id FROM hc_validations WHERE study = :s",
+                                           s=study).all()]
+        runs = 0
+        for vid in vids:
+            runs += c.execute("DELETE FROM hc_real_runs WHERE validation_id = :v",
+                              v=vid).rowcount
+        return {"queue": c.execute("DELETE FROM hc_queue WHERE study = :s", s=study).rowcount,
+                "study": c.execute("DELETE FROM hc_studies WHERE name = :s", s=study).rowcount,
+                "validations": c.execute("DELETE FROM hc_validations WHERE study = :s",
+                                         s=study).rowcount,
+                "real_runs": runs}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -58,6 +59,8 @@ class Options:
     # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
     allocators: tuple[str, ...] = ("hc",)
     memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
+    # asked after every trial: True stops the run there (the worker: the study was cancelled)
+    stop_when: Callable[[], bool] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def cross(self) -> bool:

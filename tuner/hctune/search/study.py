@@ -445,7 +445,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                 enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
         while True:
             _optimize(study, ev, opts, progress)
-            if opts.trials is None or not _wait_for_others(study, opts.trials):
+            if opts.trials is None or (opts.stop_when is not None and opts.stop_when()) or \
+                    not _wait_for_others(study, opts.trials):
                 break
     finally:
         ev.close()
@@ -511,6 +512,8 @@ def _optimize(study, ev, opts: Options, progress):
         done = count_finished(st)
         if target is not None and done >= target:
             st.stop()
+        if opts.stop_when is not None and opts.stop_when():
+            st.stop()           # asked to stop after this trial (a cancelled study)
         if progress:
             progress(st, done, target, started, failed)
 

@@ -36,7 +36,11 @@ def api_emit(name: str, file: str,
 
 
 @router.get("/api/studies/{name}/report.html")
-def api_report(name: str, svc: Service = Depends(service)):
+def api_report(name: str, download: bool = Query(False, description="as an attachment to save "
+                                                  "(default: shown in the browser)"),
+               svc: Service = Depends(service)):
+    """The study's HTML report (hctune report): the trials, the other allocators, the real
+    runs."""
     svc.queue_row(name)
-    return HTMLResponse(_report.render(_report.collect(svc.cfg.db_path, name)),
-                        headers={"Content-Disposition": f'attachment; filename="{name}.html"'})
+    headers = {"Content-Disposition": f'attachment; filename="{name}.html"'} if download else {}
+    return HTMLResponse(_report.render(_report.collect(svc.cfg.db_path, name)), headers=headers)

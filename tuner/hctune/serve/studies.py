@@ -175,3 +175,40 @@ async def api_trials(request: Request, name: str,
     if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/json", headers=headers)
+
+
+@router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)])
+def api_cancel(name: str, svc: Service = Depends(service)):
+    """Stop the study: a queued one never starts; the workers on a running one stop after
+    their current trial (its finished trials stay, and its downloads work)."""
+    svc.queue_row(name)
+    with svc.db() as db:
+        if not jobs.cancel(db, name):
+            q = jobs.job(db, name)
+            raise HTTPException(409, f"study {name!r} is {q['state'] if q else 'not queued'}; "
+                                     "only a queued or running study can be cancelled")
+    return {"name": name, "state": "cancelled",
+            "said": "a queued study never starts; workers stop after their current trial"}
+
+
+@router.delete("/api/studies/{name}", dependencies=[Depends(need_token)])
+def api_delete(name: str, svc: Service = Depends(service)):
+    """Delete the study: its queue entry, its trials (in the Optuna storage), its row of
+    studies, its validations and real runs. Its traces and the allocators' measurements on
+    them stay. A study a worker is on: 409 (cancel it first)."""
+    svc.queue_row(name)
+    import optuna  # deferred: Optuna (as hctune.serve.trials)
+    with svc.db() as db:
+        try:
+            deleted = jobs.delete(db, name)
+        except HctuneError as e:
+            raise HTTPException(409, str(e)) from None
+    try:
+        st = optuna.load_study(study_name=name, storage=svc.cfg.optuna_storage())
+        deleted["trials"] = len(st.get_trials(deepcopy=False))
+        optuna.delete_study(study_name=name, storage=svc.cfg.optuna_storage())
+    except KeyError:
+        deleted["trials"] = 0
+    svc.trials.forget(name)
+    return {"name": name, "deleted": deleted,
+            "kept": "its traces, and the allocators' measurements on them"}

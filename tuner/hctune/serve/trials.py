@@ -122,6 +122,11 @@ class TrialsCache:
                 self._entries.popitem(last=False)
             return e
 
+    def forget(self, name: str) -> None:
+        """Drop the study (deleted): a new one of the same name is read afresh."""
+        with self._lock:
+            self._entries.pop(name, None)
+
     def peek(self, name: str, state: str) -> Snapshot | None:
         """What get() would answer without reading anything (the last read while it is fresh,
         or while another request refreshes it); None when get() has to read."""

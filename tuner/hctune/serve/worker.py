@@ -114,8 +114,16 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     opts = options_of(row, storage or default_url(db_path))
     target = opts.trials
     st = open_storage(opts.storage)
+
+    def cancelled() -> bool:
+        with Database(db_path) as db:
+            return jobs.cancelled(db, row["id"])
+    opts.stop_when = cancelled      # asked after every trial
     while True:
         res = _study.run(db_path, trace_ids, opts)
+        if cancelled():
+            log(f"study {row['study']}: cancelled; stopped after {res['finished']} trials")
+            return False
         # run() stops when the study as a whole holds `target` finished trials; a run cut short
         # by a worker's death elsewhere (its trial failed) goes round again (one that stopped
         # because others measure the last trials has waited for them: search.study.run).
