@@ -181,6 +181,10 @@ def test_validation_runs_each_allocators_best_with_its_environment(c_program, tm
         assert c["allocator"] in ("glibc", "jemalloc") and c["setting"], c
         assert c["candidate"] == f"{c['allocator']} tuned" and c["runs"] == 3
         assert not c["disqualified"], c
+    # the RSS curve of the real runs (hcrun's samples), where the program ran long enough
+    glibc = rows["glibc"]
+    if "rss_mean_bytes" in glibc["median"]:
+        assert 0 < glibc["median"]["rss_mean_bytes"] <= glibc["median"]["peak_rss_bytes"]
     assert s["winner"]["allocator"] == "hc"     # the HC winner: what malloc.c would carry
     rec = s["recommendation"]                  # over every candidate: can be jemalloc, glibc
     f = tmp_path / "winner.env"
