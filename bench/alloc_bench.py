@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/alloc_bench.py [--reps 5] [--presets generic,p2c-mem,...]
                                           [--others] [--workloads python,cc1,...] [--out FILE]
-                                          [--lib NAME=PATH ...]
+                                          [--lib NAME=PATH ...] [--variant LABEL=K=V,... ...]
 
 Every (allocator, workload) pair runs --reps times, interleaved (round r of every pair before
 round r+1 of any), so drift on a shared machine hits all allocators alike. Reported per pair:
@@ -65,6 +65,12 @@ def allocators(args) -> dict[str, dict]:
     out = {"glibc": {"lib": None, "hc": False}}
     for label, setting in hc_presets(args.presets).items():
         out[f"hc:{label}"] = {"lib": build_hc(setting), "hc": True}
+    for item in args.variant:
+        label, _, sets = item.partition("=")
+        if not label or not sets:
+            raise HctuneError(f"--variant {item!r}: expected LABEL=KNOB=VALUE[,KNOB=VALUE...]")
+        out[f"hc:{label}"] = {"lib": build_hc(knobs.resolve("generic", sets.split(","))),
+                              "hc": True}
     for item in args.lib:
         label, _, path = item.partition("=")
         if not label or not Path(path).is_file():
@@ -111,7 +117,7 @@ def run_measured(workload, alloc, tmp: Path) -> dict:
         output = out.read()
     rc = os.waitstatus_to_exitcode(status)
     lines = rssfile.read_text().split() if rssfile.exists() else []
-    result = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+    result = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "minflt": usage.ru_minflt,
               "rss_kib": int(lines[-1]) if lines and lines[-1].isdigit() else 0,
               "rc": rc, "output": output}
     if alloc["hc"]:
@@ -144,17 +150,17 @@ def report(results, workloads, allocs, args, elapsed, version) -> str:
         f"HC built from commit {version}, "
         f"{args.reps} interleaved runs per cell, medians; {elapsed / 60:.1f} min in all.",
         "",
-        "Columns: wall and CPU (user+sys) time, their change vs glibc (negative: faster), peak "
-        "RSS (GNU time's %M) and its change vs glibc; for HC also its own footprint (high-water "
-        "mark taken from the OS, Hasan & Chang 2006 §3.11) and the most bytes in use, "
-        "from HCMALLOC_STATS.",
+        "Columns: wall and CPU (user+sys) time, median (min-max), their change vs glibc "
+        "(negative: faster), peak RSS (GNU time's %M) median (min-max) and its change vs glibc, "
+        "minor page faults (median); for HC also its own footprint (high-water mark taken from "
+        "the OS, Hasan & Chang 2006 §3.11) and the most bytes in use, from HCMALLOC_STATS.",
         "",
     ]
     for wl in workloads:
         lines += [f"### {wl.name}: {wl.what}", "",
                   "| allocator | wall s | vs glibc | CPU s | vs glibc | peak RSS MiB | vs glibc "
-                  "| HC footprint MiB | HC max in use MiB |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| minor faults | HC footprint MiB | HC max in use MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         ref = results[("glibc", wl.name)]
         rw = statistics.median(r["wall"] for r in ref)
         rc = statistics.median(r["cpu"] for r in ref)
@@ -171,8 +177,14 @@ def report(results, workloads, allocs, args, elapsed, version) -> str:
             if allocs[label]["hc"] and runs[0].get("stats"):
                 fp = f"{statistics.median(r['stats'].get('footprint', 0) for r in runs) / 2**20:.1f}"
                 mx = f"{statistics.median(r['stats'].get('bytes_max', 0) for r in runs) / 2**20:.1f}"
-            lines.append(f"| {label} | {w:.2f} | {fmt_pct(w, rw)} | {c:.2f} | {fmt_pct(c, rc)} "
-                         f"| {m / 1024:.1f} | {fmt_pct(m, rr)} | {fp} | {mx} |")
+            def spread(key, scale=1.0, fmt="{:.2f}"):
+                vals = [r[key] / scale for r in runs]
+                return (fmt.format(statistics.median(vals)) + " (" + fmt.format(min(vals)) + "–"
+                        + fmt.format(max(vals)) + ")")
+            flt = statistics.median(r.get("minflt", 0) for r in runs)
+            lines.append(f"| {label} | {spread('wall')} | {fmt_pct(w, rw)} | {spread('cpu')} "
+                         f"| {fmt_pct(c, rc)} | {spread('rss_kib', 1024, '{:.1f}')} "
+                         f"| {fmt_pct(m, rr)} | {flt / 1000:.1f} k | {fp} | {mx} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -186,6 +198,9 @@ def main(argv=None) -> int:
     ap.add_argument("--others", action="store_true", help="also jemalloc, mimalloc, tcmalloc")
     ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH",
                     help="also an HC build made elsewhere (e.g. from an older commit); repeatable")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=KNOB=V[,KNOB=V]",
+                    help="also generic HC with these knobs changed (e.g. "
+                         "paper-big=BIG_AO_FIT=0); repeatable")
     ap.add_argument("--out", type=Path, help="write the Markdown report here (atomically)")
     args = ap.parse_args(argv)
     if args.reps < 1:

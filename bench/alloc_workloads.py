@@ -134,6 +134,14 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
         if built.returncode == 0:
             found.append(Workload("large", [str(large), "40000"], {},
                                   "large_blocks.c: 64 live blocks of 64 KiB .. 4 MiB replaced 40,000 times"))
+        churn = workdir / "churn_words"
+        built = subprocess.run([gcc, "-O2", "-o", str(churn),
+                                str(Path(__file__).resolve().parent / "churn_words.c")],
+                               capture_output=True)
+        if built.returncode == 0:
+            found.append(Workload("churn", [str(churn), "400000"], {},
+                                  "churn_words.c: a word table of 16-32-byte nodes beside 500 "
+                                  "buffers of 1-64 KiB replaced or reallocated, 400,000 rounds"))
         cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True,
                              text=True).stdout.strip()
         if cc1 and Path(cc1).exists():
@@ -150,6 +158,14 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
         _words(workdir / "words.txt", 100_000)
         found.append(Workload("gawk", [gawk, GAWK_PROGRAM, str(workdir / "words.txt")], {},
                               "gawk: word counts and string building on 100k lines"))
+    xz = shutil.which("xz")
+    if xz:
+        if not (workdir / "words.txt").exists():
+            _words(workdir / "words.txt", 100_000)
+        # threaded; 256 KiB blocks so that four threads each get work from a small input
+        found.append(Workload("xz", [xz, "-T4", "--block-size=262144", "-6", "-c",
+                                     str(workdir / "words.txt")], {},
+                              "xz -T4 -6: four threads compressing 256 KiB blocks"))
     if only:
         found = [w for w in found if w.name in only]
     return found

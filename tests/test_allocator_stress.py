@@ -1,7 +1,8 @@
 """Randomized stress (tests/c/hc_stress.c) over every policy combination of HC.
 
 Every combination of the four boolean policies — SPLIT (§3.6), COALESCE (§3.7), COALESCE_QL
-(§3.8), COALESCE_IN_FREE (§3.11) — times QL_HIGH in {16, 72, 256, 1016} (§3.4, §3.10) is built
+(§3.8), COALESCE_IN_FREE (§3.11) — times QL_HIGH in {16, 72, 256, 1016} (§3.4, §3.10), and at
+QL_HIGH 72 also with the paper's best-fit big list (BIG_AO_FIT=0), is built
 with the debug checks on (the whole heap and every list are checked after each call) and run
 for a few seconds of mixed calls. The release build of a few presets then runs ~a million calls.
 glibc runs the same program first, as the reference the test itself is right.
@@ -20,6 +21,10 @@ POLICIES = ["SPLIT", "COALESCE", "COALESCE_QL", "COALESCE_IN_FREE"]
 QL_HIGHS = [16, 72, 256, 1016]
 MATRIX = [dict(zip(POLICIES, bits), QL_HIGH=ql)
           for ql in QL_HIGHS for bits in itertools.product((0, 1), repeat=len(POLICIES))]
+# The matrix above runs the big list in address order (BIG_AO_FIT=1, the default, hc_big.c);
+# the paper's best-fit big list is checked over every policy combination at the paper's QL_HIGH.
+MATRIX += [dict(zip(POLICIES, bits), QL_HIGH=72, BIG_AO_FIT=0)
+           for bits in itertools.product((0, 1), repeat=len(POLICIES))]
 # Debug runs: the heap walk after each call is O(heap), so a few hundred live blocks and tens of
 # thousands of calls keep each run to seconds while still reaching every path.
 DEBUG_OPS, DEBUG_SLOTS = 30_000, 400
@@ -27,7 +32,8 @@ RELEASE_OPS, RELEASE_SLOTS = 1_000_000, 2000
 
 
 def ident(setting):
-    return "ql{QL_HIGH}-s{SPLIT}c{COALESCE}q{COALESCE_QL}f{COALESCE_IN_FREE}".format(**setting)
+    big = "" if setting.get("BIG_AO_FIT", 1) else "-bestfit"
+    return "ql{QL_HIGH}-s{SPLIT}c{COALESCE}q{COALESCE_QL}f{COALESCE_IN_FREE}".format(**setting) + big
 
 
 def run_stress(program, library, ops, seed, slots, timeout=120):
@@ -57,10 +63,12 @@ def test_stress_debug_matrix(c_program, debug_libraries, setting):
                DEBUG_SLOTS)
 
 
-@pytest.mark.parametrize("preset", ["generic", "p2c-mem", "p2c-perf", "gawk-mem"])
-def test_stress_release(c_program, hc_library, preset):
-    """Table 6 and a spread of Table 7 rows (Hasan & Chang 2006), optimised, a million calls."""
-    library = hc_library(knobs.preset(preset))
+@pytest.mark.parametrize("preset,sets", [("generic", []), ("generic", ["BIG_AO_FIT=0"]),
+                                         ("p2c-mem", []), ("p2c-perf", []), ("gawk-mem", [])])
+def test_stress_release(c_program, hc_library, preset, sets):
+    """Table 6 and a spread of Table 7 rows (Hasan & Chang 2006), optimised, a million calls;
+    generic also with the paper's best-fit big list."""
+    library = hc_library(knobs.resolve(preset, sets))
     # glibc does this in about 1.5 s; 60 s leaves room for a loaded machine, not for a
     # super-linear allocator.
     run_stress(c_program("hc_stress"), library, RELEASE_OPS, 7, RELEASE_SLOTS, timeout=60)

@@ -46,23 +46,31 @@ static char *hc_carve(char *b, size_t size, int coalesced)
     return b;
 }
 
+/* The big list's block for a request of `size` bytes, taken off the list (NULL: none fits).
+ * The paper's best fit (§3.3), or with BIG_AO_FIT the lowest-addressed block that fits
+ * (hc_big.c).  *coalesced tells which sub-list it came from. */
+static char *hc_big_take(size_t size, int *coalesced)
+{
+#if BIG_AO_FIT
+    char *b = hc_big_first(size);
+#else
+    char *b = hc_big_best(size);
+#endif
+    if (b) {
+        *coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
+        hc_list_remove(b);
+    }
+    return b;
+}
+
 /* After a complete coalescing: the smallest free block of at least size bytes (§3.8). */
 static char *hc_find_fit(size_t size, int *coalesced)
 {
     HC_ARENA_HERE;
-    unsigned i = hc_index(size);
-    int j = hc_bit_next(hc.map, i);
-    if (j < 0)
-        return NULL;
-    if ((unsigned)j >= HC_BIG) {
-        char *b = hc_big_best(size);
-        if (b) {
-            *coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
-            hc_list_remove(b);
-        }
-        return b;
-    }
-    return hc_list_pop((unsigned)j, coalesced);
+    int j = hc_bit_next(hc.map, hc_index(size));
+    if (j >= 0 && (unsigned)j < HC_BIG)
+        return hc_list_pop((unsigned)j, coalesced);
+    return hc_big_take(size, coalesced);
 }
 
 /* Is a complete coalescing worth its walk over the whole heap (§3.8)?
@@ -113,27 +121,18 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
             }
         }
     }
-    if (i + 1 >= HC_BIG && (b = hc_big_best(size)) != NULL) {
-        coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
-        hc_list_remove(b);
+#if SPLIT
+    /* A smaller size splits the next non-empty medium list, else a big block (§3.6). */
+    int j;
+    if (i + 2 <= HC_BIG && (j = hc_bit_next(hc.map, i + 2)) >= 0 && (unsigned)j < HC_BIG) {
+        b = hc_list_pop((unsigned)j, &coalesced);
+        return hc_carve(b, size, coalesced);
+    }
+#endif
+    if ((SPLIT || i + 1 >= HC_BIG) && (b = hc_big_take(size, &coalesced)) != NULL) {
         HC_COUNT(big_hits, 1);
         return hc_carve(b, size, coalesced);
     }
-#if SPLIT
-    int j;
-    if (i + 2 <= HC_BIG && (j = hc_bit_next(hc.map, i + 2)) >= 0) {
-        if ((unsigned)j < HC_BIG) {
-            b = hc_list_pop((unsigned)j, &coalesced);
-            return hc_carve(b, size, coalesced);
-        }
-        if ((b = hc_big_best(size)) != NULL) {
-            coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
-            hc_list_remove(b);
-            HC_COUNT(big_hits, 1);
-            return hc_carve(b, size, coalesced);
-        }
-    }
-#endif
 #if COALESCE
     if ((b = hc_coalesce_incremental(size)) != NULL)
         return hc_carve(b, size, 1);

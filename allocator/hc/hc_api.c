@@ -287,6 +287,29 @@ void free(void *p)
 }
 
 /* calloc: overflow-checked; memory fresh from the wilderness or mmap is already zero. */
+/* CALLOC_MMAP: a calloc above MMAP_THRESHOLD gets its own mapping even when the self-adjusting
+ * threshold (MMAP_THRESHOLD_MAX, hc_os.c) has risen above it: fresh pages read as zero without
+ * being written, so what the program never writes (Python's bytes(n), a sparse table) never
+ * becomes resident, while malloc's blocks of that size stay in the heap (no map and unmap each,
+ * no page faults).  Unless mallopt fixed the threshold: then it rules.  In arena 0, like every
+ * mapped block (hc_arena.c).  NULL: not mapped here, the caller takes the ordinary path. */
+static void *hc_calloc_mapped(size_t n)
+{
+    struct hc_state *home = hc_cur;
+    hc_use(hc_arenas);
+    int held = hc_lock();
+    void *p = NULL;
+    if (!hc.os.threshold_fixed || n > hc.mmap_above) {
+        p = hc_mmap_block(n, HC_GRANULE);
+        if (p)
+            hc_account_alloc(hc_mmap_len(p));
+    }
+    HC_CHECK();
+    hc_unlock(held);
+    hc_use(home);
+    return p;
+}
+
 void *calloc(size_t count, size_t size)
 {
     size_t n;
@@ -310,13 +333,18 @@ void *calloc(size_t count, size_t size)
         return p;
     }
     int clean;
-    void *p = hc_malloc_arenas(n, &clean);
+    void *p = NULL;
+    if (CALLOC_MMAP && n > HC_MMAP_ABOVE)
+        p = hc_calloc_mapped(n);
+    if (p)
+        clean = 1;
+    else
+        p = hc_malloc_arenas(n, &clean);
     if (!p) {
         errno = ENOMEM;
         return NULL;
     }
-    if (!clean)
-        memset(p, 0, n);
+    hc_os_calloc(p, n, clean);
     return p;
 }
 

@@ -84,6 +84,7 @@ static void hc_coalesce_complete(void)
     memset(hc.lists, 0, sizeof hc.lists);
     memset(hc.map, 0, sizeof hc.map);
     memset(hc.unco, 0, sizeof hc.unco);
+    hc.big_root = 0;
     hc.free_blocks = 0;
     hc.freed_since_cc = 0;
     hc.frees_since_cc = 0;

@@ -138,6 +138,28 @@ static void hc_check_full(void)
             HC_REQUIRE(list_quick.n <= heap_quick.n, "quick list cycle or stray entry", b);
         }
     }
+#if BIG_AO_FIT
+    /* The big list's tree (hc_big.c): address order, links both ways, priorities, maxima. */
+    HC_REQUIRE(!hc.big_root || !*hc_t_parent(hc_at(hc.big_root)), "tree root with a parent", NULL);
+    char *last = NULL;
+    for (char *b = hc_big_lowest(); b; b = hc_big_next(b)) {
+        HC_REQUIRE(b >= hc.first && b < hc.top, "tree node outside the heap", b);
+        HC_REQUIRE(b > last, "tree out of address order (or a cycle)", b);
+        HC_REQUIRE(!hc_is_inuse(b), "in-use block in the big list's tree", b);
+        HC_REQUIRE(hc_size(b) > HC_MEDIUM_MAX, "medium block in the big list's tree", b);
+        hc_off o = hc_off_of(b), kids[2] = { *hc_t_left(b), *hc_t_right(b) };
+        for (int k = 0; k < 2; k++) {
+            HC_REQUIRE(!kids[k] || *hc_t_parent(hc_at(kids[k])) == o, "tree child without its parent link", b);
+            HC_REQUIRE(!kids[k] || hc_t_prio(kids[k]) <= hc_t_prio(o), "tree child above its parent's priority", b);
+        }
+        uint32_t m = *hc_t_max(b);
+        hc_t_fix(b);
+        HC_REQUIRE(*hc_t_max(b) == m, "tree node's subtree maximum wrong", b);
+        hc_print_add(&list_free, b);
+        HC_REQUIRE(list_free.n <= heap_free.n, "tree holds a stray entry", b);
+        last = b;
+    }
+#endif
     HC_REQUIRE(hc_print_eq(heap_free, list_free), "free blocks and free lists differ", NULL);
     HC_REQUIRE(hc_print_eq(heap_quick, list_quick), "quick-list blocks and quick lists differ", NULL);
 

@@ -50,6 +50,16 @@ static inline void hc_free_listed(char *b, size_t size)
     *hc_hdr(b) &= ~(HC_INUSE | HC_COALESCED);
     hc_set_trailer(b, size);
     hc_clear_pinuse(b + size);
+#if BIG_AO_FIT
+    /* 3. BIG_AO_FIT: a big block is merged with its free neighbours at once (hc_big.c). */
+    if (size > HC_MEDIUM_MAX) {
+        char *m = hc_merge(b);
+        if (m)
+            hc_list_push(m, 1);
+        hc_freed(size);
+        return;
+    }
+#endif
     hc_list_link(b, size, 0);
     hc_freed(size);
 }
@@ -66,7 +76,7 @@ static void hc_free_block(char *b)
 
 /* Split the in-use block b down to `size` bytes, freeing the tail (realloc shrink, memalign).
  * The tail goes on its uncoalesced sub-list (its next neighbour may be free), or back into the
- * wilderness when it lies just below it. */
+ * wilderness when it lies just below it; with BIG_AO_FIT a big tail is merged at once. */
 static void hc_shrink_block(char *b, size_t size)
 {
     HC_ARENA_HERE;
@@ -82,5 +92,13 @@ static void hc_shrink_block(char *b, size_t size)
         return;
     hc_set_trailer(r, rest);
     hc_clear_pinuse(r + rest);
+#if BIG_AO_FIT
+    if (rest > HC_MEDIUM_MAX) { /* merged at once, as a freed big block (hc_big.c) */
+        char *m = hc_merge(r);
+        if (m)
+            hc_list_push(m, 1);
+        return;
+    }
+#endif
     hc_list_push(r, 0);
 }

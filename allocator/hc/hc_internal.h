@@ -123,6 +123,7 @@ struct hc_state {
     uint64_t unco[HC_MAP_WORDS + 1]; /* bit i set when lists[i].unco is non-empty (§3.7) */
     hc_off ql[HC_BIG];           /* quick lists, singly linked (§3.10) */
     struct hc_list lists[HC_NLISTS];
+    hc_off big_root;                /* BIG_AO_FIT: the big list's address-ordered tree (hc_big.c) */
     size_t free_blocks;             /* blocks on all lists and quick lists (HC_FREE_BLOCKS) */
     size_t freed_since_cc;          /* bytes freed since the last complete coalescing */
     size_t frees_since_cc;          /* blocks freed since then */
@@ -197,6 +198,10 @@ static int hc_os_commit(char *upto);
 static inline void hc_os_mapped_freed(size_t usable);
 static inline void hc_os_tick(void);
 static size_t hc_os_purge(size_t pad, int all);
+#if BIG_AO_FIT
+static void hc_big_insert(char *b);
+static void hc_big_remove(char *b);
+#endif
 static void hc_sp_stats(struct hc_stats *out);
 static void hc_sp_decay_tick(void);
 #if HC_DEBUG

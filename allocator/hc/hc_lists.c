@@ -45,6 +45,13 @@ static inline int hc_bit_next(const uint64_t *m, unsigned i)
 static inline void hc_list_link(char *b, size_t size, int coalesced)
 {
     unsigned i = hc_index(size);
+#if BIG_AO_FIT
+    if (i >= HC_BIG) { /* the big list is a tree in address order (hc_big.c) */
+        *hc_hdr(b) = coalesced ? *hc_hdr(b) | HC_COALESCED : *hc_hdr(b) & ~HC_COALESCED;
+        hc_big_insert(b);
+        return;
+    }
+#endif
     hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
     hc_off o = hc_off_of(b);
     if (coalesced)
@@ -69,6 +76,13 @@ static void hc_list_remove(char *b)
 {
     HC_ARENA_HERE;
     size_t size = hc_size(b);
+#if BIG_AO_FIT
+    if (size > HC_MEDIUM_MAX) {
+        *hc_hdr(b) &= ~HC_COALESCED;
+        hc_big_remove(b);
+        return;
+    }
+#endif
     unsigned i = hc_index(size);
     int coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
     hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
@@ -120,7 +134,7 @@ static inline char *hc_list_pop(unsigned i, int *coalesced)
  *  2. Failing that, every block of the next non-empty bin fits: take its smallest.
  * A block that no other can beat ends a search: an exact or one-granule-larger one (it will not
  * be split anyway, §3.8), or one of the smallest size the bin can hold. */
-static char *hc_bin_best(unsigned bin, size_t size)
+static HC_UNUSED char *hc_bin_best(unsigned bin, size_t size)
 {
     HC_ARENA_HERE;
     char *best = NULL;
@@ -142,7 +156,7 @@ static char *hc_bin_best(unsigned bin, size_t size)
     return best;
 }
 
-static char *hc_big_best(size_t size)
+static HC_UNUSED char *hc_big_best(size_t size)
 {
     HC_ARENA_HERE;
     unsigned bin = hc_index(size < HC_MEDIUM_MAX + HC_GRANULE ? HC_MEDIUM_MAX + HC_GRANULE : size);

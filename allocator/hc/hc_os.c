@@ -129,6 +129,45 @@ static inline char *hc_page_up(char *p)
 
 static inline char *hc_page_down(char *p) { return (char *)((uintptr_t)p & ~(uintptr_t)(hc_page() - 1)); }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL and nothing happens */
+#endif
+
+#define HC_POPULATE_MAX ((size_t)64 << 20) /* CALLOC_POPULATE: larger callocs stay lazy */
+
+/* calloc's zeroing of the n bytes at p; clean: they were never written (fresh from the OS).
+ *  - Fresh memory is zero already.  From CALLOC_POPULATE bytes up to HC_POPULATE_MAX its pages
+ *    are populated writable at once (madvise MADV_POPULATE_WRITE, one call): a program that
+ *    reads its zeroed table before writing it (xz's match finder: 17 MB per thread) would
+ *    otherwise take two faults per page, one mapping the kernel's shared zero page and one
+ *    replacing it at the first write.  Smaller blocks stay lazy (a zeroed buffer the program
+ *    may never write: Python's bytes(n)), and so do larger ones (a huge sparse array).
+ *  - Memory written before is zeroed by memset, except from CALLOC_RELEASE bytes up: its whole
+ *    pages are given back (MADV_DONTNEED; they read as zero and fault in when written, as from
+ *    a fresh mmap) and only the partial first and last pages are cleared, so a block the
+ *    program never writes (Python's bytes(n)) does not stay resident.
+ * Both 0: glibc's calloc, memset of reused memory only. */
+static void hc_os_calloc(void *p, size_t n, int clean)
+{
+    char *lo = hc_page_up((char *)p), *hi = hc_page_down((char *)p + n);
+    if (clean) {
+#if CALLOC_POPULATE > 0
+        if (n >= (size_t)(CALLOC_POPULATE) && n <= HC_POPULATE_MAX && lo < hi)
+            (void)madvise(lo, (size_t)(hi - lo), MADV_POPULATE_WRITE);
+#endif
+        (void)lo, (void)hi;
+        return;
+    }
+#if CALLOC_RELEASE > 0
+    if (n >= (size_t)(CALLOC_RELEASE) && lo < hi && madvise(lo, (size_t)(hi - lo), MADV_DONTNEED) == 0) {
+        memset(p, 0, (size_t)(lo - (char *)p));
+        memset(hi, 0, (size_t)((char *)p + n - hi));
+        return;
+    }
+#endif
+    memset(p, 0, n);
+}
+
 static size_t hc_os_release(char *lo, char *hi)
 {
     if (hi <= lo)
@@ -164,6 +203,23 @@ static inline uint32_t *hc_mark(char *b) { return (uint32_t *)(void *)(b + 12); 
 /* A valley: free bytes at least 3/4 of the heap below the wilderness. */
 static inline int hc_os_valley(void) { return hc_free_bytes() >= (size_t)(hc.top - hc.first) / 4 * 3; }
 
+/* One free block of the big list at a purge: released now, or marked seen (its size added to
+ * *seen), or left alone (see hc_os_purge).  The bytes released.  Its first granule stays (with
+ * BIG_AO_FIT its first two: the tree node, hc_big.c), and its trailer. */
+static size_t hc_os_purge_block(char *b, int all, int valley, size_t *seen)
+{
+    uint32_t size = (uint32_t)hc_size(b), mark = *hc_mark(b);
+    if (mark == (size | HC_MARK_RELEASED) && !all)
+        return 0;
+    if (mark != (size | HC_MARK_SEEN) && !all && !valley) {
+        *hc_mark(b) = size | HC_MARK_SEEN;
+        *seen += size;
+        return 0;
+    }
+    *hc_mark(b) = size | HC_MARK_RELEASED;
+    return hc_os_release(hc_page_up(b + (BIG_AO_FIT ? 2 : 1) * HC_GRANULE), hc_page_down(b + size - HC_HDR));
+}
+
 /* Release free pages; the bytes released.  Called with the lock held.
  *  all (malloc_trim): coalesce the whole heap (§3.8), release the wilderness above top + pad and
  *    the whole pages inside every free block of at least two pages.
@@ -192,24 +248,19 @@ static size_t hc_os_purge(size_t pad, int all)
         hc.clean = from > hc.top + HC_HDR ? from : hc.top + HC_HDR;
     }
     /* 2. Free blocks of the big list: header, links, mark and trailer stay. */
-    unsigned first = hc_index(all ? 2 * hc_page() : HC_DECAY_BLOCK);
-    for (int j = hc_bit_next(hc.map, first); j >= 0; j = hc_bit_next(hc.map, (unsigned)j + 1)) {
+    size_t smallest = all ? 2 * hc_page() : HC_DECAY_BLOCK;
+#if BIG_AO_FIT
+    for (char *b = hc_big_lowest(); b; b = hc_big_next(b))
+        if (hc_size(b) >= smallest)
+            done += hc_os_purge_block(b, all, valley, &seen);
+#else
+    for (int j = hc_bit_next(hc.map, hc_index(smallest)); j >= 0; j = hc_bit_next(hc.map, (unsigned)j + 1)) {
         hc_off heads[2] = { hc.lists[j].unco, hc.lists[j].coal };
         for (int k = 0; k < 2; k++)
-            for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o))) {
-                char *b = hc_at(o);
-                uint32_t size = (uint32_t)hc_size(b), mark = *hc_mark(b);
-                if (mark == (size | HC_MARK_RELEASED) && !all)
-                    continue;
-                if (mark != (size | HC_MARK_SEEN) && !all && !valley) {
-                    *hc_mark(b) = size | HC_MARK_SEEN;
-                    seen += size;
-                    continue;
-                }
-                done += hc_os_release(hc_page_up(b + HC_GRANULE), hc_page_down(b + size - HC_HDR));
-                *hc_mark(b) = size | HC_MARK_RELEASED;
-            }
+            for (hc_off o = heads[k]; o; o = *hc_link_next(hc_at(o)))
+                done += hc_os_purge_block(hc_at(o), all, valley, &seen);
     }
+#endif
     /* Blocks only seen this time stay counted as unreleased, so the next period comes. */
     hc.os.free_purged = hc_free_bytes() - seen;
     hc.os.purges++;

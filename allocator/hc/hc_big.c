@@ -1,0 +1,185 @@
+/* hc_big.c -- the big list in address order (BIG_AO_FIT=1), beyond Hasan & Chang 2006.
+ *
+ * The paper's big list (§3.3) is searched best-fit and its blocks are coalesced late (§3.7,
+ * §3.8: only when no list can serve).  On a program that keeps long-lived small blocks among
+ * short-lived large ones (bench/churn_words.c: a word table and 500 buffers of 1..64 KiB), that
+ * heap grows without end: a best fit lands anywhere, the small blocks carved from big free
+ * blocks end up in every 64 KiB of the heap, and free neighbours stay apart, so the next large
+ * request fits nowhere and the wilderness grows (docs/allocator.md, "Large blocks").  With
+ * BIG_AO_FIT the big list is searched first-fit in address order (the lowest-addressed block
+ * that fits, split from its low end), and a freed big block is merged with its free neighbours
+ * at once: Johnstone and Wilson's finding (1998) that address-ordered fits with immediate
+ * coalescing fragment least.  Live blocks then pack towards the heap's start and the free space
+ * above them stays in few large pieces.  BIG_AO_FIT=0 is the paper's big list exactly.
+ *
+ * The free blocks of big sizes (> 1 KiB) are kept in one binary search tree ordered by address,
+ * a treap: each node's priority is a hash of its address (so it costs no memory and the shape
+ * is the same from run to run), which keeps the expected depth logarithmic whatever order the
+ * blocks come in.  Each node also holds the largest block size in its subtree, so the first fit
+ * is one walk down: left while the left subtree has a block large enough, else this block if it
+ * fits, else right.  A node lives in its free block (at least 1040 bytes):
+ *     +0 header  +4 left  +8 right  +12 the decay's mark (hc_os.c)  +16 parent  +20 subtree max
+ * Links are granule offsets like the lists' (0 = none); the debug build checks the whole tree.
+ */
+#include "hc_block.h"
+
+#if BIG_AO_FIT
+static inline hc_off *hc_t_left(char *b) { return (hc_off *)(void *)(b + 4); }
+static inline hc_off *hc_t_right(char *b) { return (hc_off *)(void *)(b + 8); }
+static inline hc_off *hc_t_parent(char *b) { return (hc_off *)(void *)(b + 16); }
+static inline uint32_t *hc_t_max(char *b) { return (uint32_t *)(void *)(b + 20); }
+
+/* The treap's priority of the node at offset o: a mix of its bits (a max-heap on these). */
+static inline uint32_t hc_t_prio(hc_off o)
+{
+    uint32_t x = o * 0x9E3779B1u;
+    x ^= x >> 15;
+    x *= 0x85EBCA77u;
+    return x ^ (x >> 13);
+}
+
+static inline uint32_t hc_t_max_of(hc_off o) { return o ? *hc_t_max(hc_at(o)) : 0; }
+
+/* Recompute b's subtree maximum from its own size and its children's. */
+static inline void hc_t_fix(char *b)
+{
+    uint32_t m = (uint32_t)hc_size(b), l = hc_t_max_of(*hc_t_left(b)), r = hc_t_max_of(*hc_t_right(b));
+    *hc_t_max(b) = m > l ? (m > r ? m : r) : (l > r ? l : r);
+}
+
+/* Make p's link to its child old point to new instead (p = 0: the root). */
+static inline void hc_t_relink(hc_off p, hc_off old, hc_off new_)
+{
+    if (!p)
+        hc.big_root = new_;
+    else if (*hc_t_left(hc_at(p)) == old)
+        *hc_t_left(hc_at(p)) = new_;
+    else
+        *hc_t_right(hc_at(p)) = new_;
+}
+
+/* Rotate node c above its parent x; both subtree maxima recomputed. */
+static void hc_t_rotate_up(hc_off c)
+{
+    char *cb = hc_at(c);
+    hc_off x = *hc_t_parent(cb);
+    char *xb = hc_at(x);
+    hc_off g = *hc_t_parent(xb), m;
+    if (*hc_t_left(xb) == c) {
+        m = *hc_t_right(cb);
+        *hc_t_left(xb) = m;
+        *hc_t_right(cb) = x;
+    } else {
+        m = *hc_t_left(cb);
+        *hc_t_right(xb) = m;
+        *hc_t_left(cb) = x;
+    }
+    if (m)
+        *hc_t_parent(hc_at(m)) = x;
+    *hc_t_parent(xb) = c;
+    *hc_t_parent(cb) = g;
+    hc_t_relink(g, x, c);
+    hc_t_fix(xb);
+    hc_t_fix(cb);
+}
+
+/* Put free block b (header and trailer written) into the tree. */
+static void hc_big_insert(char *b)
+{
+    HC_ARENA_HERE;
+    hc_off o = hc_off_of(b), p = 0, c = hc.big_root;
+    uint32_t size = (uint32_t)hc_size(b);
+    *hc_t_left(b) = 0;
+    *hc_t_right(b) = 0;
+    *hc_t_max(b) = size;
+    while (c) {
+        char *cb = hc_at(c);
+        if (*hc_t_max(cb) < size)
+            *hc_t_max(cb) = size;
+        p = c;
+        c = o < c ? *hc_t_left(cb) : *hc_t_right(cb);
+    }
+    *hc_t_parent(b) = p;
+    if (!p)
+        hc.big_root = o;
+    else if (o < p)
+        *hc_t_left(hc_at(p)) = o;
+    else
+        *hc_t_right(hc_at(p)) = o;
+    uint32_t prio = hc_t_prio(o);
+    while ((p = *hc_t_parent(b)) != 0 && hc_t_prio(p) < prio)
+        hc_t_rotate_up(o);
+    HC_FREE_BLOCKS(1);
+}
+
+/* Take free block b out of the tree: rotate it down until it has at most one child, splice it
+ * out, then recompute the maxima on the way to the root. */
+static void hc_big_remove(char *b)
+{
+    HC_ARENA_HERE;
+    hc_off o = hc_off_of(b);
+    for (;;) {
+        hc_off l = *hc_t_left(b), r = *hc_t_right(b);
+        if (l && r) {
+            hc_t_rotate_up(hc_t_prio(l) > hc_t_prio(r) ? l : r);
+            continue;
+        }
+        hc_off c = l ? l : r, p = *hc_t_parent(b);
+        if (c)
+            *hc_t_parent(hc_at(c)) = p;
+        hc_t_relink(p, o, c);
+        for (; p; p = *hc_t_parent(hc_at(p)))
+            hc_t_fix(hc_at(p));
+        break;
+    }
+    HC_FREE_BLOCKS(-1);
+}
+
+/* Address-ordered first fit: the lowest-addressed free big block of at least size bytes, still
+ * in the tree; NULL if none. */
+static char *hc_big_first(size_t size)
+{
+    HC_ARENA_HERE;
+    hc_off o = hc.big_root;
+    if (!o || hc_t_max_of(o) < size)
+        return NULL;
+    for (;;) {
+        char *b = hc_at(o);
+        hc_off l = *hc_t_left(b);
+        if (l && hc_t_max_of(l) >= size)
+            o = l;
+        else if (hc_size(b) >= size)
+            return b;
+        else
+            o = *hc_t_right(b);
+    }
+}
+
+/* In-order walk (the purge, the debug build): the lowest block, then each one's successor. */
+static HC_UNUSED char *hc_big_lowest(void)
+{
+    HC_ARENA_HERE;
+    hc_off o = hc.big_root;
+    if (!o)
+        return NULL;
+    while (*hc_t_left(hc_at(o)))
+        o = *hc_t_left(hc_at(o));
+    return hc_at(o);
+}
+
+static HC_UNUSED char *hc_big_next(char *b)
+{
+    HC_ARENA_HERE;
+    hc_off o = *hc_t_right(b);
+    if (o) {
+        while (*hc_t_left(hc_at(o)))
+            o = *hc_t_left(hc_at(o));
+        return hc_at(o);
+    }
+    hc_off c = hc_off_of(b);
+    for (hc_off p = *hc_t_parent(b); p; c = p, p = *hc_t_parent(hc_at(p)))
+        if (*hc_t_left(hc_at(p)) == c)
+            return hc_at(p);
+    return NULL;
+}
+#endif
