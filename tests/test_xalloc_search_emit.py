@@ -181,6 +181,10 @@ def test_validation_runs_each_allocators_best_with_its_environment(c_program, tm
         assert c["allocator"] in ("glibc", "jemalloc") and c["setting"], c
         assert c["candidate"] == f"{c['allocator']} tuned" and c["runs"] == 3
         assert not c["disqualified"], c
+    # the RSS curve of the real runs (hcrun's samples), where the program ran long enough
+    glibc = rows["glibc"]
+    if "rss_mean_bytes" in glibc["median"]:
+        assert 0 < glibc["median"]["rss_mean_bytes"] <= glibc["median"]["peak_rss_bytes"]
     assert s["winner"]["allocator"] == "hc"     # the HC winner: what malloc.c would carry
     rec = s["recommendation"]                  # over every candidate: can be jemalloc, glibc
     f = tmp_path / "winner.env"
@@ -206,6 +210,8 @@ def test_report_of_a_search_across_allocators(tmp_path):
     labels = [r["allocator"] for r in data["traces"][0]["allocators"]]
     assert "glibc" in labels and "jemalloc" in labels
     hctune(db, "report", "-o", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert "jemalloc: trials and front" in html and "hc: trials and front" in html
 
 
 def test_hc_alone_is_the_search_of_before():

@@ -11,7 +11,8 @@ from hctune import knobs as _knobs
 from hctune.search.objective import DEFAULT_PERF_MEMORY_OVERHEAD
 from hctune.validate.candidates import Candidate
 from hctune.validate import rule
-from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci
+from hctune.validate.stats import (BOOTSTRAP, CURVE_MEASURES, MEASURES, _median, _values,
+                                   median_ci, ratio_ci)
 
 # perf (and pareto) winners keep peak RSS within this many percent of glibc's unless the study
 # or the caller sets another limit (the search's own default for perf, said once there).
@@ -72,6 +73,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     another allocator); `winner` is the rule over the HC candidates: what `emit` writes."""
     import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
+    curve_rng = np.random.default_rng(seed + 1)
     by = {c.label: [r for r in runs if r["candidate"] == c.label] for c in cands}
     vals = {c.label: {m: _values(by[c.label], m) for m in MEASURES} for c in cands}
     ratio = _pairs(vals, seed)
@@ -93,6 +95,14 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
             xs = list(vals[c.label][m].values())
             entry["median"][m] = _median(xs)
             entry["ci"][m] = median_ci(xs, rng) if xs else [None, None]
+        # the RSS curve hcrun samples (time-weighted mean, RSS left at the end): shown, not yet
+        # a measure the rule chooses by; its own random stream leaves the other intervals as
+        # they were
+        for m in CURVE_MEASURES:
+            xs = [r[m] for r in by[c.label] if r.get("problem") is None and r.get(m) is not None]
+            if xs:
+                entry["median"][m] = _median(xs)
+                entry["ci"][m] = median_ci(xs, curve_rng)
         rows.append(entry)
     by_label = {e["candidate"]: e for e in rows}
     for e in rows:
