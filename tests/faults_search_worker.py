@@ -7,7 +7,8 @@ few milliseconds to a second and the tests can kill it anywhere, fast.
 
 --start-at: wait until time.time() >= T before opening the database (processes started
 together reach the empty database together); --hang-in-trial: after the glibc baseline,
-create FILE at the first HC measurement and hang there (the test kills the process);
+create FILE at the first HC measurement of a trial (not generic HC's, the
+reference measured before any trial) and hang there (the test kills the process);
 --sleep: seconds each HC measurement takes. Prints the summary as JSON; notices on stderr.
 """
 
@@ -19,15 +20,17 @@ from pathlib import Path
 
 from hctune import knobs
 from hctune.db import Database
-from hctune.search import study
+from hctune.search import space, study
 
 
 def model(hang_file, sleep):
+    generic = space.for_search(knobs.preset("generic"))  # the reference, measured before any trial
+
     def measure(path, allocator="hc", setting=None, repeat=3, metric="time"):
         if allocator != "hc":
             return {"footprint_bytes": 1_000_000, "peak_rss_bytes": 1_000_000,
                     "time_ns_per_op": 50.0, "instructions_per_op": 200.0}
-        if hang_file:
+        if hang_file and setting != generic:
             Path(hang_file).write_text("measuring")
             time.sleep(3600)
         time.sleep(sleep)

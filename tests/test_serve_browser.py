@@ -4,6 +4,7 @@ page update until it is done, download malloc.c and compile it."""
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,11 @@ def test_upload_tune_download_in_chromium(tmp_path):
             assert page.locator("#trials tbody tr").count() >= 3
             assert "footprint" in page.inner_text("#best")
             assert page.locator("#pareto circle").count() >= 3
+            page.click("#trials th[data-key=mem_ratio]")          # sort by footprint
+            mem = [float(x.rstrip("x")) for x in page.locator(
+                "#trials tbody tr td:nth-child(3)").all_inner_texts() if x.strip()]
+            assert len(mem) >= 3 and mem == sorted(mem), mem
+            page.wait_for_function("document.getElementById('view-history').naturalWidth > 0")
             with page.expect_download() as dl:
                 page.click("#dl-malloc")
             path = dl.value.path()
@@ -56,4 +62,49 @@ def test_upload_tune_download_in_chromium(tmp_path):
                 page.screenshot(path=os.environ["HCTUNE_SCREENSHOT"], full_page=False)
             browser.close()
     finally:
+        srv.stop()
+
+
+def test_a_cross_origin_form_post_is_refused_in_chromium(tmp_path):
+    """A page on another origin (another port of the same host) posts the service's study form
+    and sends an upload with a no-cors fetch, as a forged page would: nothing is created."""
+    if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    import http.server
+    import threading
+    srv = Served(tmp_path / "hctune.db")
+    evil = (f'<form id="f" method="post" action="{srv.base}/studies">'
+            '<input name="traces" value="1"><input name="trials" value="3"></form>'
+            '<script>const fd = new FormData(); fd.append("file", new Blob(["x".repeat(100)]),'
+            ' "a.trace"); fetch("' + srv.base + '/api/traces", {method: "POST", mode: '
+            '"no-cors", body: fd}).finally(() => document.getElementById("f").submit());'
+            '</script>').encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(evil)
+
+        def log_message(self, *a):
+            pass
+    other = http.server.HTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+            page.wait_for_url(f"{srv.base}/studies", timeout=30_000)   # the form went
+            assert "another origin" in page.content()
+            browser.close()
+        assert srv.request("GET", "/api/studies") == (200, [])
+        assert srv.request("GET", "/api/traces") == (200, [])
+        assert not any((Path(str(tmp_path / "hctune.db") + ".serve") / "traces").iterdir())
+    finally:
+        other.shutdown()
         srv.stop()

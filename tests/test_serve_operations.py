@@ -87,6 +87,11 @@ def test_cancel_and_delete_studies_and_traces(tmp_path):
         assert status == 200 and c["state"] == "cancelled", c
         assert srv.request("GET", "/api/studies/s")[1]["state"] == "cancelled"
         assert srv.request("POST", "/api/studies/s/cancel")[0] == 409     # once
+        # a study that never started has nothing to emit, and says so without naming others
+        assert srv.request("POST", "/api/studies", {"traces": [tid], "name": "q"})[0] == 201
+        status, err = srv.request("GET", "/api/studies/q/emit/malloc.c")
+        assert status == 409 and "not started" in err["error"] and "from" not in err["error"]
+        assert srv.request("DELETE", "/api/studies/q")[0] == 200
         status, d = srv.request("DELETE", "/api/studies/s")
         assert status == 200 and d["deleted"]["queue"] == 1 and "traces" in d["kept"], d
         assert srv.request("GET", "/api/studies/s")[0] == 404
@@ -97,5 +102,31 @@ def test_cancel_and_delete_studies_and_traces(tmp_path):
         assert srv.request("POST", "/api/studies", {"traces": [1], "name": "t"})[0] == 404
         page = srv.request("GET", "/traces")[1]
         assert b"X-Requested-With" in page
+    finally:
+        srv.stop()
+
+
+def test_the_views_optuna_draws(tmp_path):
+    import optuna
+    from optuna.distributions import FloatDistribution, IntDistribution
+    db = tmp_path / "h.db"
+    Database(db).close()
+    url = default_url(db)
+    st = optuna.create_study(study_name="v", storage=url)
+    dist = {"ql": IntDistribution(16, 512), "frac": FloatDistribution(0, 1)}
+    for i in range(12):
+        p = {"ql": 16 + 40 * i, "frac": (i * 7 % 10) / 10}
+        mem = 1 + abs(p["frac"] - 0.3) + p["ql"] / 5000
+        st.add_trial(optuna.trial.create_trial(params=p, distributions=dist, value=mem,
+                                               user_attrs={"mem": mem, "perf": 1.0}))
+    with Database(db) as d:
+        d.add_study("v", "mem", [1], url, {"metric": "time"})
+    srv = Served(db)
+    try:
+        for kind in ("history", "importance", "parallel"):
+            status, svg = srv.request("GET", f"/api/studies/v/views/{kind}.svg")
+            assert status == 200 and svg.startswith(b"<svg"), (kind, status, svg)
+        assert srv.request("GET", "/api/studies/v/views/nope.svg")[0] == 404
+        assert b"views/history.svg" in srv.request("GET", "/studies/v")[1]
     finally:
         srv.stop()

@@ -14,6 +14,7 @@ from http.cookies import SimpleCookie
 
 import pytest
 
+from hctune.db import Database
 from serve_support import Served
 
 pytestmark = pytest.mark.timeout(180)
@@ -144,6 +145,10 @@ def test_every_number_is_checked_and_no_stored_row_breaks_a_list(tmp_path):
 
 
 def test_forged_writes_are_refused(tmp_path):
+    Database(tmp_path / "h.db").close()
+    (tmp_path / "t.trace").write_bytes(b"x")
+    with Database(tmp_path / "h.db") as d:
+        d.add_trace(tmp_path / "t.trace", "ef" * 32, command="app", events=1)
     srv = Served(tmp_path / "h.db")
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     try:
@@ -163,9 +168,15 @@ def test_forged_writes_are_refused(tmp_path):
             cookie = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
             page = r.read().decode()
         assert f'action="/traces?csrf={cookie}"' in page
-        status, err = srv.request("POST", f"/studies?csrf={cookie}", b"traces=1",
-                                  {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
-        assert status == 404 and "no trace #1" in err["error"]      # past the CSRF check
+        status, page = srv.request("POST", f"/studies?csrf={cookie}",
+                                   b"traces=1&trials=7&timeout=inf",
+                                   {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
+        # past the CSRF check: the form again, its error beside it and its input kept
+        assert status == 422 and b'id="form-error"' in page and b"timeout" in page
+        assert b'value="7"' in page and b'value="inf"' in page
+        status, page = srv.request("POST", f"/studies?csrf={cookie}", b"traces=99",
+                                   {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
+        assert status == 404 and b"no trace #99" in page
         status, err = srv.request("POST", "/studies?csrf=other", b"traces=1",
                                   {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
         assert status == 403

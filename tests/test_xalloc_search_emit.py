@@ -210,6 +210,8 @@ def test_report_of_a_search_across_allocators(tmp_path):
     labels = [r["allocator"] for r in data["traces"][0]["allocators"]]
     assert "glibc" in labels and "jemalloc" in labels
     hctune(db, "report", "-o", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert "jemalloc: trials and front" in html and "hc: trials and front" in html
 
 
 def test_hc_alone_is_the_search_of_before():

@@ -310,20 +310,47 @@ def _alloc_plot(plt, rows) -> str | None:
     return _svg(fig)
 
 
+# a search across allocators: each allocator's trials and Pareto front in its own colour
+ALLOCATOR_COLOURS = {"hc": "#b0504a", "glibc": "#4a78b0", "jemalloc": "#5a9a4a",
+                     "mimalloc": "#c08a30", "tcmalloc": "#8a5ab0"}
+
+
+def _own_front(trials) -> list:
+    """The trials (mem, perf) that no other of them dominates, by memory."""
+    return sorted((t for t in trials if not any(
+        (u["mem"], u["perf"]) != (t["mem"], t["perf"]) and u["mem"] <= t["mem"]
+        and u["perf"] <= t["perf"] for u in trials)), key=lambda t: t["mem"])
+
+
 def _front_plot(plt, trials, front, metric) -> str | None:
     if not trials:
         return None
     fig, ax = plt.subplots(figsize=(5.5, 4))
     ok = [t for t in trials if t["feasible"]]
     bad = [t for t in trials if not t["feasible"]]
-    ax.scatter([t["mem"] for t in ok], [t["perf"] for t in ok], s=14, color="#9bb6d6",
-               label="trials")
+    names = sorted({t.get("allocator", "hc") for t in trials})
+    if len(names) > 1:
+        for name in names:
+            mine = [t for t in ok if t.get("allocator", "hc") == name]
+            if not mine:
+                continue
+            colour = ALLOCATOR_COLOURS.get(name, "#666666")
+            ax.scatter([t["mem"] for t in mine], [t["perf"] for t in mine], s=12,
+                       color=colour, alpha=0.45)
+            fr = _own_front(mine)
+            ax.plot([t["mem"] for t in fr], [t["perf"] for t in fr], "o-", color=colour,
+                    ms=4, label=f"{name}: trials and front")
+        ok = []
+    else:
+        ax.scatter([t["mem"] for t in ok], [t["perf"] for t in ok], s=14, color="#9bb6d6",
+                   label="trials")
     if bad:
         ax.scatter([t["mem"] for t in bad], [t["perf"] for t in bad], s=14, marker="x",
                    color="#999999", label="over a limit")
-    fr = sorted((t for t in trials if t["number"] in front), key=lambda t: t["mem"])
-    ax.plot([t["mem"] for t in fr], [t["perf"] for t in fr], "o-", color="#b0504a", ms=4,
-            label="Pareto front")
+    if len(names) == 1:
+        fr = sorted((t for t in trials if t["number"] in front), key=lambda t: t["mem"])
+        ax.plot([t["mem"] for t in fr], [t["perf"] for t in fr], "o-", color="#b0504a", ms=4,
+                label="Pareto front")
     ax.axvline(1.0, color="#cccccc", lw=0.8)
     ax.axhline(1.0, color="#cccccc", lw=0.8)
     ax.set_xlabel("footprint / glibc")

@@ -74,6 +74,13 @@ def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(ser
 
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request, svc: Service = Depends(service)):
+    return _studies_page(request, svc)
+
+
+def _studies_page(request: Request, svc: Service, form: dict | None = None,
+                  form_error: str | None = None, status_code: int = 200) -> HTMLResponse:
+    """The studies and the form to start one; after a refused form, the form again with its
+    input kept and the error beside it."""
     with svc.db() as db:
         rows = [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
     st = {}
@@ -82,33 +89,50 @@ def studies_page(request: Request, svc: Service = Depends(service)):
             s = svc.trials.get(r["name"], r["state"])
             objective = r["options"].get("objective", "mem")
             st[r["name"]] = None if s is None else s.summary(objective)
-    return svc.page("serve_studies.html.j2", request, studies=rows, summaries=st,
-                    traces=svc.list_traces(), objectives=_obj.OBJECTIVES, metrics=_obj.METRICS,
-                    defaults=_options.Options(), bounds=_options.NUMBERS)
+    return svc.page("serve_studies.html.j2", request, status_code=status_code, studies=rows,
+                    summaries=st, traces=svc.list_traces(), objectives=_obj.OBJECTIVES,
+                    metrics=_obj.METRICS, defaults=_options.Options(), bounds=_options.NUMBERS,
+                    form=form, form_error=form_error)
+
+
+_FORM_NUMBERS = ("trials", "timeout", "max_memory_overhead", "max_slowdown", "validate_runs",
+                 "validate_top")
 
 
 @router.post("/studies", dependencies=[Depends(need_token)])
-def studies_create(traces: list[int] = Form(...), objective: str = Form("mem"),
-                   metric: str = Form("time"), trials: int = Form(_options.DEFAULT_TRIALS),
+def studies_create(request: Request, traces: list[str] = Form([]), objective: str = Form("mem"),
+                   metric: str = Form("time"), trials: str = Form(""), timeout: str = Form(""),
                    max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
-                   timeout: str = Form(""), validate_runs: int = Form(0),
-                   validate_top: int = Form(_options.VALIDATE_TOP),
+                   validate_runs: str = Form(""), validate_top: str = Form(""),
                    svc: Service = Depends(service)):
-    def num(s):
-        try:
-            return float(s) if s.strip() else None
-        except ValueError:
-            raise HTTPException(422, f"not a number: {s!r}") from None
+    form = {"traces": traces, "objective": objective, "metric": metric, "trials": trials,
+            "timeout": timeout, "max_memory_overhead": max_memory_overhead,
+            "max_slowdown": max_slowdown, "validate_runs": validate_runs,
+            "validate_top": validate_top}
     try:
-        req = StudyRequest(traces=traces, objective=objective, metric=metric, trials=trials,
-                           max_memory_overhead=num(max_memory_overhead),
-                           max_slowdown=num(max_slowdown), timeout=num(timeout),
-                           validate_runs=validate_runs, validate_top=validate_top)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise HTTPException(422, f"{'.'.join(map(str, first['loc']))}: {first['msg']}") \
-            from None
-    s = create_study(svc, req)
+        given = {}
+        for k in _FORM_NUMBERS:
+            text = form[k].strip()
+            if not text:
+                continue
+            try:
+                given[k] = int(text) if _options.NUMBERS[k][0] is int else float(text)
+            except ValueError:
+                raise HTTPException(422, f"{k}: not a number: {text!r}") from None
+        try:
+            req = StudyRequest(traces=[int(t) for t in traces if t.strip().isdigit()] or
+                               ([-1] if traces else []),
+                               objective=objective, metric=metric, **given)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise HTTPException(422, f"{where}: {first['msg']}") from None
+        s = create_study(svc, req)
+    except HTTPException as e:
+        if e.status_code >= 500:
+            raise
+        return _studies_page(request, svc, form=form, form_error=str(e.detail),
+                             status_code=e.status_code)
     return RedirectResponse(f"/studies/{s['name']}", status_code=303)
 
 
