@@ -130,7 +130,7 @@ def run_wrk(base: str, clients: int, seconds: float) -> dict:
     try:
         procs = {}
         for i, (k, path) in enumerate(PATHS.items()):
-            n = clients // 2 + (clients % 2 if i == 0 else 0)
+            n = clients // len(PATHS) + (clients % len(PATHS) if i == 0 else 0)
             procs[k] = subprocess.Popen(
                 ["wrk", "-t1", f"-c{n}", f"-d{seconds:g}s", f"--timeout={TIMEOUT:g}s",
                  "-s", f.name, base + path], stdout=subprocess.PIPE, text=True)
@@ -209,8 +209,8 @@ def run_asyncio(base: str, clients: int, seconds: float) -> dict:
 
     async def main():
         deadline = time.monotonic() + seconds
-        await asyncio.gather(*(_one_client(host, int(port), list(PATHS)[i % 2], deadline, lat,
-                                           errors) for i in range(clients)))
+        await asyncio.gather(*(_one_client(host, int(port), list(PATHS)[i % len(PATHS)],
+                                           deadline, lat, errors) for i in range(clients)))
     asyncio.run(main())
     return summarise(lat, errors)
 
@@ -222,7 +222,7 @@ def run_threads(base: str, clients: int, seconds: float) -> dict:
     def client():
         k = 0
         while time.monotonic() < deadline:
-            which = list(PATHS)[k % 2]
+            which = list(PATHS)[k % len(PATHS)]
             k += 1
             t0 = time.perf_counter()
             try:
@@ -254,15 +254,21 @@ def main():
                     help="load generator (default: wrk when installed, else asyncio)")
     ap.add_argument("--http-workers", type=int, default=1,
                     help="passed to `hctune serve --http-workers`")
+    ap.add_argument("--views", action="store_true",
+                    help="a third of the clients poll the study's history view (an SVG Optuna "
+                         "draws) instead of half reading the page and half the trials")
     ap.add_argument("--db", default=None,
                     help="a PostgreSQL database to run on (hctune's tables and Optuna's) instead "
                          "of a temporary SQLite file; its study 'load' is replaced")
     a = ap.parse_args()
+    if a.views:
+        PATHS["views"] = f"/api/studies/{NAME}/views/history.svg"
     kind = a.client or ("wrk" if shutil.which("wrk") else "asyncio")
     if kind == "wrk" and not shutil.which("wrk"):
         raise SystemExit("serve_load: no wrk here (Debian package wrk); try --client asyncio")
     cmd = ["bench/serve_load.py", "--clients", str(a.clients), "--seconds", f"{a.seconds:g}",
-           "--trials", str(a.trials), "--client", kind, "--http-workers", str(a.http_workers)]
+           "--trials", str(a.trials), "--client", kind, "--http-workers", str(a.http_workers),
+           *(["--views"] if a.views else [])]
     if a.db:
         from hctune.db import redact
         cmd += ["--db", redact(a.db)]

@@ -48,6 +48,11 @@ def test_upload_tune_download_in_chromium(tmp_path):
             assert page.locator("#trials tbody tr").count() >= 3
             assert "footprint" in page.inner_text("#best")
             assert page.locator("#pareto circle").count() >= 3
+            page.click("#trials th[data-key=mem_ratio]")          # sort by footprint
+            mem = [float(x.rstrip("x")) for x in page.locator(
+                "#trials tbody tr td:nth-child(3)").all_inner_texts() if x.strip()]
+            assert len(mem) >= 3 and mem == sorted(mem), mem
+            page.wait_for_function("document.getElementById('view-history').naturalWidth > 0")
             with page.expect_download() as dl:
                 page.click("#dl-malloc")
             path = dl.value.path()

@@ -87,6 +87,11 @@ def test_cancel_and_delete_studies_and_traces(tmp_path):
         assert status == 200 and c["state"] == "cancelled", c
         assert srv.request("GET", "/api/studies/s")[1]["state"] == "cancelled"
         assert srv.request("POST", "/api/studies/s/cancel")[0] == 409     # once
+        # a study that never started has nothing to emit, and says so without naming others
+        assert srv.request("POST", "/api/studies", {"traces": [tid], "name": "q"})[0] == 201
+        status, err = srv.request("GET", "/api/studies/q/emit/malloc.c")
+        assert status == 409 and "not started" in err["error"] and "from" not in err["error"]
+        assert srv.request("DELETE", "/api/studies/q")[0] == 200
         status, d = srv.request("DELETE", "/api/studies/s")
         assert status == 200 and d["deleted"]["queue"] == 1 and "traces" in d["kept"], d
         assert srv.request("GET", "/api/studies/s")[0] == 404

@@ -4,6 +4,9 @@ provenance and the files come from hctune.emit, the functions `hctune emit` call
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
@@ -28,11 +31,25 @@ def api_emit(name: str, file: str,
     the shared library built on this server's platform."""
     if file not in _FILES:
         raise HTTPException(404, f"no such file {file!r}; one of {', '.join(_FILES)}")
-    svc.queue_row(name)
+    q = svc.queue_row(name)
+    if q["state"] == "queued":   # (and the library's error would list every study's name)
+        raise HTTPException(409, f"study {name!r} has not started: no setting yet")
     setting, prov = _emit.choose_setting(svc.cfg.db_path, name, None, None, (), trial=trial,
                                          paths=False)
     d = _emit.emit_into(svc.cfg.data_dir / "emit", setting, prov, so=file == _emit.SO_NAME)
+    _keep_newest(svc.cfg.data_dir / "emit", KEEP, d)
     return FileResponse(d / file, media_type=_FILES[file], filename=file)
+
+
+KEEP = 64    # emitted directories kept (a .so each, maybe): the rest are made again if asked
+
+
+def _keep_newest(root: Path, keep: int, current: Path) -> None:
+    """Remove all but the `keep` newest emitted directories (never `current`)."""
+    dirs = sorted((p for p in root.iterdir() if p.is_dir() and p != current),
+                  key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in dirs[keep - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @router.get("/api/studies/{name}/report.html")

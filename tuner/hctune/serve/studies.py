@@ -20,6 +20,7 @@ from hctune.errors import HctuneError
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
+from hctune.serve import views
 from hctune.serve.state import Service, service, study_brief
 from hctune.trace import store
 from hctune import report as _report
@@ -210,5 +211,6 @@ def api_delete(name: str, svc: Service = Depends(service)):
     except KeyError:
         deleted["trials"] = 0
     svc.trials.forget(name)
+    views.forget(name)
     return {"name": name, "deleted": deleted,
             "kept": "its traces, and the allocators' measurements on them"}

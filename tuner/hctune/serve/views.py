@@ -1,14 +1,15 @@
 """A study's views that Optuna computes (optuna.visualization.matplotlib, optuna.importance): the
 optimisation history, the knobs' importance (PED-ANOVA) and the parallel coordinates, as SVG,
-made again only when the study's finished trials change. hctune's own page keeps what no
+made again when the study's finished trials change (at most every REDRAW_SECONDS). hctune's own page keeps what no
 dashboard has (the allocator comparison, the real runs, the downloads)."""
 
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
@@ -20,24 +21,38 @@ router = APIRouter(tags=["studies"])
 KINDS = {"history": "plot_optimization_history", "importance": "plot_param_importances",
          "parallel": "plot_parallel_coordinate"}
 _lock = threading.Lock()            # pyplot is not thread-safe
-_made: dict[tuple[str, str, int, str], bytes] = {}
+# (name, kind, target) -> (finished trials, when drawn or checked, the SVG, the study's state)
+_made: dict[tuple[str, str, str], tuple[int, float, bytes, str]] = {}
+REDRAW_SECONDS = 30.0   # a running study's view is drawn again at most this often
+_studies: dict = {}     # name -> optuna.Study, read incrementally
 
 
 def plot(svc: Service, name: str, kind: str) -> bytes:
     import optuna  # deferred: Optuna (as hctune.serve.trials)
     import optuna.visualization.matplotlib as vis  # deferred: matplotlib, only for a plot
-    objective = study_brief(svc.queue_row(name))["options"].get("objective", "mem")
+    brief = study_brief(svc.queue_row(name))
+    objective = brief["options"].get("objective", "mem")
     target = "mem" if objective == "pareto" else objective
-    try:
-        st = optuna.load_study(study_name=name, storage=svc.cfg.optuna_storage())
-    except KeyError:
-        raise HTTPException(409, f"study {name!r} has no trials yet") from None
+    key = (name, kind, target)
+    old = _made.get(key)
+    if old is not None and old[3] == brief["state"] and \
+            time.monotonic() - old[1] < REDRAW_SECONDS:
+        return old[2]          # drawn moments ago, the study in the same state
+    st = _studies.get(name)
+    if st is None:
+        try:   # kept: Optuna's cache then reads only the trials that changed since
+            st = optuna.load_study(study_name=name, storage=svc.cfg.optuna_storage())
+        except KeyError:
+            raise HTTPException(409, f"study {name!r} has no trials yet") from None
+        if len(_studies) > 32:
+            _studies.clear()
+        _studies[name] = st
     done = [t for t in st.get_trials(deepcopy=False,
                                      states=(optuna.trial.TrialState.COMPLETE,))
             if target in t.user_attrs]
-    key = (name, kind, len(done), target)
-    if key in _made:
-        return _made[key]
+    if old is not None and old[0] == len(done):
+        _made[key] = (old[0], time.monotonic(), old[2], brief["state"])
+        return old[2]
     if len(done) < 2:
         raise HTTPException(409, f"study {name!r} has {len(done)} finished trial(s); the "
                                  "views need two")
@@ -60,15 +75,35 @@ def plot(svc: Service, name: str, kind: str) -> bytes:
         body = _report._svg(fig).encode()
     if len(_made) > 64:
         _made.clear()
-    _made[key] = body
+    _made[key] = (len(done), time.monotonic(), body, brief["state"])
     return body
 
 
+def fresh(svc: Service, name: str, kind: str) -> bytes | None:
+    """The view drawn moments ago for the study in its present state, without leaving the event
+    loop (what plot() answers first); None when plot() has to look further."""
+    brief = study_brief(svc.queue_row(name))
+    objective = brief["options"].get("objective", "mem")
+    old = _made.get((name, kind, "mem" if objective == "pareto" else objective))
+    if old is not None and old[3] == brief["state"] and \
+            time.monotonic() - old[1] < REDRAW_SECONDS:
+        return old[2]
+    return None
+
+
+def forget(name: str) -> None:
+    """The study was deleted: a new one of the same name is read and drawn afresh."""
+    _studies.pop(name, None)
+    for k in [k for k in _made if k[0] == name]:
+        _made.pop(k, None)
+
+
 @router.get("/api/studies/{name}/views/{kind}.svg")
-async def api_view(name: str, kind: str, svc: Service = Depends(service)):
+async def api_view(request: Request, name: str, kind: str):
     """The study's optimisation history, knob importances (PED-ANOVA) or parallel coordinates
     (kind: history, importance, parallel), by Optuna, as SVG."""
+    svc = service(request)
     if kind not in KINDS:
         raise HTTPException(404, f"no view {kind!r}; one of {', '.join(KINDS)}")
-    body = await run_in_threadpool(plot, svc, name, kind)
+    body = fresh(svc, name, kind) or await run_in_threadpool(plot, svc, name, kind)
     return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
