@@ -79,15 +79,18 @@ def test_fork_from_a_signal_handler_during_fork(program, library):
 
 @pytest.mark.parametrize("knob,after", [("ARENAS=1", "light"), ("ARENAS=4", "light"),
                                         ("ARENAS=64", "light"), ("ARENAS=1", "idle"),
-                                        ("ARENAS=64", "idle"), ("SMALL_MAX=256", "idle")])
+                                        ("ARENAS=64", "idle"), ("SMALL_MAX=256", "idle"),
+                                        ("ARENAS=1,TCACHE_COUNT=0", "idle"),
+                                        ("ARENAS=1,SMALL_MAX=1024", "idle")])
 def test_thread_churn_gives_memory_back(program, hc_library, knob, after):
     """5 cycles of 4 threads allocating and freeing 256 MiB each (1 GiB a cycle, mixed sizes)
     and exiting, then light use (one 8 KiB and eight small malloc/free every 10 ms) or none at
     all: RSS below 64 MiB within 3 s, whatever ARENAS the search picks (with ARENAS=64 each
     generation of threads used to fill fresh arenas that nothing ever purged: 250 MiB more per
     cycle; an idle program kept everything).  Idle, it is the purge thread (PURGE_THREAD) that
-    gives memory back, the small pages' empty pool included."""
-    lib = hc_library(knobs.resolve("generic", [knob]))
+    gives memory back, the small pages' empty pool included -- also when no thread ever uses the
+    thread cache (TCACHE_COUNT=0, or small pages taking every size it holds) with one arena."""
+    lib = hc_library(knobs.resolve("generic", knob.split(",")))
     res = run(program, ["churn", 5, 256, after], lib, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     assert "released_ms" in res.stdout, f"RSS never fell below 64 MiB:\n{res.stdout}"

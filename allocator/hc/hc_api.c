@@ -112,8 +112,11 @@ static void *hc_malloc_in(struct hc_state *a, size_t n, int *clean)
  * else from arena 0: for mapped blocks, and when the home arena cannot serve (hc_arena.c). */
 static void *hc_malloc_arenas(size_t n, int *clean)
 {
-    if (HC_NARENAS == 1)
+    if (HC_NARENAS == 1) {
+        if (!HC_SINGLE_THREADED())
+            (void)hc_home(); /* counted, and its exit seen: what starts the purge thread */
         return hc_malloc_in(hc_arenas, n, clean);
+    }
     struct hc_state *home = HC_SINGLE_THREADED() ? hc_cur : hc_home();
     void *p = NULL;
     if (home == hc_arenas || n <= HC_MMAP_ABOVE)
@@ -128,7 +131,10 @@ static HC_NOINLINE void *hc_malloc_slow(size_t n)
 {
     void *p;
     if (hc_likely(HC_SINGLE_THREADED()) || (!HC_TC_ON && HC_NARENAS == 1)) {
-        /* The paper's path: one heap, no lock (single-threaded) or its one lock. */
+        /* The paper's path: one heap, no lock (single-threaded) or its one lock.  A thread
+         * with no thread cache is counted here (hc_home: its exit starts the purge thread). */
+        if (!HC_TC_ON && HC_NARENAS == 1 && !HC_SINGLE_THREADED())
+            (void)hc_home();
         int held = hc_lock();
         p = hc_malloc_locked(n);
         HC_CHECK();
