@@ -159,10 +159,10 @@ def for_search(setting: dict) -> dict:
     return out
 
 
-def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> dict:
-    """Sample one setting in `trial`; returns the full setting."""
+def _sample(trial: optuna.trial.BaseTrial, dists: dict) -> dict:
+    """{param: value} drawn in `trial` from {param: distribution}: HC's knobs and others' alike."""
     params = {}
-    for p, dist in distributions(only, threads).items():
+    for p, dist in dists.items():
         if isinstance(dist, CategoricalDistribution):
             params[p] = trial.suggest_categorical(p, dist.choices)
         elif isinstance(dist, FloatDistribution):
@@ -171,7 +171,12 @@ def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> 
             params[p] = trial.suggest_int(p, dist.low, dist.high, log=True)
         else:
             params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
-    return setting_of(params, only, threads)
+    return params
+
+
+def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> dict:
+    """Sample one setting in `trial`; returns the full setting."""
+    return setting_of(_sample(trial, distributions(only, threads)), only, threads)
 
 
 # ---- the cross-allocator space (search --allocators hc,glibc,jemalloc,...) ----
@@ -243,16 +248,5 @@ def suggest_allocator(trial: optuna.trial.BaseTrial, names, only=None,
     name = trial.suggest_categorical(ALLOCATOR_PARAM, list(names))
     if name == "hc":
         return name, suggest(trial, only, threads)
-    params = {}
-    for k in x_searched(name, threads).values():
-        dist = x_distribution(k)
-        p = x_param_name(k)
-        if isinstance(dist, CategoricalDistribution):
-            params[p] = trial.suggest_categorical(p, dist.choices)
-        elif isinstance(dist, FloatDistribution):
-            params[p] = trial.suggest_float(p, dist.low, dist.high, log=dist.log)
-        elif dist.log:
-            params[p] = trial.suggest_int(p, dist.low, dist.high, log=True)
-        else:
-            params[p] = trial.suggest_int(p, dist.low, dist.high, step=dist.step)
-    return name, x_setting_of(name, params, threads)
+    dists = {x_param_name(k): x_distribution(k) for k in x_searched(name, threads).values()}
+    return name, x_setting_of(name, _sample(trial, dists), threads)
