@@ -907,7 +907,21 @@ static void hc_sp_fork_child(void)
         if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
             continue;
         pg->owner = NULL;
-        pg->used &= ~HC_SP_FULLBIT;
+        /* Its owner takes no lock, so fork may have copied the page between the two stores of
+         * a pop or a push: the count is made again from the free list and the bump (each a
+         * single store, so consistent); a block caught in flight stays counted as used. */
+        char *first = (char *)pg + HC_SP_HEAD;
+        size_t blocks = pg->size ? (size_t)(pg->end - first) / pg->size : 0, nfree = 0;
+        for (char *b = pg->free; b && nfree < blocks; b = *(char **)b)
+            nfree++;
+        pg->used = blocks ? (uint32_t)(blocks - nfree - (size_t)(pg->end - pg->bump) / pg->size)
+                          : 0;
+#if HC_DEBUG
+        /* ...and a carve or a red zone caught half written: the red zones are stamped again
+         * (they lie past every block's usable size; an overflow is the parent's to catch). */
+        for (char *b = first; blocks && b < pg->bump; b += pg->size)
+            memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
+#endif
         pg->where = HC_SP_ORPHAN;
         pg->prev = NULL;
         pg->next = hc_sp_orphans[pg->cls];
