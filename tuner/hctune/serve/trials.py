@@ -40,6 +40,7 @@ def trial_row(t: FrozenTrial) -> dict:
     return {"number": t.number, "state": t.state.name.lower(),
             "mem_ratio": a.get("mem"), "perf_ratio": a.get("perf"),
             "feasible": _study.feasible(t) if "mem" in a else None,
+            "allocator": a.get("allocator", "hc"),   # set by cross-allocator studies
             "setting": a.get("setting"), "seed": a.get("seed"),
             "worker": a.get("worker"), "error": a.get("error"),
             "retry_of": a.get(RETRY_OF)}   # the dead worker's trial this one runs again
