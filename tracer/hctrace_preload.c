@@ -2,6 +2,8 @@
  *
  *   HCTRACE_OUT=app.hct LD_PRELOAD=build/libhctrace.so ./app args
  *   (HCTRACE_TIME=1 adds a time stamp to every event)
+ *   (HCTRACE_SUMMARY=1 also writes <trace>.sum at exit: the calls and bytes counted while
+ *    recording, which `hctune profile` prints instead of reading the trace again)
  *   (HCTRACE_START_AFTER=S HCTRACE_DURATION=S record only a window of the run, see below)
  *
  * Records every malloc, calloc, realloc, reallocarray, free and memalign-family call of a
@@ -145,6 +147,7 @@ static size_t g_pool_used;
 enum { C_OPS = 0, C_BYTES = 6, C_SMALL_REQ, C_SMALL_BYTES, N_COUNTS };
 #define SUMMARY_SMALL 1024           /* Hasan & Chang 2006, Tables 1, 3, 4: small = 1 KiB or less */
 static _Atomic uint64_t g_done[N_COUNTS];
+static int g_summary;                /* HCTRACE_SUMMARY=1: write <trace>.sum (hctune profile does) */
 
 /* ---- per-thread buffer ---- */
 typedef struct tbuf {
@@ -673,6 +676,8 @@ static const char *const k_count_name[N_COUNTS] = {
  * open, write, no stdio).  Written again (truncated) each time the process-ending path runs. */
 static void write_summary(void)
 {
+    if (!g_summary)
+        return;
     uint64_t sum[N_COUNTS];
     for (int i = 0; i < N_COUNTS; i++)
         sum[i] = atomic_load(&g_done[i]);
@@ -921,6 +926,8 @@ static void init(void)
      * on machines without a vDSO clock (docs/tracing.md has the numbers). */
     const char *tm = getenv("HCTRACE_TIME");
     g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
+    const char *sm = getenv("HCTRACE_SUMMARY");
+    g_summary = sm && sm[0] == '1';
     g_mono0 = mono_ns();
     g_pid = getpid();
     window_setup();

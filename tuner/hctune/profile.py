@@ -50,6 +50,7 @@ class Profile:
     signal: int | None = None          # the fatal signal the program died of, if it did
     program_seconds: float = 0.0       # the traced program's run (wall)
     after_seconds: float = 0.0         # profile's own work after the program ended (wall)
+    after_cpu_seconds: float = 0.0     # the same in CPU time (user + system, every thread)
 
 
 def find_program(name: str) -> Path:
@@ -117,6 +118,7 @@ def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
         env.pop(name, None)
     if timestamps:
         env["HCTRACE_TIME"] = "1"
+    env["HCTRACE_SUMMARY"] = "1"     # <trace>.sum: the counts profile prints (no event read)
     if toggle_signal is not None:
         if tracer != "preload" or start_after is not None:
             raise HctuneError("--signal needs the preload tracer and no --start-after")
@@ -222,7 +224,7 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
                             start_after, duration, toggle_signal)
         t0 = time.perf_counter()
         rc = _run(cmd, env)
-        t_exit = time.perf_counter()
+        t_exit, cpu_exit = time.perf_counter(), time.process_time()
         code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)
                         and not p.name.endswith(SUMMARY_SUFFIX)], base)
@@ -265,5 +267,5 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
     main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv), sha=main_sha,
                           full=False)
     return Profile(code, main_dest, main_id, main_st, others, skipped, died_of,
-                   t_exit - t0, time.perf_counter() - t_exit)
+                   t_exit - t0, time.perf_counter() - t_exit, time.process_time() - cpu_exit)
 
