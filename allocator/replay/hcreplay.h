@@ -132,6 +132,21 @@ uint64_t hcr_mt_replay_once(struct hcr_mt *mt, void **slots, int touch, uint64_t
 void *hcr_map(size_t bytes);
 void hcr_unmap(void *p, size_t bytes);
 
+/* The RSS curve of the first repeat: the replay loop (and a threaded replay's main thread)
+ * stops every `every` ops to read the RSS (hcr_curve_sample), so the time-weighted mean RSS of
+ * the program can be told apart from its peak; the trace's op order is the clock, so an
+ * allocator's own speed does not weigh its samples.  every == 0: off (later repeats). */
+struct hcr_curve {
+    uint64_t every;     /* ops between samples */
+    uint64_t base;      /* RSS before the repeat (bytes): the samples count above it */
+    uint64_t ops;       /* ops the samples stand for */
+    uint64_t samples;
+    double sum;         /* sum of (RSS over base) x ops it stands for */
+};
+extern struct hcr_curve hcr_curve;
+/* One sample standing for the `ops` ops just replayed (reads /proc/self/statm, no malloc). */
+void hcr_curve_sample(uint64_t ops);
+
 /* Resident memory of this process, from /proc/self/status (bytes; 0 if unreadable). */
 uint64_t hcr_vm_rss(void);
 uint64_t hcr_vm_hwm(void);

@@ -7,6 +7,9 @@
  *     included), per repeat; the median is reported as ns/op;
  *   - peak resident memory during the first loop over a baseline taken just before it
  *     (VmHWM after resetting it through /proc/self/clear_refs), and during all of them;
+ *   - the first repeat's RSS curve: RSS read every n_ops/128 ops (at least 1024 apart; ~5 us
+ *     each, inside the first repeat's time), its mean weighted by the ops each sample stands
+ *     for (mean_rss_bytes, over the baseline);
  *   - HC's own footprint (its high-water of memory from the OS) when hc_stats_get is present,
  *     after the first loop and after all of them.
  *   Memory is taken from the first repeat because it starts from a fresh heap, as the program
@@ -336,7 +339,15 @@ int main(int argc, char **argv)
     int hc = hcr_hc_read(&hc_before);
     uint64_t hwm_first = 0, rss_first = 0;
     struct hcr_hc hc_first, hc_after;
+    /* the first repeat's RSS curve: about CURVE_SAMPLES samples, at least CURVE_MIN_OPS ops
+       apart (each sample is a read of /proc/self/statm inside the loop) */
+    enum { CURVE_SAMPLES = 128, CURVE_MIN_OPS = 1024 };
+    hcr_curve = (struct hcr_curve){.every = t.n_ops / CURVE_SAMPLES > CURVE_MIN_OPS
+                                                ? t.n_ops / CURVE_SAMPLES : CURVE_MIN_OPS,
+                                   .base = base_rss};
     for (long r = 0; r < repeat; r++) {
+        if (r == 1)
+            hcr_curve.every = 0;
         if (mt) {
             CALLGRIND_START_INSTRUMENTATION;
             uint64_t f = hcr_mt_replay_once(mt, slots, touch, &times[r], &cpu_times[r]);
@@ -415,6 +426,13 @@ int main(int argc, char **argv)
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"final_rss_bytes\": %llu",
         (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
+    /* the time-weighted mean RSS of the first repeat over the baseline, the trace's op order
+       as the clock (hcr_curve) */
+    if (hcr_curve.ops)
+        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
+    else
+        put(", \"mean_rss_bytes\": null");
+    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
     /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */

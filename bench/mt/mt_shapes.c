@@ -3,7 +3,9 @@
  *   mt_shapes SHAPE THREADS AMOUNT
  *
  * Each run prints one line of key=value pairs, e.g.
- *   shape=per-thread threads=2 seconds=0.500 ops=41234567 rate=82469134 unit=ops/s
+ *   shape=per-thread threads=2 seconds=0.500 ops=41234567 cpu=0.998 rate=82469134 unit=ops/s
+ * (cpu: the process's user + system seconds, getrusage; ops per CPU second is the figure that a
+ * loaded machine disturbs least, since a thread waiting for a core or a lock uses none)
  * `rate` is the figure of merit: higher is better except for the shapes whose unit is
  * seconds or ns/round (lower is better).  Exit status 0 on success, 2 on bad arguments,
  * 1 if a check of block contents failed (the program is also a correctness test).
@@ -35,6 +37,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -546,7 +549,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "mt_shapes: %s: a block's contents changed under its owner\n", shape);
         return 1;
     }
-    printf("shape=%s threads=%d seconds=%.4f ops=%ld", shape, nthreads, seconds, ops);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6
+               + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+    printf("shape=%s threads=%d seconds=%.4f ops=%ld cpu=%.4f", shape, nthreads, seconds, ops, cpu);
     if (line_share >= 0)
         printf(" shared=%.3f", line_share);
     printf(" rate=%.6g unit=%s\n", rate, unit);
