@@ -105,3 +105,4 @@ def test_a_streamed_replay_holds_one_chunk_and_replays_the_same_calls(tmp_path):
         assert streamed[k] == whole[k], k
     assert whole["ops"] == n and whole["trace_bytes"] > 8 * n
     assert streamed["trace_bytes"] == 8 * 64 * 1024 + 9 * streamed["distinct_sizes"]
+    assert streamed["rss_samples"] > 0 and streamed["mean_rss_bytes"] is not None

@@ -161,6 +161,9 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
     struct hcr_hc hc_before, hc_first, hc_after;
     int hc = hcr_hc_read(&hc_before);
     uint64_t hwm_first = 0, rss_first = 0;
+    /* the first repeat's RSS curve as main's (hcr_curve), sampled between chunks */
+    uint64_t every = t.n_ops / 128 > 1024 ? t.n_ops / 128 : 1024, since = 0;
+    hcr_curve = (struct hcr_curve){.every = every, .base = base_rss};
     for (long r = 0; r < repeat; r++) {
         if (r > 0 && (hcr_stream_rewind(s, &t, err, sizeof err) ||
                       (n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0))
@@ -170,6 +173,10 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
             t0 = now_ns();
             CALLGRIND_START_INSTRUMENTATION;
             failed += hcr_replay_ops(&t, ops, (size_t)n, slots, touch);
+            if (r == 0 && (since += (uint64_t)n) >= every) {
+                hcr_curve_sample(since);
+                since = 0;
+            }
             CALLGRIND_STOP_INSTRUMENTATION;
             spent += now_ns() - t0;
             if ((n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0)
@@ -182,6 +189,8 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
                 free(slots[i]);
                 slots[i] = NULL;
             }
+        if (r == 0 && since)
+            hcr_curve_sample(since);
         CALLGRIND_STOP_INSTRUMENTATION;
         times[r] = spent + now_ns() - t0;
         if (r == 0) {
@@ -230,6 +239,11 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"final_rss_bytes\": %llu",
         (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
+    if (hcr_curve.ops)
+        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
+    else
+        put(", \"mean_rss_bytes\": null");
+    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, n_slots);
     /* held at once: one chunk of ops and the table of distinct sizes */
