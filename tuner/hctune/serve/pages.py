@@ -82,7 +82,7 @@ def _studies_page(request: Request, svc: Service, form: dict | None = None,
     """The studies and the form to start one; after a refused form, the form again with its
     input kept and the error beside it."""
     with svc.db() as db:
-        rows = [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
+        rows = [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
     st = {}
     for r in rows:
         if r["state"] != "queued":
@@ -140,7 +140,7 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
 async def study_page(request: Request, name: str):
     # (async: no thread for a page that is read from memory; its JavaScript fills it in)
     svc = service(request)
-    study = study_brief(svc.queue_row(name), svc.cfg.local_workers)
+    study = study_brief(svc.queue_row(name), svc.fleet())
     key = (json.dumps(study, sort_keys=True), svc.authorised(request),
            svc.session_cookie(request) is not None)
     body = svc.rendered.get(key)
