@@ -116,6 +116,20 @@ def test_queue_claims_are_row_locks(pg):
         assert jobs.job(db, "qa")["state"] == "done"
 
 
+def test_a_schema_4_database_gains_workers_and_sessions(pg, monkeypatch):
+    from hctune import db as _db
+    from test_core_db import upgraded_keeps_the_queue_and_has_workers
+    pg._run(str(pg.bin / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "hctune",
+            "four")
+    url = pg.url.rsplit("/", 1)[0] + "/four"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 4)
+    with Database(url) as db:
+        jobs.enqueue(db, "old", [1], {})
+    monkeypatch.undo()
+    _db._checked.discard(url)      # as a process started after the upgrade of hctune
+    upgraded_keeps_the_queue_and_has_workers(Database(url))
+
+
 def test_bad_url_is_one_line(tmp_path):
     with pytest.raises(HctuneError, match="cannot open database postgresql://u:\\*\\*\\*@"):
         Database("postgresql://u:secret@127.0.0.1:1/x")

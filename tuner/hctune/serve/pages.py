@@ -95,7 +95,7 @@ def studies_page(request: Request, part: Literal["table"] | None = None,
 def _summaries(svc: Service) -> tuple[list[dict], dict]:
     """(the studies, newest first; {name: its summary, or None before its first trial})."""
     with svc.db() as db:
-        rows = [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
+        rows = [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
     st = {}
     for r in rows:
         if r["state"] != "queued":
@@ -161,7 +161,7 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
 async def study_page(request: Request, name: str):
     # (async: no thread for a page that is read from memory; its JavaScript fills it in)
     svc = service(request)
-    study = study_brief(svc.queue_row(name), svc.cfg.local_workers)
+    study = study_brief(svc.queue_row(name), svc.fleet())
     key = (json.dumps(study, sort_keys=True), svc.authorised(request),
            svc.session_cookie(request) is not None)
     body = svc.rendered.get(key)
