@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from hctune import __version__
 from hctune.errors import HctuneError, NotFound
-from hctune.serve import auth, emit, pages, studies, traces, views, workers
+from hctune.serve import auth, emit, pages, studies, table, traces, views, workers
 from hctune.serve.guard import Guard
 from hctune.serve.state import DEFAULT_MAX_UPLOAD, ENV_CONFIG, Config, Service
 from hctune.serve.studies import StudyRequest
@@ -70,7 +70,7 @@ def create_app(cfg: Config) -> FastAPI:
         return _error(500, f"internal error: {type(exc).__name__}")
 
     for r in (auth.router, traces.router, studies.router, workers.router, views.router,
-              emit.router, pages.router):
+              table.router, emit.router, pages.router):
         app.include_router(r)
     app.add_middleware(Guard, svc=app.state.service)
     app.openapi = lambda: _openapi(app)
