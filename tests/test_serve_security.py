@@ -140,6 +140,24 @@ def test_every_number_is_checked_and_no_stored_row_breaks_a_list(tmp_path):
         assert status == 200 and b"/api/studies" in page and b"https://" not in page
         assert srv.request("GET", "/redoc") == (404, {"error": "Not Found"})
         assert srv.request("PUT", "/api/studies", {})[1] == {"error": "Method Not Allowed"}
+        # ... and the OpenAPI document describes that shape for every error it lists
+        spec = srv.request("GET", "/openapi.json")[1]
+        schemas = spec["components"]["schemas"]
+        error = schemas["Error"]
+        assert error["required"] == ["error"] and error["properties"]["error"]["type"] == "string"
+        assert "HTTPValidationError" not in schemas and "detail" not in json.dumps(spec)
+        errors = 0
+        for path, ops in spec["paths"].items():
+            for method, op in ops.items():
+                codes = {c for c in op["responses"] if c[0] in "45"}
+                assert {"401", "403", "422"} <= codes, (method, path)
+                for code in codes:
+                    ref = op["responses"][code]["content"]["application/json"]["schema"]["$ref"]
+                    assert ref == "#/components/schemas/Error", (method, path, code)
+                    errors += 1
+        assert errors > 50
+        status, err = srv.request("POST", "/api/studies", {"traces": "x"})
+        assert status == 422 and set(err) == set(error["properties"]), err
     finally:
         srv.stop()
 
@@ -214,6 +232,15 @@ def test_the_token_guards_reads_and_the_cookie_is_a_session(tmp_path):
                                                            f"hctune_session={forged}"})[0] == 403
         status, _ = srv.request("POST", "/logout", b"", cookie)
         assert status in (200, 303)
+        # as an attacker who copied the cookie before the logout: the session is gone from the
+        # server, so the copy is refused (401: log in again) and a page goes to /login
+        assert srv.request("GET", "/api/studies", headers=cookie)[0] == 401
+        assert srv.request("POST", "/api/studies", {"traces": [1]}, headers=cookie)[0] == 401
+        req = urllib.request.Request(srv.base + "/studies",
+                                     headers={"Accept": "text/html", **cookie})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(req)
+        assert e.value.code == 303 and e.value.headers["Location"] == "/login"
         # the OpenAPI document says how to authenticate
         spec = srv.request("GET", "/openapi.json")[1]
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
@@ -224,6 +251,41 @@ def test_the_token_guards_reads_and_the_cookie_is_a_session(tmp_path):
         assert srv.request("GET", "/api/studies") == (200, [])
         assert srv.request("GET", "/api/studies/x/emit/malloc.c")[0] == 401
         assert srv.request("POST", "/api/studies", {"traces": [1]})[0] == 401
+    finally:
+        srv.stop()
+
+
+def _login(srv) -> dict:
+    """The Cookie header of a session opened through the /login form."""
+    with urllib.request.urlopen(srv.base + "/login") as r:
+        csrf = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
+    req = urllib.request.Request(
+        f"{srv.base}/login?csrf={csrf}", data=f"token={TOKEN}".encode(), method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded",
+                 "Cookie": f"hctune_csrf={csrf}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.build_opener(NoRedirect).open(req)
+    assert e.value.code == 303
+    return {"Cookie": "hctune_session="
+            + SimpleCookie(e.value.headers["Set-Cookie"])["hctune_session"].value}
+
+
+def test_sessions_expire_and_end_in_every_server_process(tmp_path):
+    """A session lasts HCTUNE_SESSION_SECONDS; a logout answered by one of `--http-workers 2`'s
+    processes ends the session in the other too (they share the stored sessions)."""
+    srv = Served(tmp_path / "h.db", "--http-workers", 2,
+                 env={**os.environ, "HCTUNE_TOKEN": TOKEN, "HCTUNE_SESSION_SECONDS": "4"})
+    try:
+        cookie = _login(srv)
+        assert srv.request("GET", "/api/studies", headers=cookie) == (200, [])
+        time.sleep(4.5)
+        assert srv.request("GET", "/api/studies", headers=cookie)[0] == 401
+        cookies = [_login(srv) for _ in range(2)]
+        assert srv.request("POST", "/logout", b"", cookies[0])[0] in (200, 303)
+        time.sleep(1.1)   # a process believes a session it read for a second
+        for _ in range(6):  # whichever process answers
+            assert srv.request("GET", "/api/studies", headers=cookies[0])[0] == 401
+        assert srv.request("GET", "/api/studies", headers=cookies[1]) == (200, [])
     finally:
         srv.stop()
 

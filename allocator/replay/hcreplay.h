@@ -90,6 +90,23 @@ static inline unsigned hcr_replay_thread(uint64_t tid)
  * way). */
 int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen);
 
+/* Streamed replay, for traces whose ops would not fit in memory (hcreplay_load.c): open = a
+ * first pass that fills t (command, n_slots, the size table, max live; not ops); each repeat
+ * rewinds, then takes the ops a chunk at a time (at most HCR_STREAM_CHUNK; 0 at the end, -1 and
+ * err on a bad trace) and replays them with hcr_replay_ops. */
+#define HCR_STREAM_CHUNK (64u * 1024)
+#define HCR_STREAM_ABOVE (2ull << 30)   /* --stream auto: ops bytes above which to stream */
+struct hcr_stream;
+struct hcr_stream *hcr_stream_open(const char *path, struct hcr_trace *t, char *err,
+                                   size_t errlen);
+int hcr_stream_rewind(struct hcr_stream *s, struct hcr_trace *t, char *err, size_t errlen);
+long hcr_stream_next(struct hcr_stream *s, struct hcr_trace *t, const struct hcr_rop **ops,
+                     char *err, size_t errlen);
+size_t hcr_stream_slots(const struct hcr_stream *s);
+/* Replay ops[0..n) against slots[], freeing nothing else; failed allocations. */
+uint64_t hcr_replay_ops(const struct hcr_trace *t, const struct hcr_rop *ops, size_t n,
+                        void **slots, int touch);
+
 /* Replay every op once against slots[] (n_slots long, all NULL on entry), then free what is
  * still live so that slots[] is all NULL again.  touch: write one byte in every 4 KiB page of
  * every new block, as the program would.  Returns the number of failed allocations. */

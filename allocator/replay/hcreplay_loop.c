@@ -31,3 +31,17 @@ __attribute__((noinline)) uint64_t hcr_replay_once(const struct hcr_trace *t, vo
         }
     return failed;
 }
+
+/* A streamed replay's chunk (hcreplay_load.c: hcr_stream_next): the same ops, the same work. */
+__attribute__((noinline)) uint64_t hcr_replay_ops(const struct hcr_trace *t,
+                                                  const struct hcr_rop *op, size_t n,
+                                                  void **slots, int touch_pages)
+{
+    const struct hcr_rop *end = op + n;
+    const uint64_t *sizes = t->sizes;
+    const uint8_t *aligns = t->aligns;
+    uint64_t failed = 0;
+    for (; op < end; op++)
+        failed += hcr_apply(hcr_kind(op), op, sizes, aligns, slots, touch_pages);
+    return failed;
+}

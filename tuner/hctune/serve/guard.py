@@ -63,8 +63,16 @@ def refusal(svc: Service, request: Request) -> tuple[int, str] | None:
         return None
     if request.method in SAFE and svc.cfg.public_read and not any(d in path for d in DOWNLOADS):
         return None
-    given = "authorization" in request.headers or COOKIE in request.cookies
-    return (403 if given else 401), "a valid token is required (Authorization: Bearer TOKEN)"
+    return (403 if forged(svc, request) else 401), \
+        "a valid token is required (Authorization: Bearer TOKEN)"
+
+
+def forged(svc: Service, request: Request) -> bool:
+    """A wrong token, or a session cookie this token did not sign (403); no credentials, or a
+    session that ended (logout) or expired, asks for a login again (401)."""
+    if "authorization" in request.headers:
+        return True
+    return COOKIE in request.cookies and svc.signed_sid(request) is None
 
 
 class Guard:

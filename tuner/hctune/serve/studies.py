@@ -82,7 +82,7 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
         if jobs.job(db, name) is not None or db.study(name) is not None:
             raise HTTPException(409, f"a study named {name!r} exists")
         jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
-        return study_brief(jobs.job(db, name))
+        return study_brief(jobs.job(db, name), svc.fleet())
 
 
 def validation(svc: Service, q) -> dict | None:
@@ -117,7 +117,7 @@ def comparison(svc: Service, q) -> list[dict] | None:
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
     as the cache's bytes, not decoded and encoded again."""
-    out = study_brief(q, svc.cfg.local_workers)
+    out = study_brief(q, svc.fleet())
     snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)
@@ -140,10 +140,13 @@ def not_modified(request: Request, etag: str) -> bool:
 @router.get("/api/studies")
 def api_studies(svc: Service = Depends(service)):
     with svc.db() as db:
-        return [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
+        return [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
 
 
-@router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)])
+@router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)],
+             responses={404: {"description": "no such trace"},
+                        409: {"description": "a study of that name exists, or a trace's file "
+                                             "is gone"}})
 def api_create(req: StudyRequest, svc: Service = Depends(service)):
     return create_study(svc, req)
 
@@ -178,7 +181,8 @@ async def api_trials(request: Request, name: str,
     return Response(body, media_type="application/json", headers=headers)
 
 
-@router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)])
+@router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)],
+             responses={409: {"description": "the study is not queued or running"}})
 def api_cancel(name: str, svc: Service = Depends(service)):
     """Stop the study: a queued one never starts; the workers on a running one stop after
     their current trial (its finished trials stay, and its downloads work)."""
@@ -192,7 +196,8 @@ def api_cancel(name: str, svc: Service = Depends(service)):
             "said": "a queued study never starts; workers stop after their current trial"}
 
 
-@router.delete("/api/studies/{name}", dependencies=[Depends(need_token)])
+@router.delete("/api/studies/{name}", dependencies=[Depends(need_token)],
+               responses={409: {"description": "a worker is on the study (cancel it first)"}})
 def api_delete(name: str, svc: Service = Depends(service)):
     """Delete the study: its queue entry, its trials (in the Optuna storage), its row of
     studies, its validations and real runs. Its traces and the allocators' measurements on
