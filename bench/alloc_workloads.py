@@ -2,8 +2,10 @@
 
 Each workload is a real program run on an input made here, deterministically (fixed seeds), so
 every allocator sees exactly the same work: python3 building and dropping containers, cc1 (the
-C compiler proper) at -O2 on a large generated C file, sqlite3 running a script, gawk counting
-words. Each takes about a second or two under glibc on one core.
+C compiler proper) at -O2 on a large generated C file, sqlite3 running a script, gawk and perl
+counting words, xz compressing with four threads, and the small-object C programs of issue 17
+(bench/churn_words.c, bench/wordtable.c, bench/wordpool.c). Each takes about a second or two
+under glibc on one core.
 """
 
 from __future__ import annotations
@@ -79,6 +81,13 @@ END { n = asorti(count, keys); for (k in line) total += length(line[k]); print n
 """
 
 
+# perl's hashes and arrays: a count per word, and lists of words by their first two letters,
+# dropped every 3000 lines (bench/headline_real.py's perl program)
+PERL_PROGRAM = ('my (%c, %l); while (<>) { for my $w (split) { $c{$w}++; '
+                'push @{$l{substr($w,0,2)}}, $w } if ($. % 3000 == 0) { %l = () } } '
+                'print scalar(keys %c), "\\n";')
+
+
 # The issue-9 workload: plain python3 (pymalloc on, so only blocks over 512 bytes reach malloc)
 # building and dropping strings, bytes objects and dicts of 8 B .. 1 MiB.
 PYTHON_CHURN = r"""
@@ -142,6 +151,24 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
             found.append(Workload("churn", [str(churn), "400000"], {},
                                   "churn_words.c: a word table of 16-32-byte nodes beside 500 "
                                   "buffers of 1-64 KiB replaced or reallocated, 400,000 rounds"))
+        table = workdir / "wordtable"
+        built = subprocess.run([gcc, "-O2", "-o", str(table),
+                                str(Path(__file__).resolve().parent / "wordtable.c")],
+                               capture_output=True)
+        if built.returncode == 0:
+            found.append(Workload("wordtable", [str(table), "400000", "1"], {},
+                                  "wordtable.c: a hash table of 24-byte nodes and 4-13-byte "
+                                  "words beside 500 buffers of 1-64 KiB, 400,000 rounds"))
+        pool = workdir / "wordpool"
+        built = subprocess.run([gcc, "-O2", "-o", str(pool),
+                                str(Path(__file__).resolve().parent / "wordpool.c")],
+                               capture_output=True)
+        if built.returncode == 0:
+            if not (workdir / "words.txt").exists():
+                _words(workdir / "words.txt", 100_000)
+            found.append(Workload("wordpool", [str(pool), str(workdir / "words.txt")], {},
+                                  "wordpool.c: every distinct word strdup'd in a thinned hash "
+                                  "table beside 20,000 buffers of 32 B-4 KiB, 100k lines"))
         cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True,
                              text=True).stdout.strip()
         if cc1 and Path(cc1).exists():
@@ -158,6 +185,12 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
         _words(workdir / "words.txt", 100_000)
         found.append(Workload("gawk", [gawk, GAWK_PROGRAM, str(workdir / "words.txt")], {},
                               "gawk: word counts and string building on 100k lines"))
+    perl = shutil.which("perl")
+    if perl:
+        if not (workdir / "words.txt").exists():
+            _words(workdir / "words.txt", 100_000)
+        found.append(Workload("perl", [perl, "-e", PERL_PROGRAM, str(workdir / "words.txt")], {},
+                              "perl: word counts and lists of words by prefix on 100k lines"))
     xz = shutil.which("xz")
     if xz:
         if not (workdir / "words.txt").exists():
