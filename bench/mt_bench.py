@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/mt_bench.py [--quick] [--runs 5] [--threads 1,2,4,8]
         [--shapes per-thread,...] [--hc NAME=LIB.so ...] [--allocators glibc,hc-generic,...]
-        [--no-callgrind] [--instructions] [--json FILE] [--out FILE]
+        [--no-callgrind] [--instructions [--instr-runs 3]] [--json FILE] [--out FILE]
 
 The programs are bench/mt/mt_shapes.c (one shape per run, see its header) and bench/mt/mt_pair.c
 (instructions per malloc(32)/free pair under callgrind), compiled into build/mt/ with
@@ -20,8 +20,8 @@ waiting for a core or a lock uses none, so other work on the machine disturbs it
 false-sharing ones (whose figure is a write loop, not the allocator) runs under callgrind with
 --fair-sched=yes, and the report gives the instructions spent inside the allocator per malloc/free
 pair (the inclusive cost of the program's calls to malloc, free, calloc and realloc, times two over
-the number of those calls) and the whole process's instructions per operation.  Three runs per
-cell (fewer with --runs), median and spread: the threads' interleaving changes the counts a
+the number of those calls) and the whole process's instructions per operation.  --instr-runs
+runs per cell (default 3), median and spread: the threads' interleaving changes the counts a
 little from run to run.
 
 HC builds: `--hc NAME=PATH.so` (repeatable), or `--hc NAME=set:KNOB=V,...` for the generic
@@ -71,8 +71,8 @@ SHAPES = {
 }
 PAIR_MODES = ("none", "sleeping", "joined")
 # --instructions: AMOUNT under callgrind (about 50 times slower), full and --quick
-INSTR_AMOUNT = {"per-thread": (1.0, 0.3), "cross-thread": (1.0, 0.3),
-                "producer-consumer": (1.0, 0.3), "mixed": (200_000, 50_000)}
+INSTR_AMOUNT = {"per-thread": (0.5, 0.2), "cross-thread": (0.5, 0.2),
+                "producer-consumer": (0.5, 0.2), "mixed": (100_000, 40_000)}
 ENTRY_POINTS = {"malloc", "free", "calloc", "realloc"}
 BUILT: dict[str, str] = {}  # label: the knobs of an HC build made here ("generic, TCACHE_COUNT=0")
 
@@ -494,13 +494,15 @@ def parse_args(argv):
                     help="also count instructions under callgrind --fair-sched=yes: inside the "
                          "allocator per malloc/free pair, and per operation (no false-share "
                          "shapes)")
+    ap.add_argument("--instr-runs", type=int, default=3,
+                    help="callgrind runs per cell with --instructions (default 3)")
     ap.add_argument("--json", type=Path, help="write every run and the summary here")
     ap.add_argument("--out", type=Path, help="write the Markdown report here too")
     args = ap.parse_args(argv)
     if args.runs is None:
         args.runs = 3 if args.quick else 5
-    if args.runs < 1:
-        raise BenchError("--runs must be at least 1")
+    if args.runs < 1 or args.instr_runs < 1:
+        raise BenchError("--runs and --instr-runs must be at least 1")
     if any(t < 1 or t > 256 for t in args.threads):
         raise BenchError("--threads: each count must be 1-256")
     bad = [s for s in args.shapes if s not in SHAPES]
@@ -553,9 +555,9 @@ def main(argv=None) -> int:
                         run_shape(programs["mt_shapes"], allocs[label], shape, t, amount))
     instr: dict[tuple, list[dict]] = {}
     if args.instructions:
-        for r in range(min(args.runs, 3)):
+        for r in range(args.instr_runs):
             order = labels[r % len(labels):] + labels[:r % len(labels)]
-            print(f"mt_bench: callgrind round {r + 1}/{min(args.runs, 3)}", file=sys.stderr)
+            print(f"mt_bench: callgrind round {r + 1}/{args.instr_runs}", file=sys.stderr)
             for shape in [x for x in args.shapes if x in INSTR_AMOUNT]:
                 amount = INSTR_AMOUNT[shape][1 if args.quick else 0]
                 for t in args.threads:

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException   # FastAPI's and the router's ow
 
 from hctune import __version__
 from hctune.errors import HctuneError, NotFound
-from hctune.serve import auth, emit, pages, studies, traces, views, workers
+from hctune.serve import auth, emit, pages, studies, table, traces, views, workers
 from hctune.serve.guard import Guard
 from hctune.serve.state import DEFAULT_MAX_UPLOAD, ENV_CONFIG, Config, Service
 from hctune.serve.studies import StudyRequest
@@ -65,7 +65,7 @@ def create_app(cfg: Config) -> FastAPI:
         return _error(500, f"internal error: {type(exc).__name__}")
 
     for r in (auth.router, traces.router, studies.router, workers.router, views.router,
-              emit.router, pages.router):
+              table.router, emit.router, pages.router):
         app.include_router(r)
     app.add_middleware(Guard, svc=app.state.service)
     app.openapi = lambda: _openapi(app)

@@ -3,17 +3,20 @@ through the same functions as the JSON API (hctune.serve.traces, hctune.serve.st
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from hctune import templating
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
-from hctune.serve.studies import MAX_ID, StudyRequest, create_study
+from hctune.serve.studies import MAX_ID, StudyRequest, create_study, not_modified
 from hctune.serve.traces import upload
 from hctune.trace import report as trace_report
 from hctune.trace.stats import stats as trace_stats
@@ -73,14 +76,24 @@ def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(ser
 
 
 @router.get("/studies", response_class=HTMLResponse)
-def studies_page(request: Request, svc: Service = Depends(service)):
+def studies_page(request: Request, part: Literal["table"] | None = None,
+                 svc: Service = Depends(service)):
+    """The studies and the form to start one; ?part=table: the list alone (what the page's
+    JavaScript fetches to refresh it)."""
+    if part == "table":
+        st = _summaries(svc)
+        body = templating.render("serve_studies_table.html.j2", studies=st[0],
+                                 summaries=st[1]).encode()
+        etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if not_modified(request, etag):
+            return Response(status_code=304, headers=headers)
+        return HTMLResponse(body, headers=headers)
     return _studies_page(request, svc)
 
 
-def _studies_page(request: Request, svc: Service, form: dict | None = None,
-                  form_error: str | None = None, status_code: int = 200) -> HTMLResponse:
-    """The studies and the form to start one; after a refused form, the form again with its
-    input kept and the error beside it."""
+def _summaries(svc: Service) -> tuple[list[dict], dict]:
+    """(the studies, newest first; {name: its summary, or None before its first trial})."""
     with svc.db() as db:
         rows = [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
     st = {}
@@ -89,6 +102,14 @@ def _studies_page(request: Request, svc: Service, form: dict | None = None,
             s = svc.trials.get(r["name"], r["state"])
             objective = r["options"].get("objective", "mem")
             st[r["name"]] = None if s is None else s.summary(objective)
+    return rows, st
+
+
+def _studies_page(request: Request, svc: Service, form: dict | None = None,
+                  form_error: str | None = None, status_code: int = 200) -> HTMLResponse:
+    """The studies and the form to start one; after a refused form, the form again with its
+    input kept and the error beside it."""
+    rows, st = _summaries(svc)
     return svc.page("serve_studies.html.j2", request, status_code=status_code, studies=rows,
                     summaries=st, traces=svc.list_traces(), objectives=_obj.OBJECTIVES,
                     metrics=_obj.METRICS, defaults=_options.Options(), bounds=_options.NUMBERS,
