@@ -112,10 +112,20 @@ def main() -> int:
     # through env(1), so that validate's re-runs of the profiled command get PYTHONMALLOC too
     prog = ["env", "PYTHONMALLOC=malloc", py, str(WORKLOAD), str(a.rounds)]
     print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials} "
-          f"--stats-rounds {a.stats_rounds}")
+          f"--stats-rounds {a.stats_rounds}", flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared "
           "machine: times are one run each, inflated by other work)")
     rows = []
+
+    class _Rows(list):      # each step's row printed when it is done (a long run shows progress)
+        def append(self, row):
+            super().append(row)
+            name, wall, me, kids, note = row
+            fmt = lambda v: f"{v:.0f}" if v is not None else "-"  # noqa: E731
+            print(f"{name:<50} {wall:8.1f} {fmt(me):>10} {fmt(kids):>12}  {note}", flush=True)
+
+    rows = _Rows()
+    print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note", flush=True)
     with tempfile.TemporaryDirectory(dir=out) as d:
         work = Path(d)
         db = work / "h.db"
@@ -157,10 +167,6 @@ def main() -> int:
                      r["hctune_rss_mb"], r["children_rss_mb"], "children: the program"))
         r = _hctune(db, work, "emit", "-o", work / "malloc.c")
         rows.append(("hctune emit", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"], ""))
-    print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note")
-    for name, wall, me, kids, note in rows:
-        fmt = lambda v: f"{v:.0f}" if v is not None else "-"  # noqa: E731
-        print(f"{name:<50} {wall:8.1f} {fmt(me):>10} {fmt(kids):>12}  {note}")
     (out / "result.json").write_text(json.dumps(
         [dict(zip(("step", "wall_s", "hctune_rss_mb", "children_rss_mb", "note"), r))
          for r in rows], indent=1))
