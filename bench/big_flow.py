@@ -2,11 +2,12 @@
 """A big program through the whole flow (issue 23): profile -> stats -> search -> validate ->
 emit, with each step's wall time and peak resident memory.
 
-    .venv/bin/python bench/big_flow.py [--rounds 30] [--trials 20] [--out bench-out/big_flow]
+    .venv/bin/python bench/big_flow.py [--rounds 30] [--trials 20] [--stats-rounds 3]
+        [--only-profile] [--out bench-out/big_flow]
 
 The program is bench/big/factor.py (Pollard's rho on ROUNDS semiprimes) on the system's
-python3 with PYTHONMALLOC=malloc (`env PYTHONMALLOC=malloc python3 ...`): about 2.5 M
-allocator calls per round.  Each hctune step runs
+python3 with PYTHONMALLOC=malloc (`env PYTHONMALLOC=malloc python3 ...`): about 3.7 M
+allocator calls per round (300 rounds: 1.12 G).  Each hctune step runs
 as `python -c <wrapper> ARGS` where the wrapper calls hctune.cli.main and writes the Python
 process's own peak RSS (getrusage RUSAGE_SELF) and its children's (RUSAGE_CHILDREN: the traced
 program, hcreplay, the validation runs) — "hctune's" is the first.  Also timed: the program
@@ -104,6 +105,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--stats-rounds", type=int, default=3,
                     help="interleaved rounds of the C tool and `hctune stats` (medians)")
+    ap.add_argument("--only-profile", action="store_true",
+                    help="stop after the profile step (profile's work after the exit)")
     ap.add_argument("--out", default="bench-out/big_flow")
     a = ap.parse_args()
     out = Path(a.out).resolve()
@@ -112,7 +115,8 @@ def main() -> int:
     # through env(1), so that validate's re-runs of the profiled command get PYTHONMALLOC too
     prog = ["env", "PYTHONMALLOC=malloc", py, str(WORKLOAD), str(a.rounds)]
     print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials} "
-          f"--stats-rounds {a.stats_rounds}", flush=True)
+          f"--stats-rounds {a.stats_rounds}" + (" --only-profile" if a.only_profile else ""),
+          flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared "
           "machine: times are one run each, inflated by other work)")
     rows = []
@@ -146,6 +150,8 @@ def main() -> int:
                      f"it {r['after_s']:.2f} s wall, {r['after_cpu_s']:.2f} s CPU = "
                      f"{100 * r['after_s'] / r['program_s']:.1f} % of the traced run, "
                      f"{100 * r['after_s'] / alone:.1f} % of the program alone"))
+        if a.only_profile:
+            return 0
         # interleaved: the C tool alone, then hctune stats (which runs it), 3 rounds
         tool, mine = [], []
         for _ in range(a.stats_rounds):
