@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -83,6 +84,12 @@ def main() -> int:
                                        "&& document.querySelector('#pareto circle.front')",
                                        timeout=30000)
                 for k in ("history", "importance", "parallel"):
+                    try:
+                        urllib.request.urlopen(f"{base}/api/studies/gawk-words/views/{k}.svg",
+                                               timeout=120).read()
+                    except urllib.error.HTTPError as e:
+                        raise SystemExit(f"serve_screenshot: the {k} view: {e.code} "
+                                         f"{e.read().decode()}") from None
                     page.wait_for_function(f"document.getElementById('view-{k}')"
                                            ".naturalWidth > 0", timeout=60000)
                 bottom = page.evaluate("document.getElementById('front-section')"

@@ -235,6 +235,7 @@ def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
         status, _, body = get(served, f"/api/studies/cross/views/{kind}.svg")
         assert status == 200, (kind, body[:300])
         assert b"jemalloc's trials" in body and b"dirty_decay_ms" in body, kind
+        assert b">allocator<" not in body, kind
         assert b"QL_HIGH" not in body
     status, _, body = get(served, "/api/studies/cross/views/history.svg")
     assert status == 200 and b"'s trials" not in body
