@@ -1,7 +1,7 @@
 # hctune — build everything, run the tests, run the demo.
 #   make        the allocator builds, the tracer, the replay harness and baselines (build/)
 #   make test   the Debian packages (scripts/setup-deps.sh), everything above, the C test programs, the pytest suite
-#   make demo   the Debian packages, then: profile a real program, tune HC to it, emit malloc.c, compare (a few minutes)
+#   make demo   the Debian packages, then: profile a real program, search HC and the installed allocators, validate, emit, compare (a few minutes)
 # Each component adds its rules in its own fragment (allocator/, tracer/, allocator/replay/)
 # and appends its products to ALL and its test programs to TEST_BINS.
 

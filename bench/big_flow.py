@@ -142,7 +142,7 @@ def main() -> int:
         rows.append(("hctune stats (median of 3)", mw, r["hctune_rss_mb"], r["children_rss_mb"],
                      f"CPU {mc:.1f} s; {mw / tw:.2f}x the C tool's wall, {mc / tc:.2f}x its CPU"))
         r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
-                    "--objective", "mem", "--json")
+                    "--objective", "mem", "--allocators", "hc", "--json")
         rows.append((f"hctune search --trials {a.trials} --repeat 1", r["wall_s"],
                      r["hctune_rss_mb"], r["children_rss_mb"], "children: hcreplay"))
         r = _hctune(db, work, "validate", "--top", "1", "--runs", "3", "--no-references")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# hctune's demo (`make demo`): profile a real allocation-heavy program, tune HC to it for memory
-# and for speed, emit the tuned malloc.c, build programs with it and compare with the other
-# allocators.  A few minutes on two cores.  Everything goes to demo-out/.
+# hctune's demo (`make demo`): profile a real allocation-heavy program, search HC's knobs and
+# every installed allocator's (glibc, jemalloc, mimalloc, tcmalloc) for memory and for speed,
+# validate in real runs, emit the recommendation (an environment file, whichever allocator won)
+# and HC's tuned malloc.c, build programs with it and compare with the other allocators.
+# A few minutes on two cores.  Everything goes to demo-out/.
 #
 #   bash bench/demo.sh            (from the checkout, after `make`)
 #   TRIALS=40 bash bench/demo.sh  (a longer search)
@@ -38,7 +40,9 @@ say "2. hctune profile gawk (the LD_PRELOAD tracer)"
 hctune profile -o "$OUT/gawk.hct" gawk "$AWK" "$OUT/input.txt" | tee "$OUT/gawk.expected"
 hctune stats "$OUT/gawk.hct"
 
-say "3. hctune search --objective mem  ($TRIALS trials; the first are the paper's settings)"
+say "3. hctune search --objective mem  ($TRIALS trials: HC and every allocator installed, each
+   with its own knobs; the first trials are each allocator as it comes, its documents' advice
+   and the paper's settings)"
 hctune search --objective mem --trials "$TRIALS" --seed 1
 say "   hctune search --objective perf ($TRIALS trials)"
 hctune search --objective perf --trials "$TRIALS" --seed 1
@@ -53,7 +57,13 @@ say "4b. hctune validate: each study's best settings in real runs of gawk (inter
 hctune validate --objective mem --runs 5 --top 2
 hctune validate --objective perf --runs 5 --top 2
 
-say "5. hctune emit: tuned malloc.c (+ .so, malloc.mk, hcmalloc.cmake)"
+say "5. hctune emit --env: the recommendation over every allocator (HC, or glibc, jemalloc...
+   with its variables) as a shell file to source; then HC's winner as malloc.c (+ .so,
+   malloc.mk, hcmalloc.cmake), which says when another allocator was recommended"
+for objective in mem perf; do
+  hctune emit --objective $objective --env "$OUT/$objective/hctune.env"
+  grep '^# recommendation\|^# verdict' "$OUT/$objective/hctune.env" || true
+done
 hctune emit --objective mem -o "$OUT/mem/malloc.c" --so "$OUT/mem/libhcmalloc.so"
 hctune emit --objective perf -o "$OUT/perf/malloc.c" --so "$OUT/perf/libhcmalloc.so"
 
@@ -83,4 +93,4 @@ hctune report --objective perf -o "$OUT/report-perf.html"
 
 say "10. the answer: each study's verdict from its real runs"
 hctune studies
-echo "done: $OUT/ (malloc.c, libhcmalloc.so, snippets, reports, tables)"
+echo "done: $OUT/ (hctune.env, malloc.c, libhcmalloc.so, snippets, reports, tables)"

@@ -71,7 +71,7 @@ for name in gawk groff ghostscript python3 sqlite3; do
   for objective in perf mem; do
     echo "== $name: search --objective $objective ($TRIALS trials)" >&2
     hctune search "$OUT/$name.hct" --objective "$objective" --trials "$TRIALS" --seed 1 \
-      --study "headline-$name-$objective" > /dev/null
+      --allocators hc --study "headline-$name-$objective" > /dev/null
   done
 done
 "$PY" bench/search_headline.py --db "$HCTUNE_DB" --out "$OUT" gawk groff ghostscript python3 sqlite3 \

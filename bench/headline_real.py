@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         for objective in ("perf", "mem"):
             study = f"real-{name}-{objective}"
             hctune(db, "search", trace, "--objective", objective, "--trials", a.trials,
-                   "--seed", 1, "--study", study)
+                   "--seed", 1, "--study", study, "--allocators", "hc")
             s = hctune(db, "validate", "--study", study, "--runs", a.runs, "--top", a.top,
                        "--json", "--", *argv_b, env=env, capture=True)
             results[name][objective] = json.loads(s)

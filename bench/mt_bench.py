@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/mt_bench.py [--quick] [--runs 5] [--threads 1,2,4,8]
         [--shapes per-thread,...] [--hc NAME=LIB.so ...] [--allocators glibc,hc-generic,...]
-        [--no-callgrind] [--json FILE] [--out FILE]
+        [--no-callgrind] [--instructions [--instr-runs 3]] [--json FILE] [--out FILE]
 
 The programs are bench/mt/mt_shapes.c (one shape per run, see its header) and bench/mt/mt_pair.c
 (instructions per malloc(32)/free pair under callgrind), compiled into build/mt/ with
@@ -11,8 +11,18 @@ The programs are bench/mt/mt_shapes.c (one shape per run, see its header) and be
 LD_PRELOAD; rounds are interleaved (each round runs every allocator once per cell, in an order
 rotated from round to round) so that drift on a shared machine hits all alike.  Reported per
 cell: the median over the runs with the min-max spread, the speed relative to glibc (above 1:
-faster than glibc) and the peak RSS (GNU time's %M: wait4's ru_maxrss would include this Python
-process's resident set, which a forked child inherits as its high-water mark).
+faster than glibc) and to mimalloc, and the peak RSS (GNU time's %M: wait4's ru_maxrss would
+include this Python process's resident set, which a forked child inherits as its high-water mark).
+The timed shapes also get operations per CPU second (the process's user + system time): a thread
+waiting for a core or a lock uses none, so other work on the machine disturbs it less.
+
+`--instructions` adds counts that do not depend on the machine's load: each shape but the
+false-sharing ones (whose figure is a write loop, not the allocator) runs under callgrind with
+--fair-sched=yes, and the report gives the instructions spent inside the allocator per malloc/free
+pair (the inclusive cost of the program's calls to malloc, free, calloc and realloc, times two over
+the number of those calls) and the whole process's instructions per operation.  --instr-runs
+runs per cell (default 3), median and spread: the threads' interleaving changes the counts a
+little from run to run.
 
 HC builds: `--hc NAME=PATH.so` (repeatable), or `--hc NAME=set:KNOB=V,...` for the generic
 preset with those knobs, compiled by the project's build cache; by default build/libhcmalloc.so
@@ -60,6 +70,10 @@ SHAPES = {
                             2_000_000, 400_000, False),
 }
 PAIR_MODES = ("none", "sleeping", "joined")
+# --instructions: AMOUNT under callgrind (about 50 times slower), full and --quick
+INSTR_AMOUNT = {"per-thread": (0.5, 0.2), "cross-thread": (0.5, 0.2),
+                "producer-consumer": (0.5, 0.2), "mixed": (100_000, 40_000)}
+ENTRY_POINTS = {"malloc", "free", "calloc", "realloc"}
 BUILT: dict[str, str] = {}  # label: the knobs of an HC build made here ("generic, TCACHE_COUNT=0")
 
 
@@ -206,6 +220,72 @@ def callgrind_pair(program: Path, lib: Path | None, mode: str, pairs: int) -> fl
     return int(m.group(1)) / pairs if m else None
 
 
+def callgrind_calls(text: str, program: str) -> dict:
+    """From a callgrind output file's text: the calls the program's own code (object `program`)
+    made to the allocator's entry points and their inclusive instructions, and the total.
+    {"calls", "alloc_ir", "total_ir"}."""
+    names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
+    ob = cfn = None
+    calls = alloc_ir = 0
+    total = None
+    pending = False
+    for line in text.splitlines():
+        if pending:  # the cost line after calls=: position, then the inclusive Ir
+            pending = False
+            words = line.split()
+            if len(words) > 1 and ob == program and cfn in ENTRY_POINTS:
+                alloc_ir += int(words[1])
+            cfn = None
+            continue
+        key, eq, value = line.partition("=")
+        if eq and key in ("ob", "cob", "fn", "cfn"):
+            table = names["ob" if key.endswith("ob") else "fn"]
+            m = re.match(r"\((\d+)\)\s*(.*)", value)
+            if m:
+                if m.group(2):
+                    table[m.group(1)] = m.group(2)
+                value = table.get(m.group(1), "")
+            name = os.path.basename(value) if key.endswith("ob") else value
+            if key == "ob":
+                ob = name
+            elif key == "cfn":
+                cfn = name
+        elif key == "calls" and eq:
+            pending = True
+            if ob == program and cfn in ENTRY_POINTS:
+                calls += int(value.split()[0])
+        elif line.startswith(("totals:", "summary:")):
+            total = int(line.split()[1])
+    return {"calls": calls, "alloc_ir": alloc_ir, "total_ir": total or 0}
+
+
+def callgrind_shape(program: Path, lib: Path | None, shape: str, threads: int, amount,
+                    timeout: float = 600) -> dict:
+    """One run of a shape under callgrind --fair-sched=yes: the program's result line plus
+    {"calls", "alloc_ir", "total_ir"}; rc != 0 carries "error"."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if lib:
+        env["LD_PRELOAD"] = str(lib)
+    with tempfile.TemporaryDirectory(prefix="mt-instr-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        try:
+            proc = subprocess.run(["valgrind", "--tool=callgrind", "--fair-sched=yes",
+                                   f"--callgrind-out-file={out}", str(program), shape,
+                                   str(threads), str(amount)],
+                                  env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"rc": -1, "error": f"timed out after {timeout:.0f} s"}
+        if proc.returncode != 0 or not out.exists():
+            return {"rc": proc.returncode or -1, "error": (proc.stderr.strip().splitlines()
+                                                           or ["(no output)"])[-1][:200]}
+        result = {"rc": 0, **parse_line(proc.stdout),
+                  **callgrind_calls(out.read_text(errors="replace"), program.name)}
+    if not result["calls"]:
+        return {"rc": -1, "error": "no call to the allocator seen (symbols stripped?)"}
+    return result
+
+
 # ---- reporting ----
 
 def speed_vs(value: float, ref: float, higher_better: bool) -> float | None:
@@ -231,7 +311,28 @@ def summarize(runs: list[dict]) -> dict | None:
            "rss_kib": statistics.median(r["rss_kib"] for r in good), "unit": good[0]["unit"]}
     if "shared" in good[0]:
         out["shared"] = statistics.median(r["shared"] for r in good)
+    if all(r.get("cpu") for r in good) and SHAPES.get(good[0].get("shape"), (0, 0, 0, 0))[3]:
+        per_cpu = [r["ops"] / r["cpu"] for r in good]
+        out.update(cpu_median=statistics.median(per_cpu), cpu_min=min(per_cpu),
+                   cpu_max=max(per_cpu))
     return out
+
+
+def summarize_instructions(runs: list[dict]) -> dict | None:
+    """Median and spread of the allocator's instructions per pair and the process's per op."""
+    good = [r for r in runs if r.get("rc") == 0]
+    if len(good) < len(runs) or not good:
+        return None
+    pair = [2 * r["alloc_ir"] / r["calls"] for r in good]
+    per_op = [r["total_ir"] / r["ops"] for r in good if r.get("ops")]
+    return {"pair": statistics.median(pair), "pair_min": min(pair), "pair_max": max(pair),
+            "per_op": statistics.median(per_op) if per_op else None}
+
+
+def ratios(value: float, refs: list[float | None], higher: bool) -> str:
+    """" (1.05× / 0.92×)": the speed against each reference, "-" where there is none."""
+    parts = [f"{speed_vs(value, ref, higher):.2f}×" if ref else "-" for ref in refs]
+    return f" ({' / '.join(parts)})" if any(refs) else ""
 
 
 def shown(lib: Path) -> str:
@@ -242,7 +343,7 @@ def shown(lib: Path) -> str:
         return lib.name
 
 
-def report(results, pair_results, allocs, args, meta) -> str:
+def report(results, pair_results, allocs, args, meta, instr=None) -> str:
     threads = args.threads
     lines = [
         f"Made by `{meta['command']}` on {meta['date']} ({meta['machine']}, {meta['cores']} "
@@ -250,7 +351,7 @@ def report(results, pair_results, allocs, args, meta) -> str:
         f"{meta['version']}; {args.runs} interleaved runs per cell, medians with the min-max "
         f"spread; {meta['minutes']:.1f} min in all.",
         "",
-        "Each cell: median [min-max] (speed vs glibc: above 1 is faster than glibc). "
+        "Each cell: median [min-max] (speed vs glibc / vs mimalloc: above 1 is faster). "
         "HC libraries: " + ", ".join(f"{k} = {BUILT.get(k) or shown(v)}"
                                      for k, v in allocs.items()
                                      if k not in SYSTEM_LIBS and k != "glibc") + ".",
@@ -272,13 +373,37 @@ def report(results, pair_results, allocs, args, meta) -> str:
                             if r.get("rc") != 0]
                     cells.append(f"failed: {errs[0] if errs else '?'}")
                     continue
+                mim = summarize(results[("mimalloc", shape, t)]) if "mimalloc" in allocs else None
                 cell = f"{fmt_num(s['median'])} [{fmt_num(s['min'])}-{fmt_num(s['max'])}]"
-                ratio = speed_vs(s["median"], ref["median"], higher) if ref else None
-                if ratio is not None and label != "glibc":
-                    cell += f" ({ratio:.2f}×)"
+                refs = [x["median"] if x and other != label else None
+                        for x, other in ((ref, "glibc"), (mim, "mimalloc"))]
+                cell += ratios(s["median"], refs, higher)
                 cells.append(cell)
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+        if higher:
+            lines += [f"{shape}, operations per CPU second (user + system time of the whole "
+                      "process; vs glibc / vs mimalloc):", "",
+                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
+                                                    for t in threads) + " |",
+                      "|---|" + "---:|" * len(threads)]
+            for label in allocs:
+                cells = []
+                for t in threads:
+                    s = summarize(results[(label, shape, t)])
+                    if not s or "cpu_median" not in s:
+                        cells.append("")
+                        continue
+                    refs = []
+                    for other in ("glibc", "mimalloc"):
+                        x = summarize(results[(other, shape, t)]) if other in allocs else None
+                        refs.append(x["cpu_median"] if x and "cpu_median" in x
+                                    and other != label else None)
+                    cells.append(f"{fmt_num(s['cpu_median'])} [{fmt_num(s['cpu_min'])}-"
+                                 f"{fmt_num(s['cpu_max'])}]" + ratios(s["cpu_median"], refs,
+                                                                     True))
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            lines.append("")
         if shape.startswith("false-share"):
             lines += ["Fraction of the blocks that share a 64-byte cache line with another "
                       "thread's block (the allocator's part in false sharing; exact, no timing):",
@@ -309,6 +434,33 @@ def report(results, pair_results, allocs, args, meta) -> str:
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
+    if instr:
+        ishapes = [x for x in args.shapes if x in INSTR_AMOUNT]
+        lines += ["#### Instructions (callgrind --fair-sched=yes; counts, not times)", "",
+                  "Inside the allocator per malloc/free pair (2 × the inclusive instructions of "
+                  "the program's calls to malloc, free, calloc and realloc ÷ those calls), median "
+                  "[min-max] of the runs, and the whole process's instructions per operation "
+                  "(the shape's own work included):", ""]
+        for shape in ishapes:
+            lines += [f"{shape}:", "",
+                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
+                                                    for t in threads) + " |",
+                      "|---|" + "---:|" * len(threads)]
+            for label in allocs:
+                cells = []
+                for t in threads:
+                    x = summarize_instructions(instr.get((label, shape, t), []))
+                    if x is None:
+                        errs = [r.get("error", "") for r in instr.get((label, shape, t), [])
+                                if r.get("rc") != 0]
+                        cells.append(f"failed: {errs[0] if errs else '?'}")
+                        continue
+                    cell = f"{x['pair']:.0f} [{x['pair_min']:.0f}-{x['pair_max']:.0f}]"
+                    if x["per_op"]:
+                        cell += f"; {x['per_op']:.0f}/op"
+                    cells.append(cell)
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            lines.append("")
     if pair_results:
         lines += [f"#### Instructions per malloc(32)/free pair (callgrind, "
                   f"{meta['pairs']} pairs after a warm-up; loop overhead included)", "",
@@ -338,13 +490,19 @@ def parse_args(argv):
     ap.add_argument("--allocators", type=lambda s: s.split(","),
                     help="only these labels (glibc, jemalloc, mimalloc, tcmalloc, HC names)")
     ap.add_argument("--no-callgrind", action="store_true", help="skip the instructions per pair")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count instructions under callgrind --fair-sched=yes: inside the "
+                         "allocator per malloc/free pair, and per operation (no false-share "
+                         "shapes)")
+    ap.add_argument("--instr-runs", type=int, default=3,
+                    help="callgrind runs per cell with --instructions (default 3)")
     ap.add_argument("--json", type=Path, help="write every run and the summary here")
     ap.add_argument("--out", type=Path, help="write the Markdown report here too")
     args = ap.parse_args(argv)
     if args.runs is None:
         args.runs = 3 if args.quick else 5
-    if args.runs < 1:
-        raise BenchError("--runs must be at least 1")
+    if args.runs < 1 or args.instr_runs < 1:
+        raise BenchError("--runs and --instr-runs must be at least 1")
     if any(t < 1 or t > 256 for t in args.threads):
         raise BenchError("--threads: each count must be 1-256")
     bad = [s for s in args.shapes if s not in SHAPES]
@@ -375,9 +533,10 @@ def main(argv=None) -> int:
         print(f"mt_bench: error: {e}", file=sys.stderr)
         return 2
     do_callgrind = not args.no_callgrind
-    if do_callgrind and subprocess.run(["which", "valgrind"], capture_output=True).returncode:
-        print("mt_bench: valgrind not found; no instructions per pair", file=sys.stderr)
-        do_callgrind = False
+    have_valgrind = not subprocess.run(["which", "valgrind"], capture_output=True).returncode
+    if (do_callgrind or args.instructions) and not have_valgrind:
+        print("mt_bench: valgrind not found; no instruction counts", file=sys.stderr)
+        do_callgrind = args.instructions = False
     command = ".venv/bin/python bench/mt_bench.py " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     t0 = time.perf_counter()
@@ -394,6 +553,18 @@ def main(argv=None) -> int:
                 for label in order:
                     results[(label, shape, t)].append(
                         run_shape(programs["mt_shapes"], allocs[label], shape, t, amount))
+    instr: dict[tuple, list[dict]] = {}
+    if args.instructions:
+        for r in range(args.instr_runs):
+            order = labels[r % len(labels):] + labels[:r % len(labels)]
+            print(f"mt_bench: callgrind round {r + 1}/{args.instr_runs}", file=sys.stderr)
+            for shape in [x for x in args.shapes if x in INSTR_AMOUNT]:
+                amount = INSTR_AMOUNT[shape][1 if args.quick else 0]
+                for t in args.threads:
+                    for label in order:
+                        instr.setdefault((label, shape, t), []).append(
+                            callgrind_shape(programs["mt_shapes"], allocs[label], shape, t,
+                                            amount))
     pairs = 20_000 if args.quick else 200_000
     pair_results = {}
     if do_callgrind:
@@ -404,7 +575,7 @@ def main(argv=None) -> int:
     meta = {"command": command.strip(), "date": str(datetime.date.today()),
             "machine": platform.machine(), "cores": os.cpu_count(), "load": load,
             "version": version, "minutes": (time.perf_counter() - t0) / 60, "pairs": pairs}
-    text = report(results, pair_results, allocs, args, meta)
+    text = report(results, pair_results, allocs, args, meta, instr)
     print(text)
     if args.out:
         write_atomic(args.out, text + "\n")
@@ -415,9 +586,12 @@ def main(argv=None) -> int:
                "summary": [{"allocator": a, "shape": s, "threads": t, **(summarize(rs) or {})}
                            for (a, s, t), rs in results.items()],
                "instructions_per_pair": [{"allocator": a, "mode": m, "instructions": v}
-                                         for (a, m), v in pair_results.items()]}
+                                         for (a, m), v in pair_results.items()],
+               "instructions": [{"allocator": a, "shape": s, "threads": t, "runs": rs,
+                                 **(summarize_instructions(rs) or {})}
+                                for (a, s, t), rs in instr.items()]}
         write_atomic(args.json, json.dumps(doc, indent=1) + "\n")
-    failed = any(r.get("rc") != 0 for rs in results.values() for r in rs)
+    failed = any(r.get("rc") != 0 for rs in [*results.values(), *instr.values()] for r in rs)
     return 1 if failed else 0
 
 

@@ -63,7 +63,7 @@ def main() -> int:
                "{ for (i = 1; i <= NF; i++) n[$i]++ } END { for (w in n) s += n[w]; print s }",
                words, cwd=work)
         hctune(db, "search", "--objective", "mem", "--trials", a.trials, "--seed", 1,
-               "--validate", "--validate-runs", a.runs, cwd=work)
+               "--allocators", "hc", "--validate", "--validate-runs", a.runs, cwd=work)
         page = work / "report.html"
         hctune(db, "report", "-o", page, cwd=work)
         box = summary_box(page, Path(a.out))

@@ -80,3 +80,24 @@ def test_runner_report(mt_bench, hcmalloc_so, tmp_path, capsys):
 def test_runner_bad_input(mt_bench, capsys):
     assert mt_bench.main(["--hc", "no-equals-sign"]) == 2
     assert "mt_bench: error: --hc wants NAME=PATH.so" in capsys.readouterr().err
+
+
+def test_callgrind_calls_counts_the_programs_calls_to_the_allocator(mt_bench):
+    """The --instructions parser: only calls made by the program's own object to malloc, free,
+    calloc or realloc count (names compressed as callgrind writes them); the inclusive cost is
+    the cost line after calls=."""
+    text = "\n".join([
+        "events: Ir",
+        "ob=(1) /x/mt_shapes", "fl=(1) mt_shapes.c", "fn=(1) make_batch",
+        "10 5",
+        "cob=(2) /x/libhc.so", "cfi=(2) malloc.c", "cfn=(2) malloc", "calls=3 40", "11 60",
+        "cob=(2)", "cfn=(3) memset", "calls=3 50", "12 900",
+        "fn=(4) free_batches",
+        "cob=(2)", "cfn=(5) free", "calls=2 60", "+2 30",
+        "cob=(2)", "cfn=(2)", "calls=1 40", "* 20",
+        "ob=(2)", "fn=(2)",
+        "cob=(2)", "cfn=(5)", "calls=7 60", "41 700",  # the allocator calling itself: not counted
+        "totals: 5000",
+    ])
+    assert mt_bench.callgrind_calls(text, "mt_shapes") == {
+        "calls": 6, "alloc_ir": 110, "total_ir": 5000}

@@ -110,3 +110,62 @@ def test_a_study_left_comparing_goes_back_to_running(tmp_path):
         assert jobs.start_validating(db, qid)
         assert jobs.requeue_stuck(db, now(), lambda closer: closer == "here:1:1") == ["s"]
         assert jobs.job(db, "s")["state"] == "running"
+
+
+def test_a_schema_4_database_gains_workers_and_sessions(tmp_path, monkeypatch):
+    """Schema 5 (issue 20) adds hc_workers and hc_sessions; a schema 4 database keeps its queue."""
+    from hctune import db as _db
+    path = tmp_path / "four.db"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 4)
+    with Database(path) as db:
+        jobs.enqueue(db, "old", [1], {})
+    monkeypatch.undo()
+    upgraded_keeps_the_queue_and_has_workers(Database(path))
+
+
+def upgraded_keeps_the_queue_and_has_workers(db: Database):
+    with db:
+        assert db.query_one("SELECT version FROM hc_schema")[0] == SCHEMA_VERSION
+        assert jobs.job(db, "old")["state"] == "queued"
+        jobs.worker_beat(db, "h:1:2", "h", 1, "2026-01-01T00:00:00+00:00", "idle")
+        jobs.worker_beat(db, "h:1:2", "h", 1, "2026-01-01T00:00:00+00:00", "running", "old", 4)
+        (w,) = jobs.workers(db)
+        assert (w["state"], w["study"], w["trial"], w["origin"]) == ("running", "old", 4, None)
+        assert jobs.prune_workers(db, "0000") == 0 and jobs.prune_workers(db, "9999") == 1
+        with db.transaction() as c:
+            c.execute("INSERT INTO hc_sessions (id, created, expires) VALUES ('k', 'a', 'b')")
+        assert db.query_one("SELECT expires FROM hc_sessions WHERE id = 'k'")["expires"] == "b"
+
+
+def _old_real_run(db):
+    vid = db.add_validation("s", "mem", ["./app"], "/w", None, 3)
+    db.add_real_run(vid, {"candidate": "glibc", "allocator": "glibc", "round": 0, "wall_s": 0.1,
+                          "user_s": 0.05, "sys_s": 0.01, "peak_rss_bytes": 4096,
+                          "exit_status": 0})
+    return vid
+
+
+def check_rss_curve_columns(db, vid):
+    """Schema 6 (issue 18): a real run keeps its RSS curve (mean and final RSS, samples); a run
+    stored before it reads them as NULL."""
+    assert db.query_one("SELECT version FROM hc_schema")[0] == SCHEMA_VERSION
+    db.add_real_run(vid, {"candidate": "jemalloc", "allocator": "jemalloc", "round": 0,
+                          "wall_s": 0.1, "user_s": 0.05, "sys_s": 0.01,
+                          "peak_rss_bytes": 8192, "exit_status": 0, "rss_mean_bytes": 6144,
+                          "rss_final_bytes": 2048, "rss_samples": 12})
+    old, new = db.real_runs(vid)
+    assert old["rss_mean_bytes"] is None and old["peak_rss_bytes"] == 4096
+    assert (new["rss_mean_bytes"], new["rss_final_bytes"], new["rss_samples"]) == (6144, 2048, 12)
+
+
+def test_a_schema_5_database_gets_the_rss_curve_columns(tmp_path, monkeypatch):
+    from hctune import db as _db
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(_db.Database, "_REAL_RUN_COLS", _db.Database._REAL_RUN_COLS[:12])
+    with Database(path) as db:
+        vid = _old_real_run(db)
+        assert db.query_one("SELECT version FROM hc_schema")[0] == 5
+    monkeypatch.undo()
+    with Database(path) as db:
+        check_rss_curve_columns(db, vid)

@@ -41,6 +41,24 @@ def test_schema_created_once_by_processes_starting_together(pg):
         assert len(db.query("SELECT * FROM hc_schema")) == 1
 
 
+def test_a_schema_5_database_is_upgraded(pg, monkeypatch):
+    """The schema 6 step (real runs' RSS curve columns) on PostgreSQL: a database written by
+    schema 5 keeps its runs and gains the columns."""
+    from hctune import db as _db
+    from test_core_db import _old_real_run, check_rss_curve_columns
+    pg._run(str(pg.bin / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "hctune",
+            "schema5")
+    url = pg.url.rsplit("/", 1)[0] + "/schema5"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(_db.Database, "_REAL_RUN_COLS", _db.Database._REAL_RUN_COLS[:12])
+    with Database(url) as db:
+        vid = _old_real_run(db)
+    monkeypatch.undo()
+    _db._checked.discard(url)     # as a new process would: a server's schema is checked once
+    with Database(url) as db:
+        check_rss_curve_columns(db, vid)
+
+
 def test_traces_and_their_contents(pg, tmp_path):
     f = tmp_path / "t.trace"
     f.write_bytes(bytes(range(256)) * 40000)            # ~10 MB: three pieces
@@ -114,6 +132,20 @@ def test_queue_claims_are_row_locks(pg):
         assert jobs.start_comparing(db, a) and not jobs.start_comparing(db, a)
         jobs.finish(db, a)
         assert jobs.job(db, "qa")["state"] == "done"
+
+
+def test_a_schema_4_database_gains_workers_and_sessions(pg, monkeypatch):
+    from hctune import db as _db
+    from test_core_db import upgraded_keeps_the_queue_and_has_workers
+    pg._run(str(pg.bin / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "hctune",
+            "four")
+    url = pg.url.rsplit("/", 1)[0] + "/four"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 4)
+    with Database(url) as db:
+        jobs.enqueue(db, "old", [1], {})
+    monkeypatch.undo()
+    _db._checked.discard(url)      # as a process started after the upgrade of hctune
+    upgraded_keeps_the_queue_and_has_workers(Database(url))
 
 
 def test_bad_url_is_one_line(tmp_path):

@@ -109,7 +109,8 @@ def test_emit_from_a_study_carries_its_provenance(tmp_path):
     need_hc()
     trace = record_gawk_trace(tmp_path / "gawk.trace")
     db = tmp_path / "hctune.db"
-    hctune(db, "search", trace, "--objective", "perf", "--trials", 2, "--repeat", 1)
+    hctune(db, "search", trace, "--objective", "perf", "--trials", 2, "--repeat", 1,
+           "--allocators", "hc")
     out = tmp_path / "tuned" / "malloc.c"
     hctune(db, "emit", "-o", out, "--set", "QL_HIGH=264")
     text = out.read_text()

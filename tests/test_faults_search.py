@@ -149,7 +149,8 @@ def test_the_cli_says_which_trials_it_marked_failed(tmp_path, capsys, monkeypatc
     with Database(db) as d:
         d.add_trace(trace, "ab" * 32, command="app", events=1)
     monkeypatch.setattr(replay, "measure", model(None, 0))
-    args = ["--db", str(db), "search", "--objective", "perf", "--study", "cli", "--repeat", "1"]
+    args = ["--db", str(db), "search", "--objective", "perf", "--study", "cli", "--repeat", "1",
+            "--allocators", "hc"]
     assert main([*args, "--trials", "2"]) == 0
     gone = open_storage(default_url(db), owner=f"{socket.gethostname()}:999999999:0")
     tid = gone.create_new_trial(gone.get_study_id_from_name("cli"))   # its process is gone

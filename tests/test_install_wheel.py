@@ -105,7 +105,8 @@ def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
     prof = run(hct, "profile", "-o", "gawk.hct", gawk, AWK, "in.txt")
     assert expected in prof.stdout
     assert (proj / "hctune.db").exists() and (proj / "gawk.hct").exists()
-    run(hct, "search", "--objective", "mem", "--trials", "3", "--seed", "1", "--repeat", "1")
+    run(hct, "search", "--objective", "mem", "--trials", "3", "--seed", "1", "--repeat", "1",
+        "--allocators", "hc")
     run(hct, "emit", "-o", "out/malloc.c", "--so", "out/libhcmalloc.so")
     text = (proj / "out" / "malloc.c").read_text()
     assert "hctune 0.1" in text and str(ROOT) not in text

@@ -6,9 +6,12 @@ not times."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
-from hctune import native
+import pytest
+
+from hctune import native, paths
 from hctune.trace import Writer, spec
 
 BIG = 20 << 20          # past the 16 MiB that fits in an op
@@ -62,3 +65,44 @@ def test_a_threaded_trace_adds_one_byte_per_op(tmp_path):
     assert r["trace_bytes"] == 9 * 2000
     off = _replay(path, "--threads", "off")
     assert off["trace_bytes"] == 8 * 2000
+
+
+def test_a_streamed_replay_holds_one_chunk_and_replays_the_same_calls(tmp_path):
+    """--stream on (auto above 2 GiB of ops): no op array, the trace read again a chunk at a
+    time; the allocator sees exactly the calls of a whole load (HC's own counters agree), and
+    the replay holds one chunk of ops whatever the trace's length."""
+    path = tmp_path / "long.hct"
+    n = 0
+    with Writer(path, command="long") as w:
+        for round_ in range(300):                 # 300 x 610 events: several 64 Ki-op chunks
+            base = 0x10000000 + (round_ % 7) * 0x100000
+            for i in range(300):
+                w.malloc(base + 0x100 * i, 16 + (i * round_) % 3000)
+            for i in range(0, 300, 3):
+                w.realloc(base + 0x100 * i, base + 0x80000 + 0x100 * i, 5000 + i)
+            w.memalign(base + 0xF0000, 100 + round_, align=64)
+            w.calloc(base + 0xF8000, BIG + round_ % 2)
+            for i in range(300):
+                w.free(base + (0x80000 if i % 3 == 0 else 0) + 0x100 * i)
+            w.free(base + 0xF8000)
+            w.free(base + 0xF0000)
+            n += 300 + 100 + 2 + 300 + 2
+    lib = paths.BUILD / "libhcmalloc.so"
+    if not lib.exists():
+        pytest.fail(f"{lib} is missing: run make")
+    hc = {"LD_PRELOAD": str(lib)}
+    runs = {}
+    for mode in ("off", "on"):
+        r = subprocess.run([str(native.path("hcreplay")), str(path), "--json", "--repeat", "2",
+                            "--stream", mode], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, **hc})
+        assert r.returncode == 0, r.stderr
+        runs[mode] = json.loads(r.stdout)
+    whole, streamed = runs["off"], runs["on"]
+    assert (whole["streamed"], streamed["streamed"]) == (False, True)
+    for k in ("ops", "events", "slots", "max_live_bytes", "max_live_objects", "distinct_sizes",
+              "skipped", "repaired", "failed", "hc_stats"):
+        assert streamed[k] == whole[k], k
+    assert whole["ops"] == n and whole["trace_bytes"] > 8 * n
+    assert streamed["trace_bytes"] == 8 * 64 * 1024 + 9 * streamed["distinct_sizes"]
+    assert streamed["rss_samples"] > 0 and streamed["mean_rss_bytes"] is not None

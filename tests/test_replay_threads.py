@@ -150,7 +150,8 @@ def test_search_over_a_threaded_trace_searches_the_thread_cache_knobs(threaded_t
     need_hc()
     trace, _ = threaded_trace
     db = tmp_path / "hctune.db"
-    out = json.loads(hctune(db, "search", trace, "--trials", 2, "--repeat", 1, "--json").stdout)
+    out = json.loads(hctune(db, "search", trace, "--trials", 2, "--repeat", 1,
+                             "--allocators", "hc", "--json").stdout)
     assert out["finished"] == 2 and out["failed"] == 0
     con = sqlite3.connect(db)
     params = {r[0] for r in con.execute("SELECT param_name FROM trial_params")}

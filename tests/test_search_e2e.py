@@ -40,7 +40,7 @@ def finished(url, name):
 def test_search_stores_trials_and_measurements(trace, tmp_path):
     db = tmp_path / "hctune.db"
     r = hctune(db, "search", trace, "--objective", "mem", "--trials", 4, "--repeat", 1,
-               "--json")
+               "--allocators", "hc", "--json")
     out = json.loads(r.stdout)
     assert out["finished"] == 4 and out["failed"] == 0
     con = sqlite3.connect(db)
@@ -60,7 +60,8 @@ def test_search_stores_trials_and_measurements(trace, tmp_path):
     assert t["vs_generic"]["footprint"] <= 1.0 + 1e-9
     # the same command again: nothing new is measured
     before = con.execute("SELECT COUNT(*) FROM hc_measurements").fetchone()[0]
-    hctune(db, "search", trace, "--objective", "mem", "--trials", 4, "--repeat", 1)
+    hctune(db, "search", trace, "--objective", "mem", "--trials", 4, "--repeat", 1,
+           "--allocators", "hc")
     assert con.execute("SELECT COUNT(*) FROM hc_measurements").fetchone()[0] == before
     page = tmp_path / "report.html"
     hctune(db, "report", "-o", page)
@@ -73,7 +74,8 @@ def test_search_stores_trials_and_measurements(trace, tmp_path):
 def test_sigint_keeps_finished_trials_and_the_rerun_continues(trace, tmp_path):
     db = tmp_path / "hctune.db"
     url = f"sqlite:///{db}"
-    args = ("search", trace, "--objective", "perf", "--study", "resume", "--repeat", 1)
+    args = ("search", trace, "--objective", "perf", "--study", "resume", "--repeat", 1,
+            "--allocators", "hc")
     p = hctune_popen(db, *args, "--trials", 40)
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None:
@@ -119,7 +121,7 @@ def test_two_processes_share_one_study_on_postgresql(trace, tmp_path):
     try:
         procs = [hctune_popen(tmp_path / f"worker{i}.db", "search", trace, "--objective", "mem",
                               "--storage", pg.url, "--study", "shared", "--trials", 8,
-                              "--repeat", 1, "--json")
+                              "--repeat", 1, "--allocators", "hc", "--json")
                  for i in range(2)]
         outs = [p.communicate(timeout=240) for p in procs]
         for p, (out, err) in zip(procs, outs):

@@ -102,7 +102,15 @@ def test_a_worker_waits_out_a_database_restart(tmp_path):
     Database(pg.url).close()
     w = worker(pg.url, log=tmp_path / "worker.log")
     try:
-        time.sleep(2)
+        # started: its first beat is in (its startup check of the storage is behind it)
+        deadline = time.time() + 60
+        while True:
+            with Database(pg.url) as db:
+                if any(r["pid"] == w.pid for r in jobs.workers(db)):
+                    break
+            assert time.time() < deadline and w.poll() is None, \
+                (tmp_path / "worker.log").read_text()
+            time.sleep(0.2)
         pg.stop()
         deadline = time.time() + 30
         while "database unreachable" not in (tmp_path / "worker.log").read_text():

@@ -1,7 +1,8 @@
-"""`hctune serve` run by a team: local workers restarted when they die, a queued study that says
-what it waits for, and studies `hctune search` ran in the same database listed beside the
-service's own."""
+"""`hctune serve` run by a team: the workers page and API (local workers restarted when they die,
+dead ones shown and then forgotten), a queued study that says what it waits for, and studies
+`hctune search` ran in the same database listed beside the service's own."""
 
+import datetime
 import os
 import signal
 import time
@@ -9,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from hctune import jobs
 from hctune.db import Database
 from hctune.search.storage import default_url
-from serve_support import Served
+from serve_support import Served, stop_workers, worker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,6 +49,61 @@ def test_a_killed_local_worker_is_restarted(tmp_path):
         srv.stop()
 
 
+def _until(srv, check, what, timeout=30):
+    """The workers list once check(list) holds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status, ws = srv.request("GET", "/api/workers")
+        assert status == 200, ws
+        if check(ws):
+            return ws
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: {ws}\n{srv.output()}")
+
+
+def test_the_workers_page_and_api(tmp_path):
+    """Every worker beats into the database: a local one, one started by hand (as on another
+    machine), one elsewhere that fell silent (dead), one silent for hours (forgotten)."""
+    db = tmp_path / "h.db"
+    with Database(db) as d:
+        for wid, host, age in (("far:7:1", "far", 40), ("old:8:1", "old", 7200)):
+            jobs.worker_beat(d, wid, host, 7, "2026-01-01T00:00:00+00:00", "running", "s", 3)
+            beat = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age)
+            d.query("UPDATE hc_workers SET beat = :b WHERE id = :id", id=wid,
+                    b=beat.isoformat(timespec="seconds"))
+    srv = Served(db, "--workers", 1)
+    other = []
+    try:
+        ws = _until(srv, lambda ws: any(w["local"] and w["alive"] for w in ws), "no local worker")
+        (local,) = [w for w in ws if w["local"]]
+        assert local["state"] == "idle" and local["pid"] in children(srv.proc.pid)
+        assert "old:8:1" not in {w["id"] for w in ws}                   # forgotten
+        (far,) = [w for w in ws if w["id"] == "far:7:1"]
+        assert far["state"] == "dead" and not far["alive"] and far["study"] is None
+        assert far["last_study"] == "s"
+        other.append(worker(db, log=tmp_path / "w.log"))
+        ws = _until(srv, lambda ws: any(w["pid"] == other[0].pid and w["alive"] for w in ws),
+                    "the hand-started worker")
+        assert not [w for w in ws if w["pid"] == other[0].pid][0]["local"]
+        os.kill(local["pid"], signal.SIGKILL)
+        ws = _until(srv, lambda ws: any(w["pid"] == local["pid"] and w["state"] == "dead"
+                                        for w in ws) and
+                    any(w["local"] and w["alive"] and w["pid"] != local["pid"] for w in ws),
+                    "the killed worker dead, another started")
+        other[0].terminate()
+        other[0].wait(30)
+        _until(srv, lambda ws: any(w["pid"] == other[0].pid and w["state"] == "stopped"
+                                   for w in ws), "the stopped worker")
+        status, page = srv.request("GET", "/workers")
+        assert status == 200 and b"<strong>dead</strong>" in page and b"stopped" in page
+        assert str(local["pid"]).encode() in page
+        status, spec = srv.request("GET", "/openapi.json")
+        assert "/api/workers" in spec["paths"]
+    finally:
+        stop_workers(other)
+        srv.stop()
+
+
 def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
     db = tmp_path / "h.db"
     Database(db).close()
@@ -65,7 +122,7 @@ def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
         assert b"from-the-cli" in page
         status, s = srv.request("POST", "/api/studies", {"traces": [tid], "name": "web"})
         assert status == 201, s
-        assert "runs none" in s["note"] and "hctune --db DB worker" in s["note"]
+        assert "none is alive" in s["note"] and "hctune --db DB worker" in s["note"]
         status, page = srv.request("GET", "/studies/web")
         assert status == 200 and b"waiting for a worker" in page
     finally:

@@ -140,6 +140,24 @@ def test_every_number_is_checked_and_no_stored_row_breaks_a_list(tmp_path):
         assert status == 200 and b"/api/studies" in page and b"https://" not in page
         assert srv.request("GET", "/redoc") == (404, {"error": "Not Found"})
         assert srv.request("PUT", "/api/studies", {})[1] == {"error": "Method Not Allowed"}
+        # ... and the OpenAPI document describes that shape for every error it lists
+        spec = srv.request("GET", "/openapi.json")[1]
+        schemas = spec["components"]["schemas"]
+        error = schemas["Error"]
+        assert error["required"] == ["error"] and error["properties"]["error"]["type"] == "string"
+        assert "HTTPValidationError" not in schemas and "detail" not in json.dumps(spec)
+        errors = 0
+        for path, ops in spec["paths"].items():
+            for method, op in ops.items():
+                codes = {c for c in op["responses"] if c[0] in "45"}
+                assert {"401", "403", "422"} <= codes, (method, path)
+                for code in codes:
+                    ref = op["responses"][code]["content"]["application/json"]["schema"]["$ref"]
+                    assert ref == "#/components/schemas/Error", (method, path, code)
+                    errors += 1
+        assert errors > 50
+        status, err = srv.request("POST", "/api/studies", {"traces": "x"})
+        assert status == 422 and set(err) == set(error["properties"]), err
     finally:
         srv.stop()
 
@@ -214,6 +232,15 @@ def test_the_token_guards_reads_and_the_cookie_is_a_session(tmp_path):
                                                            f"hctune_session={forged}"})[0] == 403
         status, _ = srv.request("POST", "/logout", b"", cookie)
         assert status in (200, 303)
+        # as an attacker who copied the cookie before the logout: the session is gone from the
+        # server, so the copy is refused (401: log in again) and a page goes to /login
+        assert srv.request("GET", "/api/studies", headers=cookie)[0] == 401
+        assert srv.request("POST", "/api/studies", {"traces": [1]}, headers=cookie)[0] == 401
+        req = urllib.request.Request(srv.base + "/studies",
+                                     headers={"Accept": "text/html", **cookie})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(req)
+        assert e.value.code == 303 and e.value.headers["Location"] == "/login"
         # the OpenAPI document says how to authenticate
         spec = srv.request("GET", "/openapi.json")[1]
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
@@ -228,6 +255,105 @@ def test_the_token_guards_reads_and_the_cookie_is_a_session(tmp_path):
         srv.stop()
 
 
+def _login(srv) -> dict:
+    """The Cookie header of a session opened through the /login form."""
+    with urllib.request.urlopen(srv.base + "/login") as r:
+        csrf = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
+    req = urllib.request.Request(
+        f"{srv.base}/login?csrf={csrf}", data=f"token={TOKEN}".encode(), method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded",
+                 "Cookie": f"hctune_csrf={csrf}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.build_opener(NoRedirect).open(req)
+    assert e.value.code == 303
+    return {"Cookie": "hctune_session="
+            + SimpleCookie(e.value.headers["Set-Cookie"])["hctune_session"].value}
+
+
+def test_sessions_expire_and_end_in_every_server_process(tmp_path):
+    """A session lasts HCTUNE_SESSION_SECONDS; a logout answered by one of `--http-workers 2`'s
+    processes ends the session in the other too (they share the stored sessions)."""
+    srv = Served(tmp_path / "h.db", "--http-workers", 2,
+                 env={**os.environ, "HCTUNE_TOKEN": TOKEN, "HCTUNE_SESSION_SECONDS": "4"})
+    try:
+        cookie = _login(srv)
+        assert srv.request("GET", "/api/studies", headers=cookie) == (200, [])
+        time.sleep(4.5)
+        assert srv.request("GET", "/api/studies", headers=cookie)[0] == 401
+        cookies = [_login(srv) for _ in range(2)]
+        assert srv.request("POST", "/logout", b"", cookies[0])[0] in (200, 303)
+        time.sleep(1.1)   # a process believes a session it read for a second
+        for _ in range(6):  # whichever process answers
+            assert srv.request("GET", "/api/studies", headers=cookies[0])[0] == 401
+        assert srv.request("GET", "/api/studies", headers=cookies[1]) == (200, [])
+    finally:
+        srv.stop()
+
+
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *a, **k):
         return None
+
+
+def _raw(srv, head: bytes, pieces=(), pause=0.0, timeout=30) -> bytes:
+    """Send a request by hand (headers, then the body's pieces with a pause between them) and
+    read the answer; the server may answer and close before the body is all sent."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
+    try:
+        s.sendall(head)
+        for p in pieces:
+            try:
+                s.sendall(p)
+            except OSError:       # answered and closed already
+                break
+            time.sleep(pause)
+        out = b""
+        while b"\r\n\r\n" not in out:
+            got = s.recv(65536)
+            if not got:
+                break
+            out += got
+        return out
+    finally:
+        s.close()
+
+
+def test_huge_trickled_and_nested_bodies(tmp_path):
+    """A write's body (JSON, a form) is read by the guard: at most 1 MiB (413, by Content-Length
+    or counted in a chunked body), within HCTUNE_BODY_SECONDS (408); a deeply nested JSON is a
+    4xx; unicode in names and paths is a one-line 4xx."""
+    srv = Served(tmp_path / "h.db", "--data-dir", tmp_path / "data",
+                 env={**os.environ, "HCTUNE_BODY_SECONDS": "2",
+                      "HCTUNE_UPLOAD_IDLE_SECONDS": "1"})
+    try:
+        post = (b"POST /api/studies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        out = _raw(srv, post + b"Content-Length: 2000000000\r\n\r\n", [b"{"])
+        assert out.startswith(b"HTTP/1.1 413"), out
+        chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
+        out = _raw(srv, post + b"Transfer-Encoding: chunked\r\n\r\n", [chunk] * 64)
+        assert out.startswith(b"HTTP/1.1 413"), out
+        started = time.time()
+        out = _raw(srv, post + b"Content-Length: 100\r\n\r\n", [b'{"traces"'] * 5, pause=1.0)
+        assert out.startswith(b"HTTP/1.1 408") and time.time() - started < 15, out
+        for body in (b"[" * 100000 + b"]" * 100000, b'{"traces": ' + b"[" * 5000 + b"]" * 5000
+                     + b"}"):
+            status, err = srv.request("POST", "/api/studies", body,
+                                      {"Content-Type": "application/json"})
+            assert status in (400, 422) and "\n" not in err["error"], (status, err)
+        status, err = srv.request("POST", "/api/studies", {"traces": [1], "name": "ünï\u202e😀"})
+        assert status == 422 and "name" in err["error"], err
+        status, err = srv.request("GET", "/api/studies/%F0%9F%98%80%E2%80%AE")
+        assert status == 404 and err["error"].startswith("no study named"), err
+        # an upload that stops halfway: taken as gone after HCTUNE_UPLOAD_IDLE_SECONDS, and its
+        # part of the file removed
+        up = (b"POST /api/traces HTTP/1.1\r\nHost: x\r\nX-Requested-With: t\r\n"
+              b"Content-Type: multipart/form-data; boundary=bb\r\nContent-Length: 100000\r\n\r\n")
+        first = (b'--bb\r\nContent-Disposition: form-data; name="file"; filename="t"\r\n\r\n'
+                 + b"x" * 5000)
+        started = time.time()
+        out = _raw(srv, up, [first], pause=4.0)
+        assert out.startswith(b"HTTP/1.1 408") and time.time() - started < 15, out
+        assert not any((tmp_path / "data" / "tmp").iterdir())
+        assert srv.request("GET", "/api/studies") == (200, [])      # the server is still fine
+    finally:
+        srv.stop()

@@ -42,6 +42,24 @@ def test_profile_passes_exit_code_stdin_stdout(tmp_path):
     assert traces and len(_rows(tmp_path)) == len(traces)
 
 
+def test_profile_reads_no_event_after_the_exit(tmp_path):
+    """profile prints the tracer's counts and leaves the statistics to the first command that
+    needs them (issue 23); those counts are the statistics' own."""
+    r = hctune(tmp_path, "profile", "-o", "t.hct", "ls", "-l", "/")
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.glob("*.sum")) == []            # the tracer's counts were read, not kept
+    (row,) = _rows(tmp_path)
+    assert row["stats_json"] is None
+    st = json.loads(hctune(tmp_path, "stats", "t.hct", "--json").stdout)
+    assert (f"traced {st['events']:,} events ({st['allocations']:,} allocations, "
+            f"{st['reallocs']:,} reallocs, {st['frees']:,} frees; {st['bytes_requested']:,} "
+            "bytes asked)") in r.stderr
+    from hctune.trace import register
+    with Database(tmp_path / "h.db") as db:
+        assert register.stats_of(db, row)["max_live_bytes"] == st["max_live_bytes"]
+        assert json.loads(db.trace(row["id"])["stats_json"]) == st     # stored on first use
+
+
 def test_profile_options_after_program_belong_to_it(tmp_path):
     r = hctune(tmp_path, "profile", "-o", "a.hct", "--", "ls", "-o", "--tracer", "x")
     # ls gets -o --tracer x: the x and --tracer files do not exist, so ls fails with 2

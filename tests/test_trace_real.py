@@ -15,6 +15,7 @@ from hctune.db import Database
 from hctune.profile import profile
 from hctune.trace import open_trace
 from hctune.trace.stats import compute
+from hctune.trace.stats import stats as trace_stats
 
 NO_ANOMALIES = {"free_unknown": 0, "realloc_unknown": 0, "alloc_live": 0}
 
@@ -34,13 +35,19 @@ PY = textwrap.dedent("""
 
 
 def _check(p, min_events):
+    """profile's summaries (no event read after the exit) against the full statistics."""
     assert p.exit_code == 0
-    s = p.main_stats
-    assert s["events"] >= min_events
-    for path, st in [(p.main, s), *p.others]:
+    assert p.main_stats["events"] >= min_events
+    for path, sm in [(p.main, p.main_stats), *p.others]:
+        st = trace_stats(path)
         assert st["anomalies"] == NO_ANOMALIES or st["threads"] > 1, (path, st["anomalies"])
-        assert open_trace(path).count == st["events"]
-    return s
+        assert open_trace(path).count == st["events"] == sm["events"]
+        assert (sm["command"], sm["pid"], sm["threads"]) == (st["command"], st["pid"],
+                                                             st["threads"])
+        if "ops" in sm:     # the tracer's counts (images that exec'd or exited)
+            for k in ("ops", "requests", "small_requests", "bytes_requested", "small_bytes"):
+                assert sm[k] == st[k], (path, k)
+    return trace_stats(p.main)
 
 
 def test_python3_threads(tmp_path, monkeypatch):
@@ -69,8 +76,8 @@ def test_gcc_compiles_through_the_tracer(tmp_path, monkeypatch):
     assert (tmp_path / "big").exists()
     commands = [st["command"] for _, st in p.others]
     assert any("cc1" in c for c in commands) and any(c.startswith("as ") for c in commands)
-    cc1 = max((st for _, st in p.others if "cc1" in st["command"]), key=lambda s: s["events"])
-    assert cc1["events"] > 10_000 and cc1["anomalies"] == NO_ANOMALIES
+    cc1 = max((o for o in p.others if "cc1" in o[1]["command"]), key=lambda o: o[1]["events"])
+    assert cc1[1]["events"] > 10_000 and trace_stats(cc1[0])["anomalies"] == NO_ANOMALIES
     with Database(tmp_path / "db") as db:
         rows = db.traces()
         assert len(rows) == 1 + len(p.others)

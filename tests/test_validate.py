@@ -35,7 +35,7 @@ def searched(app, tmp_path_factory):
     db = d / "hctune.db"
     hctune(db, "profile", "-o", d / "app.hct", app, "60000", cwd=d)
     r = hctune(db, "search", "--objective", "perf", "--trials", 3, "--repeat", 1, "--seed", 1,
-               "--validate", "--validate-runs", RUNS, "--validate-top", 2, "--json", cwd=d)
+               "--allocators", "hc", "--validate", "--validate-runs", RUNS, "--validate-top", 2, "--json", cwd=d)
     return d, db, json.loads(r.stdout)
 
 
@@ -233,7 +233,8 @@ def two_studies(searched, tmp_path_factory):
     d2 = tmp_path_factory.mktemp("two")
     db2 = d2 / "hctune.db"
     shutil.copy(db, db2)
-    hctune(db2, "search", "--objective", "mem", "--trials", 2, "--repeat", 1, "--seed", 1, cwd=d)
+    hctune(db2, "search", "--objective", "mem", "--trials", 2, "--repeat", 1, "--seed", 1,
+           "--allocators", "hc", cwd=d)
     env = {**os.environ, "COLUMNS": "80"}
     with open(d2 / "out.txt", "w") as out:       # stdout to a file: no terminal anywhere
         r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(db2), "validate",

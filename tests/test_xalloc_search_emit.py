@@ -154,14 +154,32 @@ def test_search_across_allocators_then_emit(tmp_path):
         assert r.returncode == 2 and "emit --env FILE" in r.stderr
 
 
+def test_the_default_searches_hc_and_every_allocator_installed(tmp_path):
+    db = tmp_path / "r.db"
+    trace = _small_trace(tmp_path / "small.hct")
+    s = json.loads(hctune(db, "search", trace, "--trials", "3", "--repeat", "1", "--seed", "1",
+                          "--json").stdout)
+    installed = _study.default_allocators()
+    assert installed[:2] == ("hc", "glibc")
+    assert s["study"].endswith("-x-" + "+".join(installed))
+    # the seeds come as each allocator as it comes first: HC's generic, then glibc, ...
+    table = {row["allocator"]: row for row in s["per_allocator"]}
+    assert set(table) == set(installed[:3]), table
+    assert table["glibc"]["defaults_mem_ratio"] == 1.0
+    # `--allocators hc` is the HC-only study of before
+    h = json.loads(hctune(db, "search", trace, "--trials", "1", "--repeat", "1",
+                          "--allocators", "hc", "--json").stdout)
+    assert "-x-" not in h["study"] and not h.get("per_allocator")
+
+
 def test_search_bad_allocator_list(tmp_path):
     trace = _small_trace(tmp_path / "small.hct")
     r = hctune(tmp_path / "r.db", "search", trace, "--allocators", "hc,nope", "--trials", "1",
                check=False)
     assert r.returncode == 2 and "'nope' has no declared knobs" in r.stderr
-    r = hctune(tmp_path / "r.db", "search", trace, "--memory-measure", "mean", "--trials", "1",
+    r = hctune(tmp_path / "r.db", "search", trace, "--memory-measure", "median", "--trials", "1",
                check=False)
-    assert r.returncode == 2 and "real runs" in r.stderr
+    assert r.returncode == 2 and "Invalid value for '--memory-measure'" in r.stderr
 
 
 def test_validation_runs_each_allocators_best_with_its_environment(c_program, tmp_path):

@@ -2,6 +2,8 @@
  *
  *   HCTRACE_OUT=app.hct LD_PRELOAD=build/libhctrace.so ./app args
  *   (HCTRACE_TIME=1 adds a time stamp to every event)
+ *   (HCTRACE_SUMMARY=1 also writes <trace>.sum at exit: the calls and bytes counted while
+ *    recording, which `hctune profile` prints instead of reading the trace again)
  *   (HCTRACE_START_AFTER=S HCTRACE_DURATION=S record only a window of the run, see below)
  *
  * Records every malloc, calloc, realloc, reallocarray, free and memalign-family call of a
@@ -137,6 +139,16 @@ static TLS uint32_t t_tick;
 static _Alignas(16) uint8_t g_pool[8192];
 static size_t g_pool_used;
 
+/* ---- the summary: counts kept while recording, written beside the trace at exit ----
+ * `hctune profile` prints these instead of reading every event again after the program ends
+ * (issue 23: profile's own work after the exit); the full statistics wait for the first
+ * command that needs them.  Per thread, no atomics on the hot path; a thread that exits adds
+ * its counts to g_done; the thread ending the process sums g_done and every live buffer. */
+enum { C_OPS = 0, C_BYTES = 6, C_SMALL_REQ, C_SMALL_BYTES, N_COUNTS };
+#define SUMMARY_SMALL 1024           /* Hasan & Chang 2006, Tables 1, 3, 4: small = 1 KiB or less */
+static _Atomic uint64_t g_done[N_COUNTS];
+static int g_summary;                /* HCTRACE_SUMMARY=1: write <trace>.sum (hctune profile does) */
+
 /* ---- per-thread buffer ---- */
 typedef struct tbuf {
     uint8_t data[BUF_BYTES];
@@ -149,6 +161,7 @@ typedef struct tbuf {
     int slot;               /* index in g_bufs + 1; 0 = not registered */
     int in_record;          /* inside record() or a flush of its own: the buffer is changing */
     _Atomic int claimed;    /* held by whoever flushes it from outside the thread, or at exit */
+    uint64_t counts[N_COUNTS];  /* this thread's events counted as recorded (the summary) */
 } tbuf;
 static TLS tbuf t_buf;
 
@@ -297,6 +310,10 @@ static void thread_done(void *arg)
         flush(&t_buf);
         end_own(&t_buf);
     }
+    for (int i = 0; i < N_COUNTS; i++) {
+        atomic_fetch_add(&g_done[i], t_buf.counts[i]);
+        t_buf.counts[i] = 0;         /* its late events (other destructors) count again */
+    }
     unregister(&t_buf);
     t_buf.dead = 1;
     atomic_store(&t_buf.claimed, 0);
@@ -340,6 +357,14 @@ static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const voi
                                  (uint64_t)(uintptr_t)ptr, (uint64_t)(uintptr_t)old, size, align,
                                  now);
     t->len = (size_t)(end - t->data);
+    t->counts[C_OPS + op]++;
+    if (op != HCT_FREE) {
+        t->counts[C_BYTES] += size;
+        if (size <= SUMMARY_SMALL) {
+            t->counts[C_SMALL_REQ]++;
+            t->counts[C_SMALL_BYTES] += size;
+        }
+    }
     if (unlikely(t->dead))
         flush(t);
     end_own(t);
@@ -607,6 +632,9 @@ static void at_fork_child(void)
     /* The parent flushes the events in our copy of its buffer; we start our own file. */
     t_buf.len = 0;
     hct_enc_reset(&t_buf.enc);
+    memset(t_buf.counts, 0, sizeof t_buf.counts);
+    for (int i = 0; i < N_COUNTS; i++)
+        atomic_store(&g_done[i], 0);
     /* the parent's other threads do not exist here: forget their buffers */
     for (int i = 0; i < MAX_BUFS; i++)
         atomic_store_explicit(&g_bufs[i], NULL, memory_order_relaxed);
@@ -639,6 +667,53 @@ static void pause_a_little(void)
 /* Stop every other thread recording and write every buffer.  Called by the thread that ends
  * the process (exit, or the handler of a fatal signal); async-signal-safe. */
 static void flush_here(void);
+
+static const char *const k_count_name[N_COUNTS] = {
+    "-", "malloc", "calloc", "realloc", "free", "memalign", "bytes_requested",
+    "small_requests", "small_bytes"};
+
+/* <trace>.sum: "hctrace-summary 1" then one "name count" line per count (async-signal-safe:
+ * open, write, no stdio).  Written again (truncated) each time the process-ending path runs. */
+static void write_summary(void)
+{
+    if (!g_summary)
+        return;
+    uint64_t sum[N_COUNTS];
+    for (int i = 0; i < N_COUNTS; i++)
+        sum[i] = atomic_load(&g_done[i]);
+    int self_seen = 0;
+    for (int b = 0; b < MAX_BUFS; b++) {
+        tbuf *t = atomic_load(&g_bufs[b]);
+        if (!t)
+            continue;
+        self_seen |= t == &t_buf;
+        for (int i = 0; i < N_COUNTS; i++)
+            sum[i] += t->counts[i];
+    }
+    if (!self_seen)
+        for (int i = 0; i < N_COUNTS; i++)
+            sum[i] += t_buf.counts[i];
+    static char name[PATH_MAX_LEN + 8], text[512];
+    put_str(name, put_str(name, 0, sizeof name, g_out), sizeof name, ".sum");
+    size_t at = put_str(text, 0, sizeof text, "hctrace-summary 1\n");
+    for (int i = 1; i < N_COUNTS; i++) {
+        at = put_str(text, at, sizeof text, k_count_name[i]);
+        at = put_str(text, at, sizeof text, " ");
+        at = put_uint(text, at, sizeof text, (unsigned long)sum[i]);
+        at = put_str(text, at, sizeof text, "\n");
+    }
+    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    for (size_t done = 0; done < at;) {
+        ssize_t w = write(fd, text + done, at - done);
+        if (w <= 0 && errno != EINTR)
+            break;
+        if (w > 0)
+            done += (size_t)w;
+    }
+    close(fd);
+}
 
 static void write_all_buffers(void)
 {
@@ -685,6 +760,9 @@ static void write_all_buffers(void)
         }
     }
     flush(self);
+    int saved = errno;
+    write_summary();
+    errno = saved;
     unregister(self);
     self->dead = 1;          /* late frees from other destructors still reach the file */
     self->in_hook--;
@@ -848,6 +926,8 @@ static void init(void)
      * on machines without a vDSO clock (docs/tracing.md has the numbers). */
     const char *tm = getenv("HCTRACE_TIME");
     g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
+    const char *sm = getenv("HCTRACE_SUMMARY");
+    g_summary = sm && sm[0] == '1';
     g_mono0 = mono_ns();
     g_pid = getpid();
     window_setup();
@@ -1042,9 +1122,21 @@ static void flush_here(void)
     t_buf.in_hook--;
 }
 
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+/* Before exec: this image's events and its summary (a wrapper that execs the program still
+ * says what it did; a vfork child shares its parent's counts and name, so it writes none). */
+static void before_exec(void)
 {
     flush_here();
+    if (atomic_load(&g_state) == ST_READY && g_fd >= 0 && getpid() == g_pid) {
+        int saved = errno;
+        write_summary();
+        errno = saved;
+    }
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    before_exec();
     if (!real_execve)
         RESOLVE(execve);
     return real_execve(path, argv, envp);
@@ -1052,7 +1144,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    flush_here();
+    before_exec();
     if (!real_execvpe)
         RESOLVE(execvpe);
     return real_execvpe(file, argv, envp);
@@ -1060,7 +1152,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    flush_here();
+    before_exec();
     if (!real_fexecve)
         RESOLVE(fexecve);
     return real_fexecve(fd, argv, envp);

@@ -53,6 +53,7 @@ struct hct_reader {
     uint32_t pid, ppid;
     uint64_t start_ns, events;
     char *command;
+    size_t command_cap;      /* its mapping's length */
     chunk *chunks;
     size_t nchunks, capchunks, next_chunk;
     cursor *heap;
@@ -112,6 +113,33 @@ static ssize_t read_at(int fd, void *buf, size_t n, uint64_t off)
     return (ssize_t)got;
 }
 
+/* Chunks by first_seq, in place: glibc's qsort mallocs a buffer, and a streamed replay opens
+ * the trace again inside the allocator it measures (heapsort: no memory, n log n). */
+static void sift(chunk *c, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && by_first_seq(&c[child], &c[child + 1]) < 0)
+            child++;
+        if (by_first_seq(&c[root], &c[child]) >= 0)
+            return;
+        chunk tmp = c[root];
+        c[root] = c[child];
+        c[child] = tmp;
+    }
+}
+
+static void sort_chunks(chunk *c, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift(c, i, n);
+    for (size_t end = n; end-- > 1;) {
+        chunk tmp = c[0];
+        c[0] = c[end];
+        c[end] = tmp;
+        sift(c, 0, end);
+    }
+}
+
 /* Index every chunk header; 0 on success, -1 with err set. */
 static int index_chunks(hct_reader *r, uint64_t off, const char *path, char *err, size_t errlen)
 {
@@ -160,7 +188,7 @@ static int index_chunks(hct_reader *r, uint64_t off, const char *path, char *err
         off += plen;
     }
     /* Stable enough: one thread's chunks never share a first_seq. */
-    qsort(r->chunks, r->nchunks, sizeof *r->chunks, by_first_seq);
+    sort_chunks(r->chunks, r->nchunks);
     return 0;
 }
 
@@ -177,7 +205,9 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
         close(fd);
         return NULL;
     }
-    hct_reader *r = calloc(1, sizeof *r);
+    /* mmap'd, not malloc'd, like every array of the reader: a streamed replay opens the trace
+     * again for each repeat, and the allocator it measures must not see the reader */
+    hct_reader *r = grow(NULL, 0, sizeof *r);
     if (!r) {
         close(fd);
         fail(err, errlen, "out of memory");
@@ -218,7 +248,8 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
         r->pid = get_u32(h + HCT_PID_OFFSET);
         r->ppid = get_u32(h + HCT_PPID_OFFSET);
         r->start_ns = get_u64(h + HCT_START_TIME_OFFSET);
-        r->command = malloc((size_t)clen + 1);
+        r->command = grow(NULL, 0, (size_t)clen + 1);
+        r->command_cap = r->command ? (size_t)clen + 1 : 0;
         if (!r->command) {
             fail(err, errlen, "out of memory");
         } else if (read_at(fd, r->command, clen, HCT_COMMAND_OFFSET) != (ssize_t)clen) {
@@ -416,10 +447,11 @@ void hct_close(hct_reader *r)
         munmap(r->heap[i].buf.p, r->heap[i].buf.cap);
     for (size_t i = 0; i < r->npool; i++)
         munmap(r->pool[i].p, r->pool[i].cap);
-    free(r->command);
+    if (r->command)
+        munmap(r->command, r->command_cap);
     if (r->chunks)
         munmap(r->chunks, r->capchunks * sizeof *r->chunks);
     if (r->heap)
         munmap(r->heap, r->capheap * sizeof *r->heap);
-    free(r);
+    munmap(r, sizeof *r);
 }

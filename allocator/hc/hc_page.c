@@ -859,23 +859,31 @@ static void hc_sp_exit(void *arg)
     pthread_mutex_unlock(&hc_sp_mu);
 }
 
-/* malloc_trim: the calling thread's empty pages retired, orphans swept, every empty page
- * released.  The bytes released. */
+/* malloc_trim: the calling thread collects other threads' frees on every page it owns (its
+ * available pages too: a producer whose blocks all came back through the atomic lists would
+ * otherwise keep them counted live and its pages owned), its empty pages retired (the current
+ * page of each class kept), orphans swept, every empty page released.  The bytes released. */
 static size_t hc_sp_trim(void)
 {
     if (hc_sp_state <= 0)
         return 0;
     struct hc_sp_thread *t = &hc_sp_me;
     if (t->state == HC_SP_LIVE)
-        for (unsigned c = 1; c < HC_SP_NCLS; c++)
-            for (struct hc_sp_page *pg = t->full[c] ? t->full[c] : NULL, *next; pg; pg = next) {
-                next = pg->next;
-                hc_sp_collect(pg);
-                if ((pg->used & ~HC_SP_FULLBIT) == 0) {
-                    hc_sp_unlink(t, pg);
-                    hc_sp_retire(pg);
+        for (unsigned c = 1; c < HC_SP_NCLS; c++) {
+            struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
+            for (int k = 0; k < 2; k++)
+                for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
+                    next = pg->next;
+                    hc_sp_collect(pg);
+                    if ((pg->used & ~HC_SP_FULLBIT) == 0 && pg != t->cur[c]) {
+                        hc_sp_unlink(t, pg);
+                        hc_sp_retire(pg);
+                    } else if (pg->where == HC_SP_FULL && pg->free) {
+                        hc_sp_unlink(t, pg);
+                        hc_sp_push_avail(t, pg, 0);
+                    }
                 }
-            }
+        }
     pthread_mutex_lock(&hc_sp_mu);
     hc_sp_sweep_orphans();
     size_t done = hc_sp_decay(1);

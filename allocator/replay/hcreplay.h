@@ -90,6 +90,23 @@ static inline unsigned hcr_replay_thread(uint64_t tid)
  * way). */
 int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen);
 
+/* Streamed replay, for traces whose ops would not fit in memory (hcreplay_load.c): open = a
+ * first pass that fills t (command, n_slots, the size table, max live; not ops); each repeat
+ * rewinds, then takes the ops a chunk at a time (at most HCR_STREAM_CHUNK; 0 at the end, -1 and
+ * err on a bad trace) and replays them with hcr_replay_ops. */
+#define HCR_STREAM_CHUNK (64u * 1024)
+#define HCR_STREAM_ABOVE (2ull << 30)   /* --stream auto: ops bytes above which to stream */
+struct hcr_stream;
+struct hcr_stream *hcr_stream_open(const char *path, struct hcr_trace *t, char *err,
+                                   size_t errlen);
+int hcr_stream_rewind(struct hcr_stream *s, struct hcr_trace *t, char *err, size_t errlen);
+long hcr_stream_next(struct hcr_stream *s, struct hcr_trace *t, const struct hcr_rop **ops,
+                     char *err, size_t errlen);
+size_t hcr_stream_slots(const struct hcr_stream *s);
+/* Replay ops[0..n) against slots[], freeing nothing else; failed allocations. */
+uint64_t hcr_replay_ops(const struct hcr_trace *t, const struct hcr_rop *ops, size_t n,
+                        void **slots, int touch);
+
 /* Replay every op once against slots[] (n_slots long, all NULL on entry), then free what is
  * still live so that slots[] is all NULL again.  touch: write one byte in every 4 KiB page of
  * every new block, as the program would.  Returns the number of failed allocations. */
@@ -114,6 +131,21 @@ uint64_t hcr_mt_replay_once(struct hcr_mt *mt, void **slots, int touch, uint64_t
 /* Anonymous memory for the harness itself, never from malloc; zero-filled and pre-faulted. */
 void *hcr_map(size_t bytes);
 void hcr_unmap(void *p, size_t bytes);
+
+/* The RSS curve of the first repeat: the replay loop (and a threaded replay's main thread)
+ * stops every `every` ops to read the RSS (hcr_curve_sample), so the time-weighted mean RSS of
+ * the program can be told apart from its peak; the trace's op order is the clock, so an
+ * allocator's own speed does not weigh its samples.  every == 0: off (later repeats). */
+struct hcr_curve {
+    uint64_t every;     /* ops between samples */
+    uint64_t base;      /* RSS before the repeat (bytes): the samples count above it */
+    uint64_t ops;       /* ops the samples stand for */
+    uint64_t samples;
+    double sum;         /* sum of (RSS over base) x ops it stands for */
+};
+extern struct hcr_curve hcr_curve;
+/* One sample standing for the `ops` ops just replayed (reads /proc/self/statm, no malloc). */
+void hcr_curve_sample(uint64_t ops);
 
 /* Resident memory of this process, from /proc/self/status (bytes; 0 if unreadable). */
 uint64_t hcr_vm_rss(void);

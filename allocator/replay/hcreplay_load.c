@@ -146,6 +146,11 @@ struct loader {
     uint64_t live_bytes, live_objects;
     uint8_t *tid_seen; /* by recorded thread id (dense per process) */
     size_t tid_cap;
+    /* streamed loads (hcr_stream_*): 1 = count the ops only (the first pass), 2 = put them in
+     * chunk[] (a repeat); 0 = keep them all in t->ops */
+    int mode;
+    struct hcr_rop *chunk;
+    size_t chunk_n;
 };
 
 /* The index of (size, align_log2) in the table t->sizes/aligns, added if new; -1 when out of
@@ -180,7 +185,8 @@ static int64_t size_index(struct loader *L, uint64_t size, unsigned align_log2)
 static int emit(struct loader *L, unsigned op, uint32_t slot, uint64_t size, unsigned align_log2)
 {
     struct hcr_trace *t = L->t;
-    if (t->n_ops == t->ops_cap && grow((void **)&t->ops, &t->ops_cap, sizeof *t->ops))
+    if (!L->mode && t->n_ops == t->ops_cap &&
+        grow((void **)&t->ops, &t->ops_cap, sizeof *t->ops))
         return -1;
     uint64_t arg = 0;
     if (op == HCR_MEMALIGN || (op != HCR_FREE && size >= HCR_ARG_LIMIT)) {
@@ -193,6 +199,12 @@ static int emit(struct loader *L, unsigned op, uint32_t slot, uint64_t size, uns
                                                                       : HCR_REALLOC_BIG;
     } else if (op != HCR_FREE) {
         arg = size;
+    }
+    if (L->mode) {           /* streamed: counted, or into the chunk the replay drains */
+        if (L->mode == 2)
+            L->chunk[L->chunk_n++] = (struct hcr_rop){slot, op | (uint32_t)arg << HCR_ARG_SHIFT};
+        t->n_ops++;
+        return 0;
     }
     t->ops[t->n_ops] = (struct hcr_rop){slot, op | (uint32_t)arg << HCR_ARG_SHIFT};
     /* a threaded load: each op's replay thread, once a second thread appears (the mapping is
@@ -416,3 +428,128 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
     }
     return rc;
 }
+
+/* ---- streamed replay: traces too big to hold as ops (issue 23) ----
+ *
+ * A billion events would be 8 GB of ops.  A streamed replay holds none of them: a first pass
+ * reads the whole trace through the same loader, keeping only what the replay needs before it
+ * starts (the slot count, the table of big and aligned sizes, max live) and the loader's own
+ * tables at the size they reached; then every repeat reads the trace again and turns it into
+ * ops a chunk (HCR_STREAM_CHUNK ops) at a time, which the replay drains.  The same loader in the
+ * same order gives the same slots, so each repeat replays exactly the ops a whole load would
+ * have.  Reading and decoding are outside the timed part; the loader's tables are sized and
+ * touched before the replay's baseline, so the peak RSS over that baseline is the allocator's.
+ * Threads: a streamed replay is a single-thread replay in the recorded global order (as
+ * --threads off). */
+struct hcr_stream {
+    char path[4096];
+    struct loader L;
+    hct_reader *r;
+    size_t n_slots;          /* from the first pass: the slot array's length */
+};
+
+/* Events into the loader until the trace ends or (a repeat) the chunk has no room for one
+ * more event's ops (at most two: an implicit free, then its own); 0, or -1 with err set. */
+static int stream_events(struct hcr_stream *s, struct hcr_trace *t, size_t room, char *err,
+                         size_t errlen)
+{
+    hct_event ev;
+    for (;;) {
+        if (s->L.mode == 2 && s->L.chunk_n + 2 > room)
+            return 0;
+        int got = hct_next(s->r, &ev);
+        if (got == 0)
+            return 0;
+        if (got < 0) {
+            const char *msg = hct_error(s->r);
+            snprintf(err, errlen, "%s", msg && *msg ? msg : "corrupt trace");
+            return -1;
+        }
+        t->events++;
+        int e = add_event(&s->L, &ev);
+        if (e < 0) {
+            snprintf(err, errlen, "%s: %s", s->path,
+                     s->L.limit ? s->L.limit : "out of memory loading the trace");
+            return -1;
+        }
+        if (e > 0) {
+            snprintf(err, errlen, "%s: event %llu has unknown op %d", s->path,
+                     (unsigned long long)t->events, (int)ev.op);
+            return -1;
+        }
+    }
+}
+
+struct hcr_stream *hcr_stream_open(const char *path, struct hcr_trace *t, char *err,
+                                   size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    struct hcr_stream *s = hcr_map(sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory loading %s", path);
+        return NULL;
+    }
+    snprintf(s->path, sizeof s->path, "%s", path);
+    if (!(s->r = hct_open(path, err, errlen))) {
+        hcr_unmap(s, sizeof *s);
+        return NULL;
+    }
+    const char *cmd = hct_command(s->r);
+    snprintf(t->command, sizeof t->command, "%s", cmd ? cmd : "");
+    s->L = (struct loader){.t = t, .mode = 1};
+    if (ptab_init(&s->L.live, 1 << 16) || ptab_init(&s->L.size_ix, 1 << 10)) {
+        snprintf(err, errlen, "out of memory loading %s", path);
+        return NULL;
+    }
+    if (stream_events(s, t, 0, err, errlen))
+        return NULL;
+    hct_close(s->r);
+    s->r = NULL;
+    if (t->n_ops == 0) {
+        snprintf(err, errlen, "%s: the trace has no allocations to replay", path);
+        return NULL;
+    }
+    s->n_slots = t->n_slots;
+    s->L.chunk = hcr_map(HCR_STREAM_CHUNK * sizeof *s->L.chunk);
+    if (!s->L.chunk) {
+        snprintf(err, errlen, "out of memory loading %s", path);
+        return NULL;
+    }
+    /* the tables keep their size; touch them now so that no repeat faults them in */
+    memset(s->L.live.keys, 0, s->L.live.cap * sizeof *s->L.live.keys);
+    return s;
+}
+
+int hcr_stream_rewind(struct hcr_stream *s, struct hcr_trace *t, char *err, size_t errlen)
+{
+    if (s->r)
+        hct_close(s->r);
+    if (!(s->r = hct_open(s->path, err, errlen)))
+        return -1;
+    struct loader *L = &s->L;
+    memset(L->live.keys, 0, L->live.cap * sizeof *L->live.keys);
+    L->live.n = 0;
+    memset(L->n_free, 0, sizeof L->n_free);
+    if (L->tid_seen)
+        memset(L->tid_seen, 0, L->tid_cap);
+    L->live_bytes = L->live_objects = 0;
+    L->cur = 0;
+    L->mode = 2;
+    L->chunk_n = 0;
+    t->n_slots = 0;
+    t->events = t->skipped = t->repaired = t->threads = 0;
+    t->n_ops = 0;
+    return 0;
+}
+
+long hcr_stream_next(struct hcr_stream *s, struct hcr_trace *t, const struct hcr_rop **ops,
+                     char *err, size_t errlen)
+{
+    s->L.chunk_n = 0;
+    if (stream_events(s, t, HCR_STREAM_CHUNK, err, errlen))
+        return -1;
+    *ops = s->L.chunk;
+    return (long)s->L.chunk_n;
+}
+
+size_t hcr_stream_slots(const struct hcr_stream *s) { return s->n_slots; }

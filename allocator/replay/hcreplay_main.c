@@ -7,6 +7,9 @@
  *     included), per repeat; the median is reported as ns/op;
  *   - peak resident memory during the first loop over a baseline taken just before it
  *     (VmHWM after resetting it through /proc/self/clear_refs), and during all of them;
+ *   - the first repeat's RSS curve: RSS read every n_ops/128 ops (at least 1024 apart; ~5 us
+ *     each, inside the first repeat's time), its mean weighted by the ops each sample stands
+ *     for (mean_rss_bytes, over the baseline);
  *   - HC's own footprint (its high-water of memory from the OS) when hc_stats_get is present,
  *     after the first loop and after all of them.
  *   Memory is taken from the first repeat because it starts from a fresh heap, as the program
@@ -19,6 +22,10 @@
  * for it (hcreplay_threads.c).  Then the time is the repeat's wall time (all threads) and its
  * CPU time (all threads) is reported beside it.  --threads off replays them on one thread in
  * their recorded global order, as single-thread traces always are (their CPU time).
+ * --stream on (auto: when the ops would take more than HCR_STREAM_ABOVE bytes, 2 GiB, about 270 M
+ * events) holds no ops: each repeat reads the trace again a chunk at a time (hcreplay_load.c,
+ * hcr_stream_*), reading outside the timed part; it replays on one thread (as --threads off)
+ * and reports "streamed": true.
  * Errors: one line on stderr, exit 2. */
 #define _GNU_SOURCE
 #include "hcreplay.h"
@@ -32,6 +39,7 @@
 #include <unistd.h>
 
 #include "hcreplay_hc.h"
+#include "hctrace.h"
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -57,7 +65,8 @@ static void die(const char *fmt, ...)
 
 static void usage(void)
 {
-    dprintf(2, "usage: hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off]\n"
+    dprintf(2, "usage: hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off] "
+               "[--stream auto|on|off]\n"
                "  Replays TRACE against this process's malloc (inject others with LD_PRELOAD).\n");
     exit(2);
 }
@@ -118,11 +127,155 @@ static void flush_out(void)
     }
 }
 
+static double median_of(const uint64_t *v, long n)
+{
+    uint64_t sorted[MAX_REPEAT];
+    memcpy(sorted, v, sizeof *v * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
+    return n % 2 ? (double)sorted[n / 2]
+                 : ((double)sorted[n / 2 - 1] + (double)sorted[n / 2]) / 2;
+}
+
+/* The streamed replay (--stream): the same measures as main's, the trace read again for each
+ * repeat a chunk at a time; only hcr_replay_ops and the final frees are timed. */
+static int replay_streamed(const char *path, long repeat, int json, int touch)
+{
+    struct hcr_trace t;
+    char err[512];
+    struct hcr_stream *s = hcr_stream_open(path, &t, err, sizeof err);
+    if (!s)
+        die("%s", err);
+    size_t n_slots = hcr_stream_slots(s);
+    void **slots = hcr_map(n_slots * sizeof *slots);
+    if (!slots)
+        die("out of memory for %zu slots", n_slots);
+    const struct hcr_rop *ops;
+    long n;
+    /* the first chunk is read before the baseline: the reader's buffers are in it */
+    if (hcr_stream_rewind(s, &t, err, sizeof err) ||
+        (n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0)
+        die("%s", err);
+    uint64_t times[MAX_REPEAT], failed = 0;
+    int hwm_ok = hcr_reset_hwm() == 0;
+    uint64_t base_rss = hcr_vm_rss();
+    struct hcr_hc hc_before, hc_first, hc_after;
+    int hc = hcr_hc_read(&hc_before);
+    uint64_t hwm_first = 0, rss_first = 0;
+    /* the first repeat's RSS curve as main's (hcr_curve), sampled between chunks */
+    uint64_t every = t.n_ops / 128 > 1024 ? t.n_ops / 128 : 1024, since = 0;
+    hcr_curve = (struct hcr_curve){.every = every, .base = base_rss};
+    for (long r = 0; r < repeat; r++) {
+        if (r > 0 && (hcr_stream_rewind(s, &t, err, sizeof err) ||
+                      (n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0))
+            die("%s", err);
+        uint64_t spent = 0, t0;
+        while (n > 0) {
+            t0 = now_ns();
+            CALLGRIND_START_INSTRUMENTATION;
+            failed += hcr_replay_ops(&t, ops, (size_t)n, slots, touch);
+            if (r == 0 && (since += (uint64_t)n) >= every) {
+                hcr_curve_sample(since);
+                since = 0;
+            }
+            CALLGRIND_STOP_INSTRUMENTATION;
+            spent += now_ns() - t0;
+            if ((n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0)
+                die("%s", err);
+        }
+        t0 = now_ns();
+        CALLGRIND_START_INSTRUMENTATION;
+        for (size_t i = 0; i < n_slots; i++) /* as hcr_replay_once: what is left, freed */
+            if (slots[i]) {
+                free(slots[i]);
+                slots[i] = NULL;
+            }
+        if (r == 0 && since)
+            hcr_curve_sample(since);
+        CALLGRIND_STOP_INSTRUMENTATION;
+        times[r] = spent + now_ns() - t0;
+        if (r == 0) {
+            hwm_first = hcr_vm_hwm();
+            rss_first = hcr_vm_rss();
+            if (hc)
+                hcr_hc_read(&hc_first);
+        }
+    }
+    uint64_t hwm = hcr_vm_hwm();
+    if (hc)
+        hcr_hc_read(&hc_after);
+    double median = median_of(times, repeat);
+    uint64_t peak = hwm_ok && hwm_first > base_rss ? hwm_first - base_rss : 0;
+    uint64_t peak_all = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;
+    t.n_slots = n_slots;
+    if (!json) {
+        put("%s: %zu ops x %ld repeats (streamed), median %.1f ns/op, peak RSS over baseline "
+            "%llu KiB, max live %llu KiB", path, t.n_ops, repeat, median / (double)t.n_ops,
+            (unsigned long long)peak / 1024, (unsigned long long)t.max_live_bytes / 1024);
+        if (hc)
+            put(", HC footprint %llu KiB", (unsigned long long)hc_first.footprint_max / 1024);
+        put("\n");
+        flush_out();
+        return 0;
+    }
+    put("{\"trace\": ");
+    put_json_string(path);
+    put(", \"command\": ");
+    put_json_string(t.command);
+    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"touch\": %s", t.n_ops,
+        (unsigned long long)t.events, repeat, touch ? "true" : "false");
+    put(", \"times_ns\": [");
+    for (long r = 0; r < repeat; r++)
+        put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
+    put("], \"cpu_times_ns\": [");
+    for (long r = 0; r < repeat; r++)
+        put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
+    put("], \"clock\": \"thread_cpu\", \"cpu_median_ns\": %.1f", median);
+    put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t.n_ops);
+    put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base_rss);
+    if (hwm_ok)
+        put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
+            (unsigned long long)peak, (unsigned long long)peak_all);
+    else
+        put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
+    put(", \"final_rss_bytes\": %llu",
+        (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
+    if (hcr_curve.ops)
+        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
+    else
+        put(", \"mean_rss_bytes\": null");
+    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
+    put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
+        (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, n_slots);
+    /* held at once: one chunk of ops and the table of distinct sizes */
+    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": true",
+        (unsigned long long)(HCR_STREAM_CHUNK * sizeof(struct hcr_rop) +
+                             t.n_sizes * (sizeof *t.sizes + sizeof *t.aligns)), t.n_sizes);
+    put(", \"threads_mode\": \"off\", \"replay_threads\": 1, \"handoffs\": 0");
+    put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
+        (unsigned long long)t.threads, (unsigned long long)t.skipped,
+        (unsigned long long)t.repaired, (unsigned long long)failed);
+    put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
+    if (hc) {
+        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
+            ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
+            (unsigned long long)hc_first.footprint_max,
+            (unsigned long long)hc_after.footprint_max,
+            (unsigned long long)hc_before.footprint_max);
+        hcr_hc_json(put);
+    } else {
+        put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
+    }
+    put("}\n");
+    flush_out();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
     long repeat = 5;
     int json = 0, touch = 1, threads_mode = 1; /* 1 auto, 0 off */
+    int stream_mode = -1;                      /* -1 auto, 0 off, 1 on */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             char *end;
@@ -139,6 +292,16 @@ int main(int argc, char **argv)
                 threads_mode = 0;
             else
                 die("--threads wants auto or off, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--stream") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "auto"))
+                stream_mode = -1;
+            else if (!strcmp(argv[i], "on"))
+                stream_mode = 1;
+            else if (!strcmp(argv[i], "off"))
+                stream_mode = 0;
+            else
+                die("--stream wants auto, on or off, not '%s'", argv[i]);
         } else if (!strcmp(argv[i], "--no-touch")) {
             touch = 0;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -154,6 +317,16 @@ int main(int argc, char **argv)
 
     struct hcr_trace t;
     char err[512];
+    if (stream_mode < 0) {
+        /* auto: stream when the ops would take more than HCR_STREAM_ABOVE bytes */
+        hct_reader *r = hct_open(path, err, sizeof err);
+        if (!r)
+            die("%s", err);
+        stream_mode = hct_count(r) * sizeof(struct hcr_rop) > HCR_STREAM_ABOVE;
+        hct_close(r);
+    }
+    if (stream_mode)
+        return replay_streamed(path, repeat, json, touch);
     if (hcr_load(path, &t, threads_mode, err, sizeof err))
         die("%s", err);
     struct hcr_mt *mt = NULL;
@@ -180,7 +353,15 @@ int main(int argc, char **argv)
     int hc = hcr_hc_read(&hc_before);
     uint64_t hwm_first = 0, rss_first = 0;
     struct hcr_hc hc_first, hc_after;
+    /* the first repeat's RSS curve: about CURVE_SAMPLES samples, at least CURVE_MIN_OPS ops
+       apart (each sample is a read of /proc/self/statm inside the loop) */
+    enum { CURVE_SAMPLES = 128, CURVE_MIN_OPS = 1024 };
+    hcr_curve = (struct hcr_curve){.every = t.n_ops / CURVE_SAMPLES > CURVE_MIN_OPS
+                                                ? t.n_ops / CURVE_SAMPLES : CURVE_MIN_OPS,
+                                   .base = base_rss};
     for (long r = 0; r < repeat; r++) {
+        if (r == 1)
+            hcr_curve.every = 0;
         if (mt) {
             CALLGRIND_START_INSTRUMENTATION;
             uint64_t f = hcr_mt_replay_once(mt, slots, touch, &times[r], &cpu_times[r]);
@@ -259,10 +440,17 @@ int main(int argc, char **argv)
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"final_rss_bytes\": %llu",
         (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
+    /* the time-weighted mean RSS of the first repeat over the baseline, the trace's op order
+       as the clock (hcr_curve) */
+    if (hcr_curve.ops)
+        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
+    else
+        put(", \"mean_rss_bytes\": null");
+    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
     /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */
-    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu",
+    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": false",
         (unsigned long long)hcr_trace_bytes(&t), t.n_sizes);
     put(", \"threads_mode\": \"%s\"", threads_mode ? "auto" : "off");
     put(", \"replay_threads\": %u, \"handoffs\": %llu", replay_threads,

@@ -43,3 +43,35 @@ int hcr_reset_hwm(void)
     close(fd);
     return ok ? 0 : -1;
 }
+
+struct hcr_curve hcr_curve;
+
+/* resident pages from /proc/self/statm (its second field), in bytes; 0 if unreadable */
+static uint64_t statm_rss(void)
+{
+    static long page;
+    char buf[256];
+    if (!page)
+        page = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *c = strchr(buf, ' ');
+    uint64_t pages = 0;
+    for (c = c ? c + 1 : buf + n; *c >= '0' && *c <= '9'; c++)
+        pages = pages * 10 + (uint64_t)(*c - '0');
+    return pages * (uint64_t)page;
+}
+
+void hcr_curve_sample(uint64_t ops)
+{
+    uint64_t rss = statm_rss();
+    hcr_curve.sum += (double)(rss > hcr_curve.base ? rss - hcr_curve.base : 0) * (double)ops;
+    hcr_curve.ops += ops;
+    hcr_curve.samples++;
+}

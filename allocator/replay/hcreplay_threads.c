@@ -115,12 +115,20 @@ __attribute__((noinline)) static uint64_t run_stream(struct hcr_mt *mt, unsigned
     const uint8_t *aligns = mt->t->aligns;
     _Atomic uint32_t *turn = mt->turn;
     uint64_t failed = 0;
-    for (; op < end; op++, turns++) {
-        if (*turns & TURN_WAIT)
-            wait_turn(&turn[op->slot], me);
-        failed += hcr_apply(hcr_kind(op), op, sizes, aligns, slots, touch_pages);
-        if (*turns & TURN_HAND)
-            pass_turn(&turn[op->slot], (uint32_t)(*turns & TURN_HAND) - 1);
+    /* the main thread samples the RSS curve (hcr_curve) between chunks of its own ops */
+    const uint64_t every = me == 0 && hcr_curve.every ? hcr_curve.every : UINT64_MAX;
+    while (op < end) {
+        const struct hcr_rop *stop = (uint64_t)(end - op) > every ? op + every : end;
+        const uint64_t n = (uint64_t)(stop - op);
+        for (; op < stop; op++, turns++) {
+            if (*turns & TURN_WAIT)
+                wait_turn(&turn[op->slot], me);
+            failed += hcr_apply(hcr_kind(op), op, sizes, aligns, slots, touch_pages);
+            if (*turns & TURN_HAND)
+                pass_turn(&turn[op->slot], (uint32_t)(*turns & TURN_HAND) - 1);
+        }
+        if (every != UINT64_MAX)
+            hcr_curve_sample(n);
     }
     return failed;
 }

@@ -7,6 +7,13 @@
  *        hc_pages prodcons MS THREADS one producer allocating, THREADS-1 consumers freeing, for
  *                                     MS milliseconds; resident memory sampled, and the peak of the
  *                                     second half must stay near the first half's
+ *        hc_pages handback ROUNDS THREADS  the main thread allocates 4096 blocks of 8-500 B a round
+ *                                     and deals them to THREADS consumers, which free them (every
+ *                                     free a remote one); the owner must get its blocks back:
+ *                                     after ROUNDS rounds its pages in use are no more than after
+ *                                     the first round plus one per size class (32), and once the
+ *                                     consumers are done and malloc_trim ran, the live blocks are
+ *                                     the ones live before the first round (none lost)
  *        hc_pages short THREADS       THREADS short-lived threads (four at a time) that allocate
  *                                     small blocks, free half and leave half for the main thread
  *                                     to free after they exited; HC's small pages must not grow
@@ -223,6 +230,85 @@ static int prodcons(long ms, int threads)
     return 0;
 }
 
+/* ---- hand-back: every block freed by another thread, in rounds ---- */
+
+#define HB_BLOCKS 4096
+static void *hb_blocks[HB_BLOCKS];
+static int hb_threads;
+static pthread_barrier_t hb_start, hb_done;
+static atomic_int hb_stop;
+
+static void *hb_consumer(void *arg)
+{
+    size_t k = (size_t)(uintptr_t)arg;
+    for (;;) {
+        pthread_barrier_wait(&hb_start);
+        if (atomic_load(&hb_stop))
+            return NULL;
+        for (size_t i = k; i < HB_BLOCKS; i += (size_t)hb_threads) {
+            unsigned char *b = hb_blocks[i];
+            if (b[0] != (unsigned char)(uintptr_t)b)
+                die("consumer: block contents changed", i);
+            free(b);
+        }
+        pthread_barrier_wait(&hb_done);
+    }
+}
+
+static int handback(long rounds, int threads)
+{
+    pthread_t t[16];
+    struct hc_stats st;
+    if (threads < 1 || threads > 16 || rounds < 2)
+        die("THREADS must be 1..16 and ROUNDS at least 2", (size_t)threads);
+    hb_threads = threads;
+    pthread_barrier_init(&hb_start, NULL, (unsigned)threads + 1);
+    pthread_barrier_init(&hb_done, NULL, (unsigned)threads + 1);
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&t[i], NULL, hb_consumer, (void *)(uintptr_t)i))
+            die("pthread_create", 0);
+    stats(&st); /* the look-up's own allocations, if any, before the baseline */
+    int have = stats(&st);
+    uint64_t live0 = st.allocs_current, first = 0;
+    uint64_t seed = 7;
+    for (long r = 0; r < rounds; r++) {
+        for (size_t i = 0; i < HB_BLOCKS; i++) {
+            size_t n = 8 + rnd(&seed) % 493;
+            unsigned char *p = malloc(n);
+            if (!p)
+                die("malloc returned NULL", n);
+            p[0] = (unsigned char)(uintptr_t)p;
+            hb_blocks[i] = p;
+        }
+        pthread_barrier_wait(&hb_start);
+        pthread_barrier_wait(&hb_done);
+        if (r == 0 && have) {
+            stats(&st);
+            first = st.small_pages - st.small_pages_empty;
+        }
+    }
+    stats(&st);
+    uint64_t last = st.small_pages - st.small_pages_empty;
+    if (have && last > first + 32)  /* 32: more than the classes 8-500 B fall in (27) */
+        die("the owner's pages kept growing: pages in use after the last round",
+            (size_t)last);
+    malloc_trim(0);
+    stats(&st);
+    uint64_t inuse = st.small_pages - st.small_pages_empty;
+    if (have && st.allocs_current != live0)
+        die("blocks freed by other threads not back with their owner (live blocks)",
+            (size_t)(st.allocs_current - live0));
+    atomic_store(&hb_stop, 1);
+    pthread_barrier_wait(&hb_start);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+    printf("ok handback rounds=%ld threads=%d\n", rounds, threads);
+    fprintf(stderr, "handback: pages in use after round 1: %llu, after the last: %llu, after "
+            "malloc_trim: %llu\n", (unsigned long long)first, (unsigned long long)last,
+            (unsigned long long)inuse);
+    return 0;
+}
+
 /* ---- short-lived threads ---- */
 
 static void *_Atomic left[4][64];
@@ -333,6 +419,8 @@ int main(int argc, char **argv)
         return sizes(strtoul(argv[2], NULL, 0));
     if (argc > 3 && strcmp(argv[1], "prodcons") == 0)
         return prodcons(strtol(argv[2], NULL, 0), atoi(argv[3]));
+    if (argc > 3 && strcmp(argv[1], "handback") == 0)
+        return handback(strtol(argv[2], NULL, 0), atoi(argv[3]));
     if (argc > 2 && strcmp(argv[1], "short") == 0)
         return short_threads(strtoul(argv[2], NULL, 0));
     if (argc > 1 && strcmp(argv[1], "doublefree") == 0) {
@@ -346,7 +434,7 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && strcmp(argv[1], "regions") == 0)
         return regions(strtoul(argv[2], NULL, 0));
-    fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | short THREADS | doublefree"
-            " | regions MIB\n");
+    fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS"
+            " | short THREADS | doublefree | regions MIB\n");
     return 2;
 }

@@ -26,7 +26,7 @@ import sqlalchemy.pool
 
 from hctune.errors import DatabaseUnavailable, HctuneError, is_driver_error, redact  # noqa: F401 (redact: re-exported)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 _MIGRATIONS = {
     1: """
@@ -140,6 +140,33 @@ _MIGRATIONS = {
     -- again by another worker (Database.requeue_stuck)
     ALTER TABLE hc_queue ADD COLUMN closer TEXT;   -- hctune.search.storage.this_worker()
     ALTER TABLE hc_queue ADD COLUMN beat TEXT;     -- UTC, ISO 8601
+    """,
+    # 5: the service's workers as they beat (the /workers page: hctune.jobs.worker_beat), and
+    # its login sessions, stored so that /logout ends one everywhere (hctune.serve.state).
+    5: """
+    CREATE TABLE hc_workers (
+        id TEXT PRIMARY KEY,         -- hctune.search.storage.this_worker(): host:pid:start
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started TEXT NOT NULL,       -- UTC, ISO 8601
+        beat TEXT NOT NULL,          -- its last sign of life, UTC
+        state TEXT NOT NULL,         -- idle | running | comparing | validating | waiting | stopped
+        study TEXT,                  -- the study it works on (hc_queue.study), or NULL
+        trial INTEGER,               -- the trial it measures (Optuna's number), or NULL
+        origin TEXT                  -- 'serve' for a server's local worker, else NULL
+    );
+    CREATE TABLE hc_sessions (
+        id TEXT PRIMARY KEY,         -- sha256 of the session id (the cookie holds the id)
+        created TEXT NOT NULL,
+        expires TEXT NOT NULL        -- UTC, ISO 8601: the session ends then, or at /logout
+    );
+    """,
+    # 6: each real run's RSS curve (hcrun samples it every few ms), so `validate
+    # --memory-measure mean|final` can choose on it and a stored run keeps it
+    6: """
+    ALTER TABLE hc_real_runs ADD COLUMN rss_mean_bytes INTEGER;   -- time-weighted mean RSS
+    ALTER TABLE hc_real_runs ADD COLUMN rss_final_bytes INTEGER;  -- the RSS at the last sample
+    ALTER TABLE hc_real_runs ADD COLUMN rss_samples INTEGER;      -- 0: a run shorter than one
     """,
 }
 
@@ -541,7 +568,8 @@ class Database:
                 stdin=stdin_path, runs=runs, host=socket.gethostname(), created=now()).scalar()
 
     _REAL_RUN_COLS = ("candidate", "allocator", "setting", "trial", "round", "wall_s", "user_s",
-                      "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem")
+                      "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem",
+                      "rss_mean_bytes", "rss_final_bytes", "rss_samples")
 
     def add_real_run(self, validation_id, run: dict) -> int:
         cols = self._REAL_RUN_COLS

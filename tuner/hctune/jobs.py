@@ -8,7 +8,8 @@ study's state machine, each move one transaction so that workers on several mach
     queued / running / comparing / validating ──cancel──► cancelled (its workers stop after
         their current trial: they ask `cancelled` between trials)
 
-`job(db, study)` is one study's row, `jobs(db)` all of them.
+`job(db, study)` is one study's row, `jobs(db)` all of them. The workers say what they do in
+hc_workers (`worker_beat`, `workers`, `prune_workers`): the service's /workers page.
 """
 
 from __future__ import annotations
@@ -154,3 +155,39 @@ def delete(db: Database, study: str) -> dict:
                 "validations": c.execute("DELETE FROM hc_validations WHERE study = :s",
                                          s=study).rowcount,
                 "real_runs": runs}
+
+
+# ---- the workers (hc_workers, schema 5): each says what it does, every heartbeat ----
+
+WORKER_STATES = ("idle", "running", "comparing", "validating", "stopped")
+
+
+def worker_beat(db: Database, wid: str, host: str, pid: int, started: str, state: str,
+                study: str | None = None, trial: int | None = None,
+                origin: str | None = None):
+    """Worker `wid` (hctune.search.storage.this_worker()) is alive and doing `state` (on
+    `study`, measuring `trial`); its row is made on its first beat."""
+    with db.transaction() as c:
+        c.execute("INSERT INTO hc_workers (id, host, pid, started, beat, state, study, trial,"
+                  " origin) VALUES (:id, :host, :pid, :started, :beat, :state, :study, :trial,"
+                  " :origin) ON CONFLICT (id) DO UPDATE SET beat = excluded.beat,"
+                  " state = excluded.state, study = excluded.study, trial = excluded.trial",
+                  id=wid, host=host, pid=pid, started=started, beat=now(), state=state,
+                  study=study, trial=trial, origin=origin)
+
+
+def workers(db: Database) -> list:
+    """Every worker's row, the latest to start first."""
+    return db.query("SELECT * FROM hc_workers ORDER BY started DESC, id")
+
+
+def prune_workers(db: Database, before: str) -> int:
+    """Forget the workers whose last beat is older than `before` (dead or stopped long ago);
+    how many."""
+    with db.transaction() as c:
+        return c.execute("DELETE FROM hc_workers WHERE beat < :before", before=before).rowcount
+
+
+def forget_worker(db: Database, wid: str) -> int:
+    with db.transaction() as c:
+        return c.execute("DELETE FROM hc_workers WHERE id = :id", id=wid).rowcount

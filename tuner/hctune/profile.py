@@ -6,6 +6,11 @@ directory next to the output; afterwards the main trace moves to the output path
 the main one last so it is the database's latest trace.  The main trace is the last image of
 the first process: wrappers that exec the real program (a pyenv shim, `env`, `nice`) come
 first in that chain, the program the user meant last; forked children are the others.
+
+After the program exits profile reads no event (issue 23: its own work then must stay small
+beside the program's run): each trace's summary is its chunk index plus the counts the tracer
+kept while recording (`<trace>.sum`, hctune.trace.stats.summary), and the full statistics are
+computed by the first command that needs them (register.named stores them then).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from hctune.files import sha256
 from hctune.trace import spec
 from hctune.trace.reader import TraceError
 from hctune.trace.register import register
-from hctune.trace.stats import stats as trace_stats
+from hctune.trace.stats import SUMMARY_SUFFIX, read_counts, summary
 
 PIN_TOOL = paths.BUILD / "hctrace_pin.so"    # `make pintool PIN_ROOT=...` in a checkout
 DEFAULT_DIR = Path("hctune-traces")
@@ -39,12 +44,13 @@ class Profile:
     exit_code: int
     main: Path
     main_id: int
-    main_stats: dict
+    main_stats: dict                   # hctune.trace.stats.summary(): no event read
     others: list[tuple[Path, dict]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)     # unreadable traces, one line each
     signal: int | None = None          # the fatal signal the program died of, if it did
     program_seconds: float = 0.0       # the traced program's run (wall)
     after_seconds: float = 0.0         # profile's own work after the program ended (wall)
+    after_cpu_seconds: float = 0.0     # the same in CPU time (user + system, every thread)
 
 
 def find_program(name: str) -> Path:
@@ -112,6 +118,7 @@ def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
         env.pop(name, None)
     if timestamps:
         env["HCTRACE_TIME"] = "1"
+    env["HCTRACE_SUMMARY"] = "1"     # <trace>.sum: the counts profile prints (no event read)
     if toggle_signal is not None:
         if tracer != "preload" or start_after is not None:
             raise HctuneError("--signal needs the preload tracer and no --start-after")
@@ -217,20 +224,21 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
                             start_after, duration, toggle_signal)
         t0 = time.perf_counter()
         rc = _run(cmd, env)
-        t_exit = time.perf_counter()
+        t_exit, cpu_exit = time.perf_counter(), time.process_time()
         code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
-        files = _order([p for p in tmp.iterdir() if p.name.startswith(base)], base)
+        files = _order([p for p in tmp.iterdir() if p.name.startswith(base)
+                        and not p.name.endswith(SUMMARY_SUFFIX)], base)
         if not files:
             raise HctuneError(f"no trace was written for {argv[0]} (did it start?)")
         readable, skipped = [], []
-        # The content hash (hashlib lets go of the GIL) on a thread while the C tool reads the
-        # statistics: the two passes over each trace overlap (issue 23: profile's own work after
-        # the program exits).
+        # The content hash (hashlib lets go of the GIL) on a thread while the chunk index is
+        # read: the only pass over each trace's bytes after the program exits.
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             hashes = {f: pool.submit(sha256, f) for f in files}
             for f in files:
                 try:
-                    readable.append((f, trace_stats(f)))
+                    readable.append((f, summary(f, read_counts(f.with_name(f.name +
+                                                                           SUMMARY_SUFFIX)))))
                 except TraceError as e:
                     skipped.append(str(e).replace(str(tmp) + os.sep, ""))
             sums = {f: None if h.exception() else h.result() for f, h in hashes.items()}
@@ -253,10 +261,11 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
     others = []
     for dest, st, is_main, sha in placed:
         if not is_main:
-            register(db_path, dest, tracer, st, sha=sha)
+            register(db_path, dest, tracer, st, sha=sha, full=False)
             others.append((dest, st))
     main_dest, main_st, main_sha = next((d, s, h) for d, s, m, h in placed if m)
-    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv), sha=main_sha)
+    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv), sha=main_sha,
+                          full=False)
     return Profile(code, main_dest, main_id, main_st, others, skipped, died_of,
-                   t_exit - t0, time.perf_counter() - t_exit)
+                   t_exit - t0, time.perf_counter() - t_exit, time.process_time() - cpu_exit)
 

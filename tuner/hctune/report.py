@@ -17,7 +17,7 @@ from pathlib import Path
 from hctune import __version__, allocators, compare
 from hctune import knobs as _knobs
 from hctune import realruns, templating
-from hctune import trace as _trace
+from hctune.trace import register
 from hctune.db import Database
 from hctune.files import write_atomic
 from hctune.errors import HctuneError
@@ -50,11 +50,11 @@ def _plt():
 
 # ---- the data ----
 
-def _trace_stats(row) -> dict | None:
+def _trace_stats(db: Database, row) -> dict | None:
     if row["stats_json"]:
         return json.loads(row["stats_json"])
     try:
-        return _trace.stats(row["path"])
+        return register.stats_of(db, row)     # profile leaves them to the first reader
     except Exception:  # the trace may be gone; the page says so instead of failing
         return None
 
@@ -133,7 +133,7 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
             if measure_references:
                 _measure_references(db, tr, metric)
             trow = db.trace(tr.id)
-            stats = _trace_stats(trow)
+            stats = _trace_stats(db, trow)
             traces.append({
                 "id": tr.id, "path": tr.path, "command": tr.command,
                 "events": trow["events"],

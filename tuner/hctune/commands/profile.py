@@ -46,8 +46,12 @@ def command(ctx, output, tracer, timestamps, start_after, duration, toggle, prog
     elif (start_after or duration) and not s["events"]:
         click.echo(f"hctune: warning: nothing recorded: the program made no allocator call "
                    f"after {start_after or 0:g} s", err=True)
-    click.echo(f"hctune: traced {s['events']:,} events, max live {s['max_live_bytes']:,} bytes "
-               f"in {s['max_live_objects']:,} objects -> {p.main} (trace #{p.main_id})", err=True)
+    # the tracer's counts (no event is read again after the program exits: issue 23)
+    what = (f" ({s['allocations']:,} allocations, {s['reallocs']:,} reallocs, {s['frees']:,} "
+            f"frees; {s['bytes_requested']:,} bytes asked)" if "ops" in s else "")
+    threads = f" in {s['threads']} threads" if s["threads"] > 1 else ""
+    click.echo(f"hctune: traced {s['events']:,} events{what}{threads} -> {p.main} "
+               f"(trace #{p.main_id}); `hctune stats` for max live bytes and sizes", err=True)
     if p.others:
         click.echo(f"hctune: {len(p.others)} other process trace(s) beside it: "
                    + ", ".join(o.name for o, _ in p.others[:5])

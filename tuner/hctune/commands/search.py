@@ -70,10 +70,10 @@ def _bar(opts: _options.Options, console: Console):
     return prog, first_call
 
 
-def _allocator_list(text: str) -> tuple[str, ...]:
+def _allocator_list(text: str, notice) -> tuple[str, ...]:
     names = allocators.parse_list(text)
     if names == ["installed"]:
-        return _study.default_allocators()
+        return _study.default_allocators(notice)
     if not names:
         raise click.UsageError("--allocators needs at least one name")
     return tuple(names)
@@ -104,14 +104,17 @@ def _allocator_list(text: str) -> tuple[str, ...]:
 @click.option("--repeat", type=int, default=_options.default("repeat"), show_default=True,
               help="Replays per measurement (the median is kept).")
 @click.option("--seed", type=int, default=None, help="Sampler seed (reproducible search).")
-@click.option("--allocators", "allocator_list", default="hc", show_default=True,
+@click.option("--allocators", "allocator_list", default="installed", show_default=True,
               metavar="hc,glibc,jemalloc,...",
               help="Allocators to search across, each with its own knobs (configs/"
-                   "allocators.toml); 'installed': hc and every one installed.")
+                   "allocators.toml); 'installed': HC and every one installed; 'hc': HC "
+                   "alone (its footprint, the paper's measure).")
 @click.option("--memory-measure", type=click.Choice(("peak", "final", "mean")), default="peak",
               show_default=True,
-              help="What mem minimises: the peak, or the RSS left after the replay frees its "
-                   "blocks (final; where decay knobs show). mean needs real runs' RSS curve.")
+              help="What mem minimises: the peak RSS; mean: the mean of the RSS curve (what a "
+                   "long-running program pays for on average); final: the RSS left once the "
+                   "blocks are freed (where decay knobs show). Validation then chooses on the "
+                   "real runs' same figure.")
 @click.option("--validate", "do_validate", is_flag=True,
               help="Then run the real program under the best settings (hctune validate).")
 @click.option("--validate-runs", type=int, default=_options.VALIDATE_RUNS, show_default=True,
@@ -123,12 +126,15 @@ def _allocator_list(text: str) -> tuple[str, ...]:
 def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
             max_memory_overhead, max_slowdown, metric, repeat, seed, allocator_list,
             memory_measure, do_validate, validate_runs, validate_top, as_json):
-    """Search HC's knobs for the TRACES (default: the latest profile).
+    """Search the allocators' knobs for the TRACES (default: the latest profile).
 
-    Seeds the study with the paper's settings (Hasan & Chang 2006, Tables 6, 7 and the §5.2
+    By default HC and every other allocator installed (glibc, jemalloc, mimalloc, tcmalloc),
+    each with its own knobs. Seeds the study with each allocator as it comes, the advice its
+    documents give, and the paper's HC settings (Hasan & Chang 2006, Tables 6, 7 and the §5.2
     guideline), then lets Optuna search. Several traces: the geometric mean of the ratios to
     glibc is minimised. Interrupted? Run the same command again to resume.
     """
+    console = Console(stderr=True)
     limit, limit_default = _study.parse_memory_limit(max_memory_overhead)
     if trials is None and timeout is None:
         trials = _options.DEFAULT_TRIALS
@@ -138,9 +144,10 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                             seed=seed, repeat=repeat, memory_limit_default=limit_default,
                             validate_runs=validate_runs if do_validate else 0,
                             validate_top=validate_top,
-                            allocators=_allocator_list(allocator_list),
+                            allocators=_allocator_list(
+                                allocator_list,
+                                lambda line: click.echo(f"hctune: {line}", err=True)),
                             memory_measure=memory_measure)
-    console = Console(stderr=True)
     if do_validate and validate_runs < _options.VALIDATE_MIN_RUNS:  # before the search
         raise click.UsageError(f"--validate-runs must be at least {_options.VALIDATE_MIN_RUNS}")
     prog, update = _bar(opts, console)
@@ -185,5 +192,8 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                        f"trial {r['trial']}: {r['setting'] or '(defaults)'}")
     if do_validate:
         _validate_cmd.show(result["validation"], Console())
+    best = result.get(f"best_{'mem' if opts.objective == 'pareto' else opts.objective}") or {}
+    take = ("hctune emit -o malloc.c" if best.get("allocator", "hc") == "hc"
+            else "hctune emit --env hctune.env")      # another allocator: no malloc.c
     click.echo("next: hctune best" + (f" --study {result['study']}" if study_name else "")
-               + " | hctune emit -o malloc.c")
+               + f" | hctune validate | {take}")

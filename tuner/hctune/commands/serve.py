@@ -110,7 +110,9 @@ def command(ctx, host, port, storage, token, public_read, workers, http_workers,
     procs = []
     # the database and storage URLs (passwords and all) by environment, not on a command line
     # that `ps` shows
-    env = {**os.environ, "HCTUNE_DB": db_path, **({"HCTUNE_STORAGE": storage} if storage else {})}
+    env = {**os.environ, "HCTUNE_DB": db_path, **({"HCTUNE_STORAGE": storage} if storage else {}),
+           # the /workers page marks them local (hctune.serve.worker.Presence)
+           "HCTUNE_WORKER_ORIGIN": f"serve:{os.getpid()}"}
     def start_worker():
         return subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,
                                 preexec_fn=_die_with_parent)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+
 import click
 
 from hctune.serve import worker as _worker
@@ -16,5 +19,8 @@ def command(ctx, storage, once):
     """Take queued studies and run their trials, until interrupted."""
     from hctune.search.storage import default_url, open_storage  # deferred: Optuna
     open_storage(storage or default_url(ctx.obj["db_path"]))   # a bad URL: one line, now
+    # SIGTERM (`serve` stopping its local workers, a service manager) ends the loop as Ctrl-C
+    # does: the worker's row says "stopped" (the /workers page), not dead
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     _worker.loop(ctx.obj["db_path"], storage, once=once,
                  log=lambda m: click.echo(m, err=True))

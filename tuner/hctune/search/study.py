@@ -173,29 +173,32 @@ def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool 
 
 
 def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
-                        threads: bool = False) -> int:
-    """A cross-allocator study's seeds: the paper's HC settings (when hc is searched) and every
-    other allocator with the library's defaults, each once."""
+                        threads: bool = False, limit: int | None = None) -> int:
+    """A cross-allocator study's seeds: every allocator as it comes (HC's generic setting, the
+    others' library defaults), then the advice declared for the others (configs/
+    allocators.toml), then the rest of the paper's HC settings; each once, at most `limit` of
+    them (options.seed_limit, as for HC alone: some trials are left to the sampler). Defaults
+    first, so a small budget still measures every allocator as it comes."""
     have = set()
     for t in study.get_trials(deepcopy=False, states=_ACTIVE):
         params = t.system_attrs.get("fixed_params") or {}
         if space.ALLOCATOR_PARAM in params:
             have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
-    n = 0
-    # every other allocator as it comes first (one trial each), then the advice declared for
-    # them (configs/allocators.toml), then the paper's HC settings
-    todo = [(a, f"{a} defaults", space.x_params_of(a, {}, threads))
-            for a in names if a != "hc"]
+    hc = [("hc", label, {space.ALLOCATOR_PARAM: "hc",
+                         **space.params_of(setting, only, threads)})
+          for label, setting in _seeds.seeds(objective)] if "hc" in names else []
+    todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads))
+                     for a in names if a != "hc"]
     todo += [(a, label, space.x_params_of(a, setting, threads))
              for a in names if a != "hc" for label, setting in _xknobs.seeds(a, objective)
              if set(setting) <= set(space.x_searched(a, threads))]  # a thread knob: threads
-    if "hc" in names:
-        todo += [("hc", label, {space.ALLOCATOR_PARAM: "hc",
-                                **space.params_of(setting, only, threads)})
-                 for label, setting in _seeds.seeds(objective)]
+    todo += hc[1:]
+    n = 0
     for alloc, label, params in todo:
         if (alloc, label) in have:
             continue
+        if limit is not None and n >= limit:
+            break
         study.enqueue_trial(params, user_attrs={"seed": label})
         n += 1
     return n
@@ -223,9 +226,10 @@ def check_allocators(names, notice=None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def default_allocators() -> tuple[str, ...]:
-    """HC plus every allocator with declared knobs whose library is installed."""
-    return check_allocators(["hc", *_xknobs.names()])
+def default_allocators(notice=None) -> tuple[str, ...]:
+    """HC plus every allocator with declared knobs whose library is installed (`search`'s
+    default); one not installed is left out, with one line to `notice` saying how to add it."""
+    return check_allocators(["hc", *_xknobs.names()], notice)
 
 
 # ---- running ----
@@ -435,13 +439,13 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
         if opts.only is not None:
             space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
         if opts.seeds and opts.sampler == "tpe":
+            waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+            limit = _options.seed_limit(opts, count_finished(study))
+            limit = None if limit is None else max(0, limit - waiting)
             if opts.cross:
                 enqueue_cross_seeds(study, opts.objective, opts.allocators, opts.only,
-                                    opts.threads)
+                                    opts.threads, limit)
             else:
-                waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-                limit = _options.seed_limit(opts, count_finished(study))
-                limit = None if limit is None else max(0, limit - waiting)
                 enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
         while True:
             _optimize(study, ev, opts, progress)

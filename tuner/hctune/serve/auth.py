@@ -1,5 +1,6 @@
 """The token of `hctune serve`: the dependency every guarded endpoint names (need_token) and
-the /login form that sets the cookie a browser sends instead of the Authorization header."""
+the /login form that sets the cookie a browser sends instead of the Authorization header, and
+/logout, which ends that session on the server (hctune.serve.state: hc_sessions)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import hmac
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from hctune.serve.state import COOKIE, service
+from hctune.serve.guard import forged
+from hctune.serve.state import COOKIE, service, session_seconds
 
 router = APIRouter()
 
@@ -16,9 +18,9 @@ router = APIRouter()
 def need_token(request: Request):
     """Downloads and writes: the token even with --public-read (hctune.serve.guard checks the
     rest before the body is read)."""
-    if not service(request).authorised(request):
-        raise HTTPException(401 if "authorization" not in request.headers
-                            and COOKIE not in request.cookies else 403,
+    svc = service(request)
+    if not svc.authorised(request):
+        raise HTTPException(403 if forged(svc, request) else 401,
                             "a valid token is required (Authorization: Bearer TOKEN)")
 
 
@@ -34,14 +36,16 @@ def login(request: Request, token: str = Form("")):
     if expected is None or not hmac.compare_digest(token.encode(), expected.encode()):
         return svc.page("serve_login.html.j2", request, status_code=403, failed=True)
     r = RedirectResponse("/", status_code=303)
-    r.set_cookie(COOKIE, svc.new_session(), httponly=True, samesite="strict")
+    r.set_cookie(COOKIE, svc.new_session(), httponly=True, samesite="strict",
+                 max_age=session_seconds())
     return r
 
 
 @router.post("/logout", include_in_schema=False)
-def logout():
-    """Forget the session: the cookie is cleared (a copy of it stays valid until the token
-    changes: sessions are signed, not stored)."""
+def logout(request: Request):
+    """End the session: it is deleted from the server's store (a copy of the cookie stops
+    working too) and the cookie is cleared."""
+    service(request).end_session(request)
     r = RedirectResponse("/login", status_code=303)
     r.delete_cookie(COOKIE, httponly=True, samesite="strict")
     return r

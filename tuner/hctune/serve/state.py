@@ -5,6 +5,8 @@ with `service(request)`."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import hashlib
 import hmac
 import json
@@ -12,6 +14,7 @@ import math
 import os
 import secrets
 import threading
+import time
 from pathlib import Path
 
 from fastapi import HTTPException, Request
@@ -21,7 +24,7 @@ from hctune import jobs
 from hctune import __version__, templating
 from hctune.db import Database, database_url
 from hctune.search import options as _options
-from hctune.search.storage import open_storage
+from hctune.search.storage import heartbeat_seconds, open_storage, worker_is_gone
 from hctune.serve.trials import DEFAULT_TTL, TrialsCache
 
 DEFAULT_MAX_UPLOAD = 256 << 20
@@ -110,9 +113,9 @@ def cli_row(row) -> dict:
             "created": row["created"], "started": row["created"], "finished": None}
 
 
-def study_brief(q, local_workers: int | None = None) -> dict:
-    """A study as the API and the pages show it; a queued one says what it waits for
-    (local_workers: how many workers this server started)."""
+def study_brief(q, fleet: Fleet | None = None) -> dict:
+    """A study as the API and the pages show it; a queued one says what it waits for (fleet:
+    the workers as hc_workers has them, Service.fleet())."""
     options = _stored(q["options_json"], dict)
     return {"name": q["study"], "state": q["state"],
             "error": q["error"] if options is not None else
@@ -121,15 +124,91 @@ def study_brief(q, local_workers: int | None = None) -> dict:
             # what the row lacks reads as the default (rows of older versions lack some)
             "options": {**_DEFAULTS, **(options or {})},
             "created": q["created"], "started": q["started"], "finished": q["finished"],
-            "note": _waiting(local_workers) if q["state"] == "queued" else None}
+            "note": (fleet or Fleet([])).waiting() if q["state"] == "queued" else None}
 
 
-def _waiting(local_workers: int | None) -> str:
-    if local_workers:
-        return (f"waiting for a worker: this server runs {local_workers} (busy with other "
-                "studies, or starting)")
-    return ("waiting for a worker: this server runs none; start one on this database "
-            "(`hctune --db DB worker`, on any machine that reaches it) or `serve --workers N`")
+# a login lasts this long (HCTUNE_SESSION_SECONDS), unless /logout ends it sooner
+SESSION_SECONDS = 12 * 3600
+# how long a server process believes a stored session it has read (a logout in another
+# process of `serve --http-workers N` reaches it within this)
+SESSION_CHECK_SECONDS = 1.0
+
+
+def session_seconds() -> int:
+    try:
+        return max(1, int(os.environ.get("HCTUNE_SESSION_SECONDS", SESSION_SECONDS)))
+    except ValueError:
+        return SESSION_SECONDS
+
+
+def _session_key(sid: str) -> str:
+    """What hc_sessions stores of a session id: its hash (a leaked table opens no session)."""
+    return hashlib.sha256(sid.encode()).hexdigest()
+
+
+# a worker whose last beat is older than this is forgotten (HCTUNE_WORKER_PRUNE_SECONDS)
+WORKER_PRUNE_SECONDS = 3600
+
+
+def prune_seconds() -> float:
+    try:
+        return float(os.environ.get("HCTUNE_WORKER_PRUNE_SECONDS", WORKER_PRUNE_SECONDS))
+    except ValueError:
+        return WORKER_PRUNE_SECONDS
+
+
+def _age(stamp: str | None, now: _dt.datetime) -> float | None:
+    try:
+        return (now - _dt.datetime.fromisoformat(stamp)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def worker_json(row, grace: float, now: _dt.datetime) -> dict:
+    """A worker as the API and /workers show it. `alive` is judged here: a worker that said it
+    stopped, one on this machine whose process is gone, or one silent for longer than the
+    grace period (HCTUNE_GRACE_SECONDS) is not; `state` is then "stopped" or "dead"."""
+    age = _age(row["beat"], now)
+    if row["state"] == "stopped":
+        state = "stopped"
+    elif worker_is_gone(row["id"]) or age is None or age > grace:
+        state = "dead"
+    else:
+        state = row["state"]
+    alive = state not in ("stopped", "dead")
+    return {"id": row["id"], "host": row["host"], "pid": row["pid"],
+            "local": bool(row["origin"]), "started": row["started"], "beat": row["beat"],
+            "seconds_since_beat": None if age is None else max(0, round(age)),
+            "state": state, "alive": alive,
+            "study": row["study"] if alive else None, "trial": row["trial"] if alive else None,
+            "last_study": row["study"]}
+
+
+class Fleet:
+    """The workers of this database (hc_workers) as they were read: what a queued study waits
+    for."""
+
+    def __init__(self, workers: list[dict], local: int = 0):
+        self.workers = workers
+        self.alive = [w for w in workers if w["alive"]]
+        self.local = local      # local workers this server starts (serve --workers N)
+
+    def waiting(self) -> str:
+        idle = [w for w in self.alive if w["state"] == "idle"]
+        if idle:
+            return (f"waiting for a worker: {len(idle)} idle, one takes it within seconds "
+                    "(see /workers)")
+        if self.alive:
+            return (f"waiting for a worker: {len(self.alive)} alive, all busy with other "
+                    "studies (see /workers)")
+        gone = len(self.workers)
+        if self.local:
+            return (f"waiting for a worker: this server's {self.local} local worker(s) are "
+                    "starting or restarting (see /workers)")
+        return ("waiting for a worker: none is alive"
+                + (f" ({gone} dead or stopped, see /workers)" if gone else "")
+                + "; start one on this database (`hctune --db DB worker`, on any machine "
+                "that reaches it) or `serve --workers N`")
 
 
 class Service:
@@ -146,22 +225,30 @@ class Service:
         # pool has
         self._keep = database_url(cfg.db_path).startswith("sqlite")
         self.rendered: dict[tuple[str, bool], bytes] = {}   # study pages, by what they show
+        self._lock = threading.Lock()
+        self._fleet: tuple[float, Fleet | None] = (0.0, None)
+        self._pruned = float("-inf")
+        self._sessions: dict[str, tuple[float, float]] = {}   # sid: (checked at, expires)
 
     def db(self) -> Database:
         """A new connection to the results database (use it in a `with`)."""
         return Database(self.cfg.db_path)
 
+    def read(self, fn):
+        """fn(db) on this thread's kept connection (SQLite), or on a pooled one: the reads
+        every request makes."""
+        if not self._keep:
+            with self.db() as db:
+                return fn(db)
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self.db()
+        return fn(db)
+
     def queue_row(self, name: str):
         """The study's hc_queue row, read afresh (a change of state shows at once): every poll
         of a live page comes here."""
-        if not self._keep:
-            with self.db() as db:
-                q = jobs.job(db, name)
-        else:
-            db = getattr(self._local, "db", None)
-            if db is None:
-                db = self._local.db = self.db()
-            q = jobs.job(db, name)
+        q = self.read(lambda db: jobs.job(db, name))
         if q is None:
             with self.db() as db:
                 row = db.study(name)
@@ -178,6 +265,30 @@ class Service:
         cli = [cli_row(r) for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
                if r["name"] not in known]
         return [*queued, *cli]
+
+    def workers(self) -> list[dict]:
+        """Every worker of this database (hc_workers), judged alive or not; those silent for
+        longer than prune_seconds() are forgotten first (at most once a minute)."""
+        now = _dt.datetime.now(_dt.timezone.utc)
+        with self.db() as db:
+            if time.monotonic() - self._pruned > 60:
+                self._pruned = time.monotonic()
+                jobs.prune_workers(db, (now - _dt.timedelta(seconds=prune_seconds()))
+                                   .isoformat(timespec="seconds"))
+            rows = jobs.workers(db)
+        grace = heartbeat_seconds()[1]
+        return [worker_json(r, grace, now) for r in rows]
+
+    def fleet(self) -> Fleet:
+        """The workers, read at most once a second (the studies list is polled)."""
+        with self._lock:
+            at, fleet = self._fleet
+            if fleet is not None and time.monotonic() - at < 1.0:
+                return fleet
+        fleet = Fleet(self.workers(), self.cfg.local_workers)
+        with self._lock:
+            self._fleet = (time.monotonic(), fleet)
+        return fleet
 
     def list_traces(self) -> list[dict]:
         with self.db() as db:
@@ -199,19 +310,68 @@ class Service:
                         hashlib.sha256).hexdigest()
 
     def new_session(self) -> str:
-        """A session cookie's value: a random id and its signature by the token (every server
-        process checks it without shared state; the token itself never leaves the client that
-        typed it)."""
-        sid = secrets.token_urlsafe(18)
+        """A session cookie's value: a random id and its signature by the token. The session is
+        stored (hc_sessions holds the id's hash, never the id) until it expires
+        (session_seconds()) or /logout ends it; the token never leaves the client that typed
+        it."""
+        sid = secrets.token_urlsafe(24)
+        now = _dt.datetime.now(_dt.timezone.utc)
+        with self.db() as db, db.transaction() as c:
+            c.execute("DELETE FROM hc_sessions WHERE expires < :now",
+                      now=now.isoformat(timespec="seconds"))
+            c.execute("INSERT INTO hc_sessions (id, created, expires) VALUES (:id, :created,"
+                      " :expires)", id=_session_key(sid), created=now.isoformat(timespec="seconds"),
+                      expires=(now + _dt.timedelta(seconds=session_seconds()))
+                      .isoformat(timespec="seconds"))
         return f"{sid}.{self._sign(sid)}"
 
-    def session_cookie(self, request: Request) -> str | None:
-        """The request's session id when its cookie is signed by this token, else None."""
+    def end_session(self, request: Request) -> bool:
+        """/logout: the request's session is deleted, so a copy of its cookie no longer
+        works (in every server process, within SESSION_CHECK_SECONDS); True when there was
+        one."""
+        sid = self.signed_sid(request)
+        if sid is None:
+            return False
+        with self._lock:
+            self._sessions.pop(sid, None)
+        with self.db() as db, db.transaction() as c:
+            return c.execute("DELETE FROM hc_sessions WHERE id = :id",
+                             id=_session_key(sid)).rowcount == 1
+
+    def signed_sid(self, request: Request) -> str | None:
         value = request.cookies.get(COOKIE)
         if not value or self.cfg.token is None or "." not in value:
             return None
         sid, mac = value.rsplit(".", 1)
         return sid if hmac.compare_digest(mac.encode(), self._sign(sid).encode()) else None
+
+    def session_cookie(self, request: Request) -> str | None:
+        """The request's session id when its cookie is signed by this token and the session
+        is stored and unexpired, else None. A stored session found is believed for
+        SESSION_CHECK_SECONDS (a request asks several times)."""
+        sid = self.signed_sid(request)
+        if sid is None:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            seen = self._sessions.get(sid)
+        if seen is not None and now - seen[0] < SESSION_CHECK_SECONDS and \
+                seen[1] > time.time():
+            return sid
+        row = self.read(lambda db: db.query_one("SELECT expires FROM hc_sessions WHERE id = :id",
+                                                id=_session_key(sid)))
+        expires = None
+        if row is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                expires = _dt.datetime.fromisoformat(row["expires"]).timestamp()
+        with self._lock:
+            if len(self._sessions) > 4096:
+                self._sessions.clear()
+            if expires is None or expires <= time.time():
+                self._sessions.pop(sid, None)
+                return None
+            self._sessions[sid] = (now, expires)
+        return sid
 
     def page(self, name: str, request: Request, status_code: int = 200, forms: bool = True,
              **ctx) -> HTMLResponse:

@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, create_model
 
+from hctune import allocator_knobs as _xknobs
 from hctune import jobs
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -45,11 +46,41 @@ def _request_model() -> type[BaseModel]:
             kind, lo, hi, text = _options.NUMBERS[k]
             fields[k] = (kind if d is not None else kind | None,
                          Field(d, ge=lo, le=hi, allow_inf_nan=False, description=text))
+        elif k == "allocators":
+            fields[k] = (list[Annotated[str, Field(max_length=64)]],
+                         Field(list(d), min_length=1, max_length=16, description=(
+                             "the allocators searched, each with its knobs: hc, "
+                             f"{', '.join(_xknobs.names())}; [\"{INSTALLED}\"]: HC and every "
+                             "one installed on the worker's machine; [\"hc\"]: HC alone")))
+        elif k == "memory_measure":
+            fields[k] = (str, Field(d, max_length=16, description="what mem minimises: "
+                                    + " or ".join(_obj.MEMORY_MEASURES)))
         elif isinstance(d, tuple):
             fields[k] = (list[str], Field(list(d), max_length=16))
         else:
             fields[k] = (str, d)
     return create_model("StudyRequest", **fields)
+
+
+INSTALLED = "installed"
+
+
+def check_allocators(names: list[str]) -> list[str]:
+    """The allocator names of a study asked for, checked (one line naming the bad one); the
+    worker leaves out one its machine lacks (hctune.search.study.check_allocators) and
+    expands "installed" there (hctune.serve.worker.options_of)."""
+    known = ["hc", *_xknobs.names()]
+    out = []
+    for n in names:
+        if n == INSTALLED and len(names) > 1:
+            raise HTTPException(422, f"allocators: {INSTALLED!r} stands alone (HC and every "
+                                     "allocator installed)")
+        if n != INSTALLED and n not in known:
+            raise HTTPException(422, f"allocators: unknown allocator {n[:64]!r}; use "
+                                     f"{', '.join(known)} or {INSTALLED}")
+        if n not in out:
+            out.append(n)
+    return out
 
 
 StudyRequest = _request_model()
@@ -63,6 +94,10 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
     if req.name is not None and not _NAME.match(req.name):
         raise HTTPException(422, "name: letters, digits, '_', '.', '-' (at most 64)")
     name = req.name or f"web-{req.objective}-{secrets.token_hex(4)}"
+    req.allocators = check_allocators(req.allocators)
+    if req.memory_measure not in _obj.MEMORY_MEASURES:
+        raise HTTPException(422, f"memory_measure: {' or '.join(_obj.MEMORY_MEASURES)}, not "
+                                 f"{req.memory_measure!r}")
     try:
         opts = _options.from_json(req.model_dump(include=set(_options.USER)))
     except HctuneError as e:
@@ -82,7 +117,7 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
         if jobs.job(db, name) is not None or db.study(name) is not None:
             raise HTTPException(409, f"a study named {name!r} exists")
         jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
-        return study_brief(jobs.job(db, name))
+        return study_brief(jobs.job(db, name), svc.fleet())
 
 
 def validation(svc: Service, q) -> dict | None:
@@ -117,7 +152,7 @@ def comparison(svc: Service, q) -> list[dict] | None:
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
     as the cache's bytes, not decoded and encoded again."""
-    out = study_brief(q, svc.cfg.local_workers)
+    out = study_brief(q, svc.fleet())
     snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)
@@ -140,10 +175,13 @@ def not_modified(request: Request, etag: str) -> bool:
 @router.get("/api/studies")
 def api_studies(svc: Service = Depends(service)):
     with svc.db() as db:
-        return [study_brief(q, svc.cfg.local_workers) for q in svc.study_rows(db)]
+        return [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
 
 
-@router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)])
+@router.post("/api/studies", status_code=201, dependencies=[Depends(need_token)],
+             responses={404: {"description": "no such trace"},
+                        409: {"description": "a study of that name exists, or a trace's file "
+                                             "is gone"}})
 def api_create(req: StudyRequest, svc: Service = Depends(service)):
     return create_study(svc, req)
 
@@ -178,7 +216,8 @@ async def api_trials(request: Request, name: str,
     return Response(body, media_type="application/json", headers=headers)
 
 
-@router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)])
+@router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)],
+             responses={409: {"description": "the study is not queued or running"}})
 def api_cancel(name: str, svc: Service = Depends(service)):
     """Stop the study: a queued one never starts; the workers on a running one stop after
     their current trial (its finished trials stay, and its downloads work)."""
@@ -192,7 +231,8 @@ def api_cancel(name: str, svc: Service = Depends(service)):
             "said": "a queued study never starts; workers stop after their current trial"}
 
 
-@router.delete("/api/studies/{name}", dependencies=[Depends(need_token)])
+@router.delete("/api/studies/{name}", dependencies=[Depends(need_token)],
+               responses={409: {"description": "a worker is on the study (cancel it first)"}})
 def api_delete(name: str, svc: Service = Depends(service)):
     """Delete the study: its queue entry, its trials (in the Optuna storage), its row of
     studies, its validations and real runs. Its traces and the allocators' measurements on

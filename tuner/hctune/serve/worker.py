@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import os
+import socket
 import threading
 import time
 
@@ -24,19 +26,93 @@ from hctune.db import Database
 from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line, is_database_error
 from hctune.search import options as _options
 from hctune.search import study as _study
-from hctune.search.storage import (default_url, fail_orphans, heartbeat_seconds, open_storage,
-                                   this_worker, worker_is_gone)
+from hctune.search.storage import (OWNER, default_url, fail_orphans, heartbeat_seconds,
+                                   open_storage, this_worker, worker_is_gone)
 from hctune import allocators, compare
 from hctune import validate as _validate
 
 IDLE_SECONDS = 1.0
 MAX_WAIT_SECONDS = 30.0
+ORIGIN_ENV = "HCTUNE_WORKER_ORIGIN"   # `serve --workers N` names its local workers with it
 
 
-def options_of(row, storage: str | None) -> _options.Options:
+class Presence:
+    """This worker's row in hc_workers (the service's /workers page): what it does (idle, or a
+    state of hctune.jobs on a study, and the trial it measures), said at once when it changes
+    and every heartbeat interval by a thread, so a worker whose beats stop is seen as dead.
+    A beat that fails (the database is away) is skipped: the next one says it again."""
+
+    def __init__(self, db_path, origin: str | None = None):
+        self.db_path = db_path
+        self.id = this_worker()
+        self.origin = origin if origin is not None else os.environ.get(ORIGIN_ENV) or None
+        self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.state, self.study = "idle", None
+        self._trial = None          # () -> the trial number this worker measures, or None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
+
+    def set(self, state: str, study: str | None = None, trial=None):
+        with self._lock:
+            self.state, self.study, self._trial = state, study, trial
+        self.beat()
+
+    def beat(self):
+        with self._lock:
+            state, study, trial_of = self.state, self.study, self._trial
+        trial = None
+        with contextlib.suppress(Exception):   # a missed beat is not worth a failure
+            trial = trial_of() if trial_of else None
+        with contextlib.suppress(Exception):
+            with Database(self.db_path) as db:
+                jobs.worker_beat(db, self.id, socket.gethostname(), os.getpid(), self.started,
+                                 state, study, trial, self.origin)
+
+    def __enter__(self):
+        interval = heartbeat_seconds()[0]
+
+        def run():
+            while not self._stop.wait(interval):
+                self.beat()
+        self.beat()
+        self._thread = threading.Thread(target=run, name="hctune-presence", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.set("stopped")
+
+
+def _measuring(storage, study: str, me: str):
+    """() -> the number of the trial this worker (`me`, the owner its trials are stamped
+    with) is measuring in `study`, or None."""
+    import optuna  # deferred: Optuna (hctune.search.storage has it loaded already)
+
+    def trial():
+        sid = storage.get_study_id_from_name(study)
+        for t in storage.get_all_trials(sid, deepcopy=False,
+                                        states=(optuna.trial.TrialState.RUNNING,)):
+            if t.system_attrs.get(OWNER) == me:
+                return t.number
+        return None
+    return trial
+
+
+INSTALLED = "installed"   # a study's allocators: HC and every one installed here
+
+
+def options_of(row, storage: str | None, log=None) -> _options.Options:
     """The queued study's options, parsed once (hctune.search.options, the model the CLI and
-    the service build too)."""
-    return _options.from_json(row["options_json"], study=row["study"], storage=storage)
+    the service build too); allocators ["installed"] (the service's default, as `search`'s)
+    become HC and every allocator installed on this worker's machine."""
+    opts = _options.from_json(row["options_json"], study=row["study"], storage=storage)
+    if INSTALLED in opts.allocators:
+        opts.allocators = _study.default_allocators(log)
+    return opts
 
 
 def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
@@ -105,15 +181,19 @@ def validate_study(db_path, row, opts: _options.Options, log=print) -> dict | No
     return None
 
 
-def run_one(db_path, row, storage: str | None, log=print) -> bool:
+def run_one(db_path, row, storage: str | None, log=print,
+            presence: Presence | None = None) -> bool:
     """Work on one claimed study until it holds its trials (or its timeout passes); True when
     this worker closed it (the others that ran it leave its state alone)."""
     # trace ids, not paths: the files may be on another machine (a shared database holds their
     # contents, and run() reads them from it; hctune.trace.store)
     trace_ids = json.loads(row["trace_ids"])
-    opts = options_of(row, storage or default_url(db_path))
+    opts = options_of(row, storage or default_url(db_path),
+                      lambda line: log(f"study {row['study']}: {line}"))
     target = opts.trials
     st = open_storage(opts.storage)
+    if presence is not None:
+        presence.set("running", row["study"], _measuring(st, row["study"], this_worker()))
 
     def cancelled() -> bool:
         with Database(db_path) as db:
@@ -141,7 +221,11 @@ def run_one(db_path, row, storage: str | None, log=print) -> bool:
     if mine:
         with _beating(db_path, row["id"], me):
             if rounds:
+                if presence is not None:
+                    presence.set("comparing", row["study"])
                 compare_others(db_path, trace_ids, rounds, log)
+            if presence is not None and opts.validate_runs:
+                presence.set("validating", row["study"])
             validate_study(db_path, row, opts, log)
     return mine
 
@@ -187,7 +271,13 @@ def _lost_database(e: BaseException) -> bool:
 def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
     """Claim and run studies until interrupted (or, with once, until the queue is empty). While
     the database is unreachable the worker waits, longer each time up to MAX_WAIT_SECONDS, and
-    a study it was running stays queued for the next claim."""
+    a study it was running stays queued for the next claim. The worker beats in hc_workers
+    all along (Presence) and says "stopped" when it ends."""
+    with Presence(db_path) as presence:
+        return _loop(db_path, storage, once, log, presence)
+
+
+def _loop(db_path, storage, once, log, presence: Presence) -> int:
     done, wait = 0, IDLE_SECONDS
     while True:
         try:
@@ -210,7 +300,7 @@ def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> 
         log(f"worker: study {row['study']} (queue #{row['id']})")
         closes = True
         try:
-            closes = run_one(db_path, row, storage, log)
+            closes = run_one(db_path, row, storage, log, presence)
             err = None
         except Exception as e:  # noqa: BLE001 - a study's failure must not kill the worker
             if _lost_database(e):
@@ -224,6 +314,7 @@ def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> 
                 jobs.finish(db, row["id"], err)
         if err:
             log(f"worker: study {row['study']} failed: {err}")
+        presence.set("idle")
         done += 1
 
 

@@ -6,12 +6,14 @@ and "no trace named: the latest one" is decided here.
 register(db, path, tracer, st, invocation)  a trace hctune just wrote (profile, import, upload)
 named(db, path)                             a file named on the command line: checked, registered
 latest(db)                                  the latest registered trace whose file is available
+stats_of(db, row)                           its statistics, computed and stored on first use
 local_path(db, row)                         where a registered trace's file is on this machine
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 from hctune.db import Database
@@ -32,17 +34,19 @@ def _database(db_or_path):
 
 
 def register(db_or_path, path, tracer: str | None = None, st: dict | None = None,
-             invocation: dict | None = None, sha: str | None = None) -> tuple[int, dict]:
+             invocation: dict | None = None, sha: str | None = None,
+             full: bool = True) -> tuple[int, dict]:
     """Add the trace (idempotent by content); returns (trace id, its statistics).
     `invocation` ({"argv", "cwd", "stdin"}) is how the program was run, for `hctune validate`;
-    `sha`: its content hash when the caller has it already (profile hashes while the C tool
-    reads the statistics)."""
+    `sha`: its content hash when the caller has it already (profile hashes while it reads the
+    chunk index).  full=False: `st` is a summary (hctune.trace.stats.summary: command and
+    events only); the statistics are left for named() to compute when a command needs them."""
     path = Path(path)
     st = st if st is not None else trace_stats(path)
     with _database(db_or_path) as db:
         tid = db.add_trace(path, sha or sha256(path), command=st.get("command"), tracer=tracer,
-                           events=st["events"], size_bytes=path.stat().st_size, stats=st,
-                           invocation=invocation)
+                           events=st["events"], size_bytes=path.stat().st_size,
+                           stats=st if full else None, invocation=invocation)
     return tid, st
 
 
@@ -69,6 +73,16 @@ def named(db: Database, path):
         db.set_trace_stats(row["id"], trace_stats(p))
         row = db.trace(row["id"])
     return row
+
+
+def stats_of(db: Database, row) -> dict:
+    """A registered trace's statistics: stored ones, or computed from its file now and stored
+    (`hctune profile` leaves them to the first command that needs them)."""
+    if row["stats_json"]:
+        return json.loads(row["stats_json"])
+    st = trace_stats(local_path(db, row))
+    db.set_trace_stats(row["id"], st)
+    return st
 
 
 def latest(db: Database):

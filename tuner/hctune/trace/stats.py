@@ -165,3 +165,48 @@ def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = 
         lines = (r.stderr or "hctrace-tool failed").strip().splitlines() or ["hctrace-tool failed"]
         raise TraceError(lines[-1])
     return json.loads(r.stdout)
+
+
+SUMMARY_SUFFIX = ".sum"    # the preload tracer's counts, beside each trace it writes
+_COUNTS = ("malloc", "calloc", "realloc", "free", "memalign", "bytes_requested",
+           "small_requests", "small_bytes")
+
+
+def read_counts(path: str | Path) -> dict | None:
+    """The counts the preload tracer kept while the program ran (tracer/hctrace_preload.c
+    writes `<trace>.sum` at exit and before exec), None when there is no such file or it is
+    not one."""
+    try:
+        lines = Path(path).read_text().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not lines or lines[0] != "hctrace-summary 1":
+        return None
+    counts = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(" ")
+        if name in _COUNTS and value.isdigit():
+            counts[name] = int(value)
+    return counts if len(counts) == len(_COUNTS) else None
+
+
+def summary(path: str | Path, counts: dict | None = None) -> dict:
+    """What can be said of a trace without reading its events: the header, the number of
+    events and threads (from the chunk index: one small read per 32 KiB chunk), and — when the
+    tracer's counts are given (read_counts) — the calls by kind and the bytes asked.  `hctune
+    profile` prints this; the statistics of stats() wait for the first command that needs them
+    (issue 23: profile's own work after the program exits).  "summary": True tells it apart."""
+    t = open_trace(path)
+    out = {"summary": True, "format_version": t.header.version, "command": t.header.command,
+           "pid": t.header.pid, "events": t.count,
+           "threads": 1 + max((c.thread for c in t._chunks), default=-1)}
+    if counts:
+        ops = {spec.OP_NAMES[c]: counts[spec.OP_NAMES[c]] for c in sorted(spec.OP_NAMES)}
+        out.update(ops=ops, allocations=ops["malloc"] + ops["calloc"] + ops["memalign"],
+                   reallocs=ops["realloc"], frees=ops["free"], small_limit=SMALL_LIMIT)
+        requests = out["allocations"] + out["reallocs"]
+        out.update(requests=requests, small_requests=counts["small_requests"],
+                   large_requests=requests - counts["small_requests"],
+                   bytes_requested=counts["bytes_requested"], small_bytes=counts["small_bytes"],
+                   large_bytes=counts["bytes_requested"] - counts["small_bytes"])
+    return out
