@@ -61,14 +61,17 @@ class Options:
     memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
     # asked after every trial: True stops the run there (the worker: the study was cancelled)
     stop_when: Callable[[], bool] | None = dataclasses.field(default=None, compare=False)
+    # told each trial's number as this process starts measuring it (the worker says so in
+    # hc_workers: the service's /workers page)
+    on_trial: Callable[[int], None] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def cross(self) -> bool:
         return tuple(self.allocators) != ("hc",)
 
     def mem_field(self) -> str:
-        if self.memory_measure == "final":
-            return "final_rss_bytes"
+        if self.memory_measure in _obj.MEMORY_FIELDS:
+            return _obj.MEMORY_FIELDS[self.memory_measure]
         return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
 

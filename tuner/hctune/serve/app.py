@@ -15,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException   # FastAPI's and the router's own 404, 405
+from starlette.requests import ClientDisconnect
 
 from hctune import __version__
 from hctune.errors import HctuneError, NotFound
@@ -60,6 +61,10 @@ def create_app(cfg: Config) -> FastAPI:
         where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
         return _error(422, f"{where}: {first.get('msg', 'invalid request')}")
 
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request, exc):  # an upload stopped (hctune.serve.guard: too slow)
+        return _error(408, "the client stopped sending the body")
+
     @app.exception_handler(Exception)
     async def _internal(request, exc):  # never a traceback to the client
         return _error(500, f"internal error: {type(exc).__name__}")
@@ -83,6 +88,7 @@ _COMMON_ERRORS = {"400": "a user mistake (one line)",
                   "401": "no token, or a session that ended (log in again)",
                   "403": "a wrong token, a forged session, or a write from another origin "
                          "or without this site's CSRF token",
+                  "408": "the body did not arrive in time",
                   "413": "the body is larger than the server takes",
                   "422": "a parameter or body field is invalid (which, and why)",
                   "500": "an internal error (its type only)"}

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from hctune import allocator_knobs as _xknobs
 from hctune import templating
 from hctune.search import objective as _obj
 from hctune.search import options as _options
@@ -113,6 +114,7 @@ def _studies_page(request: Request, svc: Service, form: dict | None = None,
     return svc.page("serve_studies.html.j2", request, status_code=status_code, studies=rows,
                     summaries=st, traces=svc.list_traces(), objectives=_obj.OBJECTIVES,
                     metrics=_obj.METRICS, defaults=_options.Options(), bounds=_options.NUMBERS,
+                    allocators=["hc", *_xknobs.names()], memory_measures=_obj.MEMORY_MEASURES,
                     form=form, form_error=form_error)
 
 
@@ -125,11 +127,13 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
                    metric: str = Form("time"), trials: str = Form(""), timeout: str = Form(""),
                    max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
                    validate_runs: str = Form(""), validate_top: str = Form(""),
+                   allocators: list[str] = Form([]), memory_measure: str = Form("peak"),
                    svc: Service = Depends(service)):
     form = {"traces": traces, "objective": objective, "metric": metric, "trials": trials,
             "timeout": timeout, "max_memory_overhead": max_memory_overhead,
             "max_slowdown": max_slowdown, "validate_runs": validate_runs,
-            "validate_top": validate_top}
+            "validate_top": validate_top, "allocators": allocators,
+            "memory_measure": memory_measure}
     try:
         given = {}
         for k in _FORM_NUMBERS:
@@ -143,7 +147,10 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
         try:
             req = StudyRequest(traces=[int(t) for t in traces if t.strip().isdigit()] or
                                ([-1] if traces else []),
-                               objective=objective, metric=metric, **given)
+                               objective=objective, metric=metric,
+                               # none ticked (or a form without them): the default
+                               allocators=allocators or list(_options.default("allocators")),
+                               memory_measure=memory_measure, **given)
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(map(str, first["loc"]))

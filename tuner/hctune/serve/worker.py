@@ -58,12 +58,16 @@ class Presence:
             self.state, self.study, self._trial = state, study, trial
         self.beat()
 
-    def beat(self):
+    def measuring(self, trial: int):
+        """Said by the search as it starts a trial (Options.on_trial)."""
+        self.beat(trial)
+
+    def beat(self, trial: int | None = None):
         with self._lock:
             state, study, trial_of = self.state, self.study, self._trial
-        trial = None
         with contextlib.suppress(Exception):   # a missed beat is not worth a failure
-            trial = trial_of() if trial_of else None
+            if trial is None and trial_of is not None:
+                trial = trial_of()
         with contextlib.suppress(Exception):
             with Database(self.db_path) as db:
                 jobs.worker_beat(db, self.id, socket.gethostname(), os.getpid(), self.started,
@@ -102,10 +106,17 @@ def _measuring(storage, study: str, me: str):
     return trial
 
 
-def options_of(row, storage: str | None) -> _options.Options:
+INSTALLED = "installed"   # a study's allocators: HC and every one installed here
+
+
+def options_of(row, storage: str | None, log=None) -> _options.Options:
     """The queued study's options, parsed once (hctune.search.options, the model the CLI and
-    the service build too)."""
-    return _options.from_json(row["options_json"], study=row["study"], storage=storage)
+    the service build too); allocators ["installed"] (the service's default, as `search`'s)
+    become HC and every allocator installed on this worker's machine."""
+    opts = _options.from_json(row["options_json"], study=row["study"], storage=storage)
+    if INSTALLED in opts.allocators:
+        opts.allocators = _study.default_allocators(log)
+    return opts
 
 
 def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
@@ -181,7 +192,8 @@ def run_one(db_path, row, storage: str | None, log=print,
     # trace ids, not paths: the files may be on another machine (a shared database holds their
     # contents, and run() reads them from it; hctune.trace.store)
     trace_ids = json.loads(row["trace_ids"])
-    opts = options_of(row, storage or default_url(db_path))
+    opts = options_of(row, storage or default_url(db_path),
+                      lambda line: log(f"study {row['study']}: {line}"))
     target = opts.trials
     st = open_storage(opts.storage)
     if presence is not None:
@@ -191,6 +203,8 @@ def run_one(db_path, row, storage: str | None, log=print,
         with Database(db_path) as db:
             return jobs.cancelled(db, row["id"])
     opts.stop_when = cancelled      # asked after every trial
+    if presence is not None:
+        opts.on_trial = presence.measuring
     while True:
         res = _study.run(db_path, trace_ids, opts)
         if cancelled():
