@@ -42,7 +42,8 @@ if "profile" in sys.argv[1:4]:     # only then: importing it costs the other ste
     _profile = hctune.commands.profile.profile
     def profile(*a, **k):
         p = _profile(*a, **k)
-        seen.update(program_s=p.program_seconds, after_s=p.after_seconds)
+        seen.update(program_s=p.program_seconds, after_s=p.after_seconds,
+                    after_cpu_s=p.after_cpu_seconds)
         return p
     hctune.commands.profile.profile = profile
 try:
@@ -93,6 +94,7 @@ def _hctune(db: Path, work: Path, *args) -> dict:
     return {"wall_s": wall, "hctune_rss_mb": u["self_kb"] / 1024,
             "children_rss_mb": u["children_kb"] / 1024, "cpu_s": u["cpu_s"],
             "program_s": u.get("program_s"), "after_s": u.get("after_s"),
+            "after_cpu_s": u.get("after_cpu_s"),
             "stdout": r.stdout, "stderr": r.stderr}
 
 
@@ -100,6 +102,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--stats-rounds", type=int, default=3,
+                    help="interleaved rounds of the C tool and `hctune stats` (medians)")
     ap.add_argument("--out", default="bench-out/big_flow")
     a = ap.parse_args()
     out = Path(a.out).resolve()
@@ -107,7 +111,8 @@ def main() -> int:
     py = _python()
     # through env(1), so that validate's re-runs of the profiled command get PYTHONMALLOC too
     prog = ["env", "PYTHONMALLOC=malloc", py, str(WORKLOAD), str(a.rounds)]
-    print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials}")
+    print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials} "
+          f"--stats-rounds {a.stats_rounds}")
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared "
           "machine: times are one run each, inflated by other work)")
     rows = []
@@ -116,8 +121,8 @@ def main() -> int:
         db = work / "h.db"
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
-        wall, _ = _timed(prog, env)
-        rows.append(("the program alone", wall, None, None, ""))
+        alone, alone_cpu = _timed(prog, env)
+        rows.append(("the program alone", alone, None, None, f"CPU {alone_cpu:.1f} s"))
         trace = work / "factor.hct"
         r = _hctune(db, work, "profile", "-o", trace, *prog)
         size = trace.stat().st_size
@@ -127,19 +132,21 @@ def main() -> int:
         events = st["events"]
         rows.append(("hctune profile", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"],
                      f"{events:,} events, {size / 1e6:.0f} MB ({size / events:.2f} B/event); "
-                     f"the program ran {r['program_s']:.1f} s, hctune's work after it "
-                     f"{r['after_s']:.1f} s = {100 * r['after_s'] / r['program_s']:.0f} %"))
+                     f"the program ran {r['program_s']:.1f} s traced; hctune's work after "
+                     f"it {r['after_s']:.2f} s wall, {r['after_cpu_s']:.2f} s CPU = "
+                     f"{100 * r['after_s'] / r['program_s']:.1f} % of the traced run, "
+                     f"{100 * r['after_s'] / alone:.1f} % of the program alone"))
         # interleaved: the C tool alone, then hctune stats (which runs it), 3 rounds
         tool, mine = [], []
-        for _ in range(3):
+        for _ in range(a.stats_rounds):
             tool.append(_timed([str(ROOT / "build" / "hctrace-tool"), "stats", str(trace)]))
             r = _hctune(db, work, "stats", trace, "--json")
             mine.append((r["wall_s"], r["cpu_s"]))
         tw, tc = (statistics.median(x) for x in zip(*tool))
         mw, mc = (statistics.median(x) for x in zip(*mine))
-        rows.append(("build/hctrace-tool stats (median of 3)", tw, None, None,
+        rows.append((f"build/hctrace-tool stats (median of {a.stats_rounds})", tw, None, None,
                      f"CPU {tc:.1f} s"))
-        rows.append(("hctune stats (median of 3)", mw, r["hctune_rss_mb"], r["children_rss_mb"],
+        rows.append((f"hctune stats (median of {a.stats_rounds})", mw, r["hctune_rss_mb"], r["children_rss_mb"],
                      f"CPU {mc:.1f} s; {mw / tw:.2f}x the C tool's wall, {mc / tc:.2f}x its CPU"))
         r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
                     "--objective", "mem", "--allocators", "hc", "--json")

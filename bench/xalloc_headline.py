@@ -49,8 +49,9 @@ def command(name: str, out: Path, tag: str, seed: int, scale: float):
 
 
 def compare(s: dict, objective: str) -> dict:
-    """The winner against the best allocator as it comes, from one validation summary."""
-    m = MEASURE[objective]
+    """The winner against the best allocator as it comes, from one validation summary (mem: on
+    the summary's own measure, peak RSS or the mean or final RSS of the runs' curve)."""
+    m = s.get("measure") or MEASURE[objective]
     by = {c["candidate"]: c for c in s["candidates"]}
     rec = s.get("recommendation") or s.get("winner") or {}
     w = by.get(rec.get("candidate"))
@@ -76,7 +77,9 @@ def compare(s: dict, objective: str) -> dict:
 
 
 def table(results: dict, objective: str) -> str:
-    what = "peak RSS" if objective == "mem" else "wall time"
+    first = next((v[objective] for v in results.values() if v.get(objective)), {})
+    what = {"peak_rss_bytes": "peak RSS", "rss_mean_bytes": "mean RSS",
+            "rss_final_bytes": "final RSS"}.get(first.get("measure"), "wall time")
     lines = [f"| program | validated winner | best default | {what} winner / best default "
              "| significant | verdict |", "|---|---|---|---|---|---|"]
     for name, v in results.items():
@@ -115,12 +118,17 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=1)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--objectives", default="mem,perf")
+    ap.add_argument("--memory-measure", default="peak", choices=("peak", "mean", "final"),
+                    help="what mem minimises and validation chooses on (search "
+                         "--memory-measure)")
     ap.add_argument("--tables-only", action="store_true")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
     objectives = [o for o in a.objectives.split(",") if o]
-    done = out / "xalloc-headline.json"
+    # one file per memory measure: a mean run does not mix with a peak one
+    done = out / ("xalloc-headline.json" if a.memory_measure == "peak"
+                  else f"xalloc-headline-{a.memory_measure}.json")
     results = json.loads(done.read_text()) if done.exists() else {}
     if not a.tables_only:
         out.mkdir(parents=True, exist_ok=True)
@@ -136,9 +144,13 @@ def main(argv=None) -> int:
             results.setdefault(name, {})
             for objective in objectives:
                 study = f"x-{name}-{objective}"
+                more = []
+                if objective == "mem" and a.memory_measure != "peak":
+                    study += f"-{a.memory_measure}"
+                    more = ["--memory-measure", a.memory_measure]
                 headline_real.hctune(db, "search", trace, "--objective", objective,
                                      "--allocators", "installed", "--trials", a.trials,
-                                     "--seed", 1, "--study", study)
+                                     "--seed", 1, "--study", study, *more)
                 s = headline_real.hctune(db, "validate", "--study", study, "--runs", a.runs,
                                          "--top", a.top, "--json", "--", *argv_b, env=env,
                                          capture=True)
@@ -146,7 +158,8 @@ def main(argv=None) -> int:
                 done.write_text(json.dumps(results, indent=1, sort_keys=True))
     print(f"# .venv/bin/python bench/xalloc_headline.py --out {a.out} --trials {a.trials} "
           f"--runs {a.runs} --top {a.top} --scale {a.scale} --objectives {a.objectives} "
-          f"{' '.join(a.programs)}")
+          + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "peak" else "")
+          + " ".join(a.programs))
     for objective in objectives:
         print(f"\n## {objective}: the validated winner on input b (searched on input a) against "
               "the best allocator as it comes\n")

@@ -135,3 +135,37 @@ def upgraded_keeps_the_queue_and_has_workers(db: Database):
         with db.transaction() as c:
             c.execute("INSERT INTO hc_sessions (id, created, expires) VALUES ('k', 'a', 'b')")
         assert db.query_one("SELECT expires FROM hc_sessions WHERE id = 'k'")["expires"] == "b"
+
+
+def _old_real_run(db):
+    vid = db.add_validation("s", "mem", ["./app"], "/w", None, 3)
+    db.add_real_run(vid, {"candidate": "glibc", "allocator": "glibc", "round": 0, "wall_s": 0.1,
+                          "user_s": 0.05, "sys_s": 0.01, "peak_rss_bytes": 4096,
+                          "exit_status": 0})
+    return vid
+
+
+def check_rss_curve_columns(db, vid):
+    """Schema 6 (issue 18): a real run keeps its RSS curve (mean and final RSS, samples); a run
+    stored before it reads them as NULL."""
+    assert db.query_one("SELECT version FROM hc_schema")[0] == SCHEMA_VERSION
+    db.add_real_run(vid, {"candidate": "jemalloc", "allocator": "jemalloc", "round": 0,
+                          "wall_s": 0.1, "user_s": 0.05, "sys_s": 0.01,
+                          "peak_rss_bytes": 8192, "exit_status": 0, "rss_mean_bytes": 6144,
+                          "rss_final_bytes": 2048, "rss_samples": 12})
+    old, new = db.real_runs(vid)
+    assert old["rss_mean_bytes"] is None and old["peak_rss_bytes"] == 4096
+    assert (new["rss_mean_bytes"], new["rss_final_bytes"], new["rss_samples"]) == (6144, 2048, 12)
+
+
+def test_a_schema_5_database_gets_the_rss_curve_columns(tmp_path, monkeypatch):
+    from hctune import db as _db
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(_db.Database, "_REAL_RUN_COLS", _db.Database._REAL_RUN_COLS[:12])
+    with Database(path) as db:
+        vid = _old_real_run(db)
+        assert db.query_one("SELECT version FROM hc_schema")[0] == 5
+    monkeypatch.undo()
+    with Database(path) as db:
+        check_rss_curve_columns(db, vid)

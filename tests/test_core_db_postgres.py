@@ -41,6 +41,24 @@ def test_schema_created_once_by_processes_starting_together(pg):
         assert len(db.query("SELECT * FROM hc_schema")) == 1
 
 
+def test_a_schema_5_database_is_upgraded(pg, monkeypatch):
+    """The schema 6 step (real runs' RSS curve columns) on PostgreSQL: a database written by
+    schema 5 keeps its runs and gains the columns."""
+    from hctune import db as _db
+    from test_core_db import _old_real_run, check_rss_curve_columns
+    pg._run(str(pg.bin / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "hctune",
+            "schema5")
+    url = pg.url.rsplit("/", 1)[0] + "/schema5"
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(_db.Database, "_REAL_RUN_COLS", _db.Database._REAL_RUN_COLS[:12])
+    with Database(url) as db:
+        vid = _old_real_run(db)
+    monkeypatch.undo()
+    _db._checked.discard(url)     # as a new process would: a server's schema is checked once
+    with Database(url) as db:
+        check_rss_curve_columns(db, vid)
+
+
 def test_traces_and_their_contents(pg, tmp_path):
     f = tmp_path / "t.trace"
     f.write_bytes(bytes(range(256)) * 40000)            # ~10 MB: three pieces

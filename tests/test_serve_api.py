@@ -60,6 +60,46 @@ def test_upload_study_worker_emit(trace, tmp_path):
         srv.stop()
 
 
+def test_a_cross_allocator_study(trace, tmp_path):
+    """allocators and memory_measure through the API (the options of `hctune search`): names
+    checked by the server, "installed" expanded by the worker on its machine, seeds at most
+    three quarters of the trials across the allocators, each trial's allocator shown."""
+    srv = Served(tmp_path / "hctune.db", "--workers", 1)
+    try:
+        status, t = srv.upload(trace.read_bytes())
+        assert status == 201, t
+        for bad, why in (({"allocators": ["hc", "nosuch"]}, "unknown allocator 'nosuch'"),
+                         ({"allocators": ["installed", "hc"]}, "stands alone"),
+                         ({"allocators": []}, "allocators"),
+                         ({"allocators": ["x" * 100]}, "allocators"),
+                         ({"memory_measure": "most"}, "memory_measure")):
+            status, err = srv.request("POST", "/api/studies", {"traces": [t["id"]], **bad})
+            assert status == 422 and why in err["error"], (bad, err)
+            assert "\n" not in err["error"]
+        status, s = srv.request("POST", "/api/studies", {
+            "traces": [t["id"]], "trials": 4, "compare_rounds": 0, "name": "cross",
+            "allocators": ["installed"], "memory_measure": "final"})
+        assert status == 201, s
+        assert s["options"]["allocators"] == ["installed"]
+        assert s["options"]["memory_measure"] == "final"
+        s = srv.wait_study("cross")
+        assert s["state"] == "done", (s, srv.output())
+        done = [x for x in s["trials"] if x["state"] == "complete"]
+        assert len(done) == 4
+        assert {"hc", "glibc"} <= {x["allocator"] for x in s["trials"]}, s["trials"]
+        assert sum(1 for x in s["trials"] if x["seed"]) <= 3      # 3/4 of 4 trials
+        status, page = srv.request("GET", "/studies/cross")
+        assert status == 200 and b'data-key="allocator"' in page
+        # the form takes them too, and keeps them when it refuses
+        form = (f"traces={t['id']}&allocators=hc&allocators=glibc&memory_measure=final"
+                "&trials=2&name=x").encode()
+        status, page = srv.request("POST", "/studies", form.replace(b"glibc", b"nosuch"),
+                                   {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 422 and b"unknown allocator" in page and b'value="hc" checked' in page
+    finally:
+        srv.stop()
+
+
 def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
     token = "s3cret-token"
     db = tmp_path / "hctune.db"

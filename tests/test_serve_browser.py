@@ -1,6 +1,9 @@
 """`hctune serve` in a real headless browser: Debian's chromium driven by Playwright (its
-driver ships in the wheel; no browser is downloaded). Upload a trace, start a study, watch its
-page update until it is done, download malloc.c and compile it."""
+driver ships in the wheel; no browser is downloaded). Upload a trace, start a study and queue a
+second, cancel the second through its button, watch the studies list refresh itself and the
+first study's page update until it is done, open its views (history, importance, parallel
+coordinates, the Pareto front), filter, sort and page its trial table, download malloc.c and
+compile it."""
 
 import os
 import shutil
@@ -38,28 +41,65 @@ def test_upload_tune_download_in_chromium(tmp_path):
             page.wait_for_url("**/traces/1")
             assert "events" in page.content()
             page.goto(srv.base + "/studies")
+            page.fill("input[name=trials]", "4")
+            page.click("#start")
+            page.wait_for_url("**/studies/web-*")
+            first = page.url
+            # a second study waits for the one worker: cancel it through its button
+            page.goto(srv.base + "/studies")
             page.fill("input[name=trials]", "3")
             page.click("#start")
             page.wait_for_url("**/studies/web-*")
+            assert page.url != first
+            page.wait_for_function("document.getElementById('state').textContent !== ''")
+            page.once("dialog", lambda d: d.accept())
+            page.click("#cancel")
+            page.wait_for_function("document.getElementById('state').textContent === "
+                                   "'cancelled'", timeout=30_000)
+            # the studies list refreshes itself (no reload: the marker stays) as the first runs
+            page.goto(srv.base + "/studies")
+            page.evaluate("window.marker = 1")
+            page.wait_for_function(
+                "[...document.querySelectorAll('#studies-table tr')].some(r => "
+                "r.textContent.includes('done')) && window.marker === 1", timeout=150_000)
+            assert "cancelled" in page.inner_text("#studies-table")
+            page.goto(first)
             # the page polls the JSON API and fills itself in while the worker runs
             page.wait_for_function("document.getElementById('state').textContent === 'done'",
-                                   timeout=120_000)
+                                   timeout=60_000)
             page.wait_for_selector("#trials tbody tr")
-            assert page.locator("#trials tbody tr").count() >= 3
+            assert page.locator("#trials tbody tr").count() >= 4
             assert "footprint" in page.inner_text("#best")
-            assert page.locator("#pareto circle").count() >= 3
+            assert page.locator("#pareto circle.trial").count() >= 4
+            # the Pareto view: the front ringed, listed under the plot and starred in the table
+            n_front = page.locator("#pareto circle.front").count()
+            assert n_front >= 1
+            assert page.inner_text("#front-list").count("trial ") == n_front
+            page.check("#filter input[name=front]")
+            page.wait_for_function(f"document.querySelectorAll('#trials tbody tr').length === "
+                                   f"{n_front}")
+            assert "front=1" in page.url                  # the filter is kept in the address
+            page.uncheck("#filter input[name=front]")
             page.click("#trials th[data-key=mem_ratio]")          # sort by footprint
+            page.wait_for_function("document.querySelector('#trials th[data-key=mem_ratio]')"
+                                   ".textContent.endsWith('▲')")
             mem = [float(x.rstrip("x")) for x in page.locator(
-                "#trials tbody tr td:nth-child(3)").all_inner_texts() if x.strip()]
-            assert len(mem) >= 3 and mem == sorted(mem), mem
-            page.wait_for_function("document.getElementById('view-history').naturalWidth > 0")
+                "#trials tbody tr td:nth-child(4)").all_inner_texts() if x.strip()]
+            assert len(mem) >= 4 and mem == sorted(mem), mem
+            page.select_option("#filter select[name=limit]", "25")
+            page.fill("#filter input[name=q]", "no knob holds this")
+            page.wait_for_function("document.getElementById('range').textContent"
+                                   ".startsWith('no trial')")
+            page.fill("#filter input[name=q]", "")
+            page.wait_for_function("document.getElementById('range').textContent"
+                                   ".startsWith('trials 1–')")
+            for k in ("history", "importance", "parallel"):     # Optuna's three views
+                page.wait_for_function(f"document.getElementById('view-{k}').naturalWidth > 0",
+                                       timeout=60_000)
             with page.expect_download() as dl:
                 page.click("#dl-malloc")
             path = dl.value.path()
             compiles(open(path, "rb").read(), tmp_path)
-            if os.environ.get("HCTUNE_SCREENSHOT"):
-                page.set_viewport_size({"width": 1100, "height": 900})
-                page.screenshot(path=os.environ["HCTUNE_SCREENSHOT"], full_page=False)
             browser.close()
     finally:
         srv.stop()

@@ -293,3 +293,67 @@ def test_sessions_expire_and_end_in_every_server_process(tmp_path):
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *a, **k):
         return None
+
+
+def _raw(srv, head: bytes, pieces=(), pause=0.0, timeout=30) -> bytes:
+    """Send a request by hand (headers, then the body's pieces with a pause between them) and
+    read the answer; the server may answer and close before the body is all sent."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
+    try:
+        s.sendall(head)
+        for p in pieces:
+            try:
+                s.sendall(p)
+            except OSError:       # answered and closed already
+                break
+            time.sleep(pause)
+        out = b""
+        while b"\r\n\r\n" not in out:
+            got = s.recv(65536)
+            if not got:
+                break
+            out += got
+        return out
+    finally:
+        s.close()
+
+
+def test_huge_trickled_and_nested_bodies(tmp_path):
+    """A write's body (JSON, a form) is read by the guard: at most 1 MiB (413, by Content-Length
+    or counted in a chunked body), within HCTUNE_BODY_SECONDS (408); a deeply nested JSON is a
+    4xx; unicode in names and paths is a one-line 4xx."""
+    srv = Served(tmp_path / "h.db", "--data-dir", tmp_path / "data",
+                 env={**os.environ, "HCTUNE_BODY_SECONDS": "2",
+                      "HCTUNE_UPLOAD_IDLE_SECONDS": "1"})
+    try:
+        post = (b"POST /api/studies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        out = _raw(srv, post + b"Content-Length: 2000000000\r\n\r\n", [b"{"])
+        assert out.startswith(b"HTTP/1.1 413"), out
+        chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
+        out = _raw(srv, post + b"Transfer-Encoding: chunked\r\n\r\n", [chunk] * 64)
+        assert out.startswith(b"HTTP/1.1 413"), out
+        started = time.time()
+        out = _raw(srv, post + b"Content-Length: 100\r\n\r\n", [b'{"traces"'] * 5, pause=1.0)
+        assert out.startswith(b"HTTP/1.1 408") and time.time() - started < 15, out
+        for body in (b"[" * 100000 + b"]" * 100000, b'{"traces": ' + b"[" * 5000 + b"]" * 5000
+                     + b"}"):
+            status, err = srv.request("POST", "/api/studies", body,
+                                      {"Content-Type": "application/json"})
+            assert status in (400, 422) and "\n" not in err["error"], (status, err)
+        status, err = srv.request("POST", "/api/studies", {"traces": [1], "name": "ünï\u202e😀"})
+        assert status == 422 and "name" in err["error"], err
+        status, err = srv.request("GET", "/api/studies/%F0%9F%98%80%E2%80%AE")
+        assert status == 404 and err["error"].startswith("no study named"), err
+        # an upload that stops halfway: taken as gone after HCTUNE_UPLOAD_IDLE_SECONDS, and its
+        # part of the file removed
+        up = (b"POST /api/traces HTTP/1.1\r\nHost: x\r\nX-Requested-With: t\r\n"
+              b"Content-Type: multipart/form-data; boundary=bb\r\nContent-Length: 100000\r\n\r\n")
+        first = (b'--bb\r\nContent-Disposition: form-data; name="file"; filename="t"\r\n\r\n'
+                 + b"x" * 5000)
+        started = time.time()
+        out = _raw(srv, up, [first], pause=4.0)
+        assert out.startswith(b"HTTP/1.1 408") and time.time() - started < 15, out
+        assert not any((tmp_path / "data" / "tmp").iterdir())
+        assert srv.request("GET", "/api/studies") == (200, [])      # the server is still fine
+    finally:
+        srv.stop()

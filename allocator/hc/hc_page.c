@@ -636,6 +636,7 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     char *b = pg->free;
     if (b) {
         pg->free = *(void **)b;
+        __builtin_prefetch(pg->free, 1); /* as hc_sp_pop does */
         *clean = 0;
 #if HC_DEBUG
         hc_sp_red_check(b, pg->size);
@@ -680,7 +681,13 @@ static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
     struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + 15) >> 4]];
     void *b = pg->free;
     if (hc_likely(b != NULL)) {
-        pg->free = *(void **)b;
+        void *next = *(void **)b;
+        pg->free = next;
+        /* The next pop reads this block's link, most often from a cold line (a program that
+         * freed many blocks a while ago gets them back in that order): start fetching it now,
+         * so that pops are not a chain of misses (a prefetch of NULL never faults).  Without it
+         * python3 (PYTHONMALLOC=malloc) spent a fifth of its samples on this load. */
+        __builtin_prefetch(next, 1);
         pg->used++;
         *hc_sp_keyp(b) = 0;
         return b;

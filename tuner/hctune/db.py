@@ -26,7 +26,7 @@ import sqlalchemy.pool
 
 from hctune.errors import DatabaseUnavailable, HctuneError, is_driver_error, redact  # noqa: F401 (redact: re-exported)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MIGRATIONS = {
     1: """
@@ -160,6 +160,13 @@ _MIGRATIONS = {
         created TEXT NOT NULL,
         expires TEXT NOT NULL        -- UTC, ISO 8601: the session ends then, or at /logout
     );
+    """,
+    # 6: each real run's RSS curve (hcrun samples it every few ms), so `validate
+    # --memory-measure mean|final` can choose on it and a stored run keeps it
+    6: """
+    ALTER TABLE hc_real_runs ADD COLUMN rss_mean_bytes INTEGER;   -- time-weighted mean RSS
+    ALTER TABLE hc_real_runs ADD COLUMN rss_final_bytes INTEGER;  -- the RSS at the last sample
+    ALTER TABLE hc_real_runs ADD COLUMN rss_samples INTEGER;      -- 0: a run shorter than one
     """,
 }
 
@@ -561,7 +568,8 @@ class Database:
                 stdin=stdin_path, runs=runs, host=socket.gethostname(), created=now()).scalar()
 
     _REAL_RUN_COLS = ("candidate", "allocator", "setting", "trial", "round", "wall_s", "user_s",
-                      "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem")
+                      "sys_s", "peak_rss_bytes", "exit_status", "stdout_sha256", "problem",
+                      "rss_mean_bytes", "rss_final_bytes", "rss_samples")
 
     def add_real_run(self, validation_id, run: dict) -> int:
         cols = self._REAL_RUN_COLS

@@ -112,10 +112,18 @@ def default_output(program: str) -> Path:
 
 def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
              start_after: float | None = None, duration: float | None = None,
-             toggle_signal: int | None = None) -> tuple[list[str], dict]:
+             toggle_signal: int | None = None,
+             period: float | None = None) -> tuple[list[str], dict]:
     env = dict(os.environ)
-    for name in ("HCTRACE_START_AFTER", "HCTRACE_DURATION", "HCTRACE_SIGNAL"):
+    for name in ("HCTRACE_START_AFTER", "HCTRACE_DURATION", "HCTRACE_SIGNAL", "HCTRACE_PERIOD"):
         env.pop(name, None)
+    if period is not None:
+        if tracer != "preload" or toggle_signal is not None:
+            raise HctuneError("--period needs the preload tracer and no --signal")
+        if not duration or not duration <= period <= 1e8:
+            raise HctuneError(f"--period needs --duration, and seconds from the duration "
+                              f"({duration or 0:g}) to 1e8, not {period:g}")
+        env["HCTRACE_PERIOD"] = f"{period:.6f}"
     if timestamps:
         env["HCTRACE_TIME"] = "1"
     env["HCTRACE_SUMMARY"] = "1"     # <trace>.sum: the counts profile prints (no event read)
@@ -201,12 +209,14 @@ def invocation(argv: list[str]) -> dict:
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db", timestamps: bool = False,
             start_after: float | None = None, duration: float | None = None,
-            toggle_signal: int | None = None) -> Profile:
+            toggle_signal: int | None = None, period: float | None = None) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces.  start_after,
     duration (seconds): record only that window of the run; the trace then begins with one
-    allocation per block live when the window opened (docs/tracing.md).  toggle_signal: the
-    window opens when the program gets that signal and shuts at the second (or after
-    duration)."""
+    allocation per block live when the window opened (docs/tracing.md).  toggle_signal: each
+    time the program gets that signal a shut window opens or an open one shuts (or after
+    duration).  period (with duration): time slices, a window of duration every period from
+    start_after; between windows the trace keeps only frees of blocks it has, and each window
+    opens with the blocks allocated since that are still live."""
     if not argv:
         raise HctuneError("no program given: hctune profile ./app args...")
     program = find_program(argv[0])
@@ -221,7 +231,7 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         base = "trace" + spec.EXTENSION
         # absolute: children may chdir
         cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps,
-                            start_after, duration, toggle_signal)
+                            start_after, duration, toggle_signal, period)
         t0 = time.perf_counter()
         rc = _run(cmd, env)
         t_exit, cpu_exit = time.perf_counter(), time.process_time()

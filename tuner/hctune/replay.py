@@ -17,6 +17,9 @@ another's heap) with the allocator injected by LD_PRELOAD, and returns the harne
   first_time_ns_per_op the first repeat alone: a fresh heap, as the program had
   instructions_per_op  metric="instructions": callgrind's count of the loop, per op (else None)
   peak_rss_bytes       peak resident memory during the first repeat over the baseline before it
+  final_rss_bytes      RSS over the baseline once the first repeat has freed every block
+  mean_rss_bytes       the mean of the first repeat's RSS curve over the baseline (sampled every
+                       ops/128 ops, each sample weighted by the ops it stands for); rss_samples
   footprint_bytes      HC: its own high-water of memory from the OS (the paper's measure);
                        other allocators: peak_rss_bytes (footprint_source says which)
                        Memory is the first repeat's: it starts from a fresh heap, as the

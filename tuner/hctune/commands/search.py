@@ -111,8 +111,10 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
                    "alone (its footprint, the paper's measure).")
 @click.option("--memory-measure", type=click.Choice(("peak", "final", "mean")), default="peak",
               show_default=True,
-              help="What mem minimises: the peak, or the RSS left after the replay frees its "
-                   "blocks (final; where decay knobs show). mean needs real runs' RSS curve.")
+              help="What mem minimises: the peak RSS; mean: the mean of the RSS curve (what a "
+                   "long-running program pays for on average); final: the RSS left once the "
+                   "blocks are freed (where decay knobs show). Validation then chooses on the "
+                   "real runs' same figure.")
 @click.option("--validate", "do_validate", is_flag=True,
               help="Then run the real program under the best settings (hctune validate).")
 @click.option("--validate-runs", type=int, default=_options.VALIDATE_RUNS, show_default=True,

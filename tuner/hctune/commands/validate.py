@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hctune import validate as _validate
+from hctune.validate.stats import CURVE_MEASURES
 
 
 def _size(n) -> str:
@@ -48,7 +49,10 @@ def table(s: dict) -> Table:
     """A layout that fits 80 columns (every cell at most 10 characters a line; a longer label
     folds, never clips): ratios and their intervals on two lines."""
     t = Table(box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
-    for col in ("candidate", "wall s", "wall/\ngeneric", "wall/\nglibc", "RSS", "RSS/\nglibc",
+    # mem's measure: the peak RSS, or the mean or final RSS of the runs' curve
+    mem = s.get("measure") if s.get("measure") in CURVE_MEASURES else "peak_rss_bytes"
+    rss = {"rss_mean_bytes": "RSS\nmean", "rss_final_bytes": "RSS\nfinal"}.get(mem, "RSS")
+    for col in ("candidate", "wall s", "wall/\ngeneric", "wall/\nglibc", rss, "RSS/\nglibc",
                 "replay\nt, mem", "status"):
         t.add_column(col, justify="left" if col in ("candidate", "status") else "right",
                      overflow="fold")
@@ -58,8 +62,8 @@ def table(s: dict) -> Table:
         t.add_row(("[bold]" if e["candidate"] == chosen else "") + escape(e["candidate"]),
                   "-" if med["wall_s"] is None else f"{med['wall_s']:.3f}",
                   _ratio(e["vs_generic"].get("wall_s")), _ratio(e["vs_glibc"].get("wall_s")),
-                  _size(med["peak_rss_bytes"]),
-                  _ratio(e["vs_glibc"].get("peak_rss_bytes")),
+                  _size(med.get(mem)),
+                  _ratio(e["vs_glibc"].get(mem)),
                   f"{rp['perf_ratio']:.2f}\n{rp['mem_ratio']:.2f}" if rp else "-",
                   _status(e, s))
     return t
@@ -150,11 +154,14 @@ def progress_bar(console: Console):
               help="Also run this malloc library (repeatable), e.g. an emitted .so.")
 @click.option("--timeout", type=float, default=None,
               help="Seconds before a run counts as hung (default: 20x the warm-up, at least 60).")
+@click.option("--memory-measure", type=click.Choice(("peak", "mean", "final")), default=None,
+              help="mem: choose on the runs' peak RSS, or the mean or final RSS of their RSS "
+                   "curve (sampled every 5 ms); default: the study's --memory-measure.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def command(ctx, study_name, objective, top, runs, max_memory_overhead, references, libs, timeout,
-            as_json, program):
+            memory_measure, as_json, program):
     """Run the real program under the study's best settings, generic HC, glibc and the others.
 
     The program is the profiled command (same arguments, directory and stdin file) unless
@@ -172,7 +179,7 @@ def command(ctx, study_name, objective, top, runs, max_memory_overhead, referenc
     with prog:
         s = _validate.validate(ctx.obj["db_path"], study_name, top, runs, list(program) or None,
                                references, extra, max_memory_overhead, timeout, progress,
-                               objective=objective)
+                               objective=objective, memory_measure=memory_measure)
     if as_json:
         click.echo(json.dumps(s, indent=2, sort_keys=True))
     else:

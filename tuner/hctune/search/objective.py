@@ -30,8 +30,14 @@ RSS_FIELD = "peak_rss_bytes"
 # above in an HC-only study (HC's own footprint, the paper's measure); a study across
 # allocators compares peak RSS, measured alike for every allocator. "final" is the RSS left
 # once the replay has freed its blocks (where jemalloc's decay, glibc's trim and mimalloc's
-# decommit delay show); "mean" (time-weighted) needs the RSS curve, which only real runs have.
-MEMORY_MEASURES = ("peak", "final")
+# decommit delay show); "mean" the mean of the RSS curve the replay samples over its first
+# repeat (hcreplay's mean_rss_bytes: the trace's op order as the clock), what a long-running
+# program pays for on average rather than at its worst moment.
+MEMORY_MEASURES = ("peak", "final", "mean")
+# the replay's figure of each measure, and the real runs' (hcrun's RSS curve; validate)
+MEMORY_FIELDS = {"final": "final_rss_bytes", "mean": "mean_rss_bytes"}
+REAL_MEMORY_FIELDS = {"peak": "peak_rss_bytes", "final": "rss_final_bytes",
+                      "mean": "rss_mean_bytes"}
 PERF_FIELDS = {"time": "time_ns_per_op", "instructions": "instructions_per_op"}
 OBJECTIVES = ("mem", "perf", "pareto")
 # `perf` keeps peak RSS within this many percent of the larger of glibc's and generic HC's,
@@ -147,7 +153,10 @@ class Evaluator:
         # a multi-threaded trace measured on one thread (before the threaded replay, or with
         # --threads off) is not what the search measures
         results = [r for r in (json.loads(row["result_json"]) for row in rows)
-                   if r.get("threads", 1) <= 1 or r.get("threads_mode") == "auto"]
+                   if (r.get("threads", 1) <= 1 or r.get("threads_mode") == "auto")
+                   # a measurement from before the replay recorded this memory figure (the
+                   # RSS curve's mean): measured again
+                   and r.get(self.mem_field, 0) is not None and self.mem_field in r]
         if allocator == "hc" and setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.

@@ -67,8 +67,8 @@ class Options:
         return tuple(self.allocators) != ("hc",)
 
     def mem_field(self) -> str:
-        if self.memory_measure == "final":
-            return "final_rss_bytes"
+        if self.memory_measure in _obj.MEMORY_FIELDS:
+            return _obj.MEMORY_FIELDS[self.memory_measure]
         return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
 

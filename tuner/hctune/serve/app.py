@@ -15,10 +15,11 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException   # FastAPI's and the router's own 404, 405
+from starlette.requests import ClientDisconnect
 
 from hctune import __version__
 from hctune.errors import HctuneError, NotFound
-from hctune.serve import auth, emit, pages, studies, traces, views, workers
+from hctune.serve import auth, emit, pages, studies, table, traces, views, workers
 from hctune.serve.guard import Guard
 from hctune.serve.state import DEFAULT_MAX_UPLOAD, ENV_CONFIG, Config, Service
 from hctune.serve.studies import StudyRequest
@@ -60,12 +61,16 @@ def create_app(cfg: Config) -> FastAPI:
         where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
         return _error(422, f"{where}: {first.get('msg', 'invalid request')}")
 
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request, exc):  # an upload stopped (hctune.serve.guard: too slow)
+        return _error(408, "the client stopped sending the body")
+
     @app.exception_handler(Exception)
     async def _internal(request, exc):  # never a traceback to the client
         return _error(500, f"internal error: {type(exc).__name__}")
 
     for r in (auth.router, traces.router, studies.router, workers.router, views.router,
-              emit.router, pages.router):
+              table.router, emit.router, pages.router):
         app.include_router(r)
     app.add_middleware(Guard, svc=app.state.service)
     app.openapi = lambda: _openapi(app)
@@ -83,6 +88,7 @@ _COMMON_ERRORS = {"400": "a user mistake (one line)",
                   "401": "no token, or a session that ended (log in again)",
                   "403": "a wrong token, a forged session, or a write from another origin "
                          "or without this site's CSRF token",
+                  "408": "the body did not arrive in time",
                   "413": "the body is larger than the server takes",
                   "422": "a parameter or body field is invalid (which, and why)",
                   "500": "an internal error (its type only)"}

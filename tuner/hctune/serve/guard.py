@@ -9,11 +9,17 @@
   needs it (Authorization: Bearer T, or the session cookie /login sets), reads too unless
   `serve --public-read` (downloads still need it then); a page asks the browser to /login.
 
-So an unauthenticated or forged upload is answered before anything is written."""
+So an unauthenticated or forged upload is answered before anything is written. Then the body:
+a write that is not an upload is read here whole, at most MAX_BODY bytes within BODY_SECONDS
+(413, 408: a huge or a trickled JSON body ties up neither memory nor a worker thread); an
+upload streams on to its endpoint (its own limit, `serve --max-upload`), and a client that
+stops sending for IDLE_SECONDS is taken as gone."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
@@ -75,6 +81,84 @@ def forged(svc: Service, request: Request) -> bool:
     return COOKIE in request.cookies and svc.signed_sid(request) is None
 
 
+def _seconds(name: str, default: float) -> float:
+    try:
+        return max(0.1, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+MAX_BODY = 1 << 20       # the largest body of a write that is not an upload (JSON, a form)
+# such a body must have arrived within this (a slow client: 408); HCTUNE_BODY_SECONDS
+BODY_SECONDS = _seconds("HCTUNE_BODY_SECONDS", 30.0)
+# an upload may pause at most this long between two pieces; HCTUNE_UPLOAD_IDLE_SECONDS
+IDLE_SECONDS = _seconds("HCTUNE_UPLOAD_IDLE_SECONDS", 60.0)
+UPLOADS = ("/api/traces", "/traces")   # POST: streamed to disk (hctune.serve.traces)
+
+
+async def _answer(send, status: int, msg: str):
+    """The one error shape, and the connection closed: the rest of the body is not read."""
+    body = json.dumps({"error": msg}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(scope, receive, send, limit: int, seconds: float):
+    """The whole body of a small write, read here before the endpoint runs: at most `limit`
+    bytes (413 past it, said by Content-Length or counted), within `seconds` (408); None when
+    answered (or the client went)."""
+    headers = dict(scope.get("headers") or ())
+    length = headers.get(b"content-length", b"")
+    if length.isdigit() and int(length) > limit:
+        await _answer(send, 413, f"the body is larger than {limit >> 10} KiB")
+        return None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    body = bytearray()
+    while True:
+        try:
+            msg = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            await _answer(send, 408, f"the body did not arrive within {seconds:g} s")
+            return None
+        if msg["type"] == "http.disconnect":
+            return None
+        body += msg.get("body", b"")
+        if len(body) > limit:
+            await _answer(send, 413, f"the body is larger than {limit >> 10} KiB")
+            return None
+        if not msg.get("more_body"):
+            return bytes(body)
+
+
+def _replaying(body: bytes, receive):
+    """A receive() that gives the endpoint the body read already, then waits as the server's
+    does (for the client to go)."""
+    given = False
+
+    async def replay():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+    return replay
+
+
+def _idle_limited(receive, seconds: float):
+    """A receive() for a streamed upload: a client silent for `seconds` between two pieces
+    is treated as gone (the upload stops and its file is removed)."""
+    async def limited():
+        try:
+            return await asyncio.wait_for(receive(), seconds)
+        except asyncio.TimeoutError:
+            return {"type": "http.disconnect"}
+    return limited
+
+
 class Guard:
     def __init__(self, app, svc: Service):
         self.app = app
@@ -86,7 +170,14 @@ class Guard:
         request = Request(scope)
         why = refusal(self.svc, request)
         if why is None:
-            return await self.app(scope, receive, send)
+            if request.method in SAFE:
+                return await self.app(scope, receive, send)
+            if request.method == "POST" and request.url.path in UPLOADS:
+                return await self.app(scope, _idle_limited(receive, IDLE_SECONDS), send)
+            body = await _read_body(scope, receive, send, MAX_BODY, BODY_SECONDS)
+            if body is None:
+                return
+            return await self.app(scope, _replaying(body, receive), send)
         status, msg = why
         path = request.url.path
         wants_page = request.method in SAFE and not path.startswith("/api/") and \
@@ -96,10 +187,5 @@ class Guard:
             await send({"type": "http.response.start", "status": 303, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return
-        body = json.dumps({"error": msg}).encode()
         # the body is not read: the connection closes after the answer
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, status, msg)

@@ -3,17 +3,21 @@ through the same functions as the JSON API (hctune.serve.traces, hctune.serve.st
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from hctune import allocator_knobs as _xknobs
+from hctune import templating
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service, study_brief
-from hctune.serve.studies import MAX_ID, StudyRequest, create_study
+from hctune.serve.studies import MAX_ID, StudyRequest, create_study, not_modified
 from hctune.serve.traces import upload
 from hctune.trace import report as trace_report
 from hctune.trace.stats import stats as trace_stats
@@ -73,14 +77,24 @@ def trace_page(trace_id: int = Path(ge=1, le=MAX_ID), svc: Service = Depends(ser
 
 
 @router.get("/studies", response_class=HTMLResponse)
-def studies_page(request: Request, svc: Service = Depends(service)):
+def studies_page(request: Request, part: Literal["table"] | None = None,
+                 svc: Service = Depends(service)):
+    """The studies and the form to start one; ?part=table: the list alone (what the page's
+    JavaScript fetches to refresh it)."""
+    if part == "table":
+        st = _summaries(svc)
+        body = templating.render("serve_studies_table.html.j2", studies=st[0],
+                                 summaries=st[1]).encode()
+        etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if not_modified(request, etag):
+            return Response(status_code=304, headers=headers)
+        return HTMLResponse(body, headers=headers)
     return _studies_page(request, svc)
 
 
-def _studies_page(request: Request, svc: Service, form: dict | None = None,
-                  form_error: str | None = None, status_code: int = 200) -> HTMLResponse:
-    """The studies and the form to start one; after a refused form, the form again with its
-    input kept and the error beside it."""
+def _summaries(svc: Service) -> tuple[list[dict], dict]:
+    """(the studies, newest first; {name: its summary, or None before its first trial})."""
     with svc.db() as db:
         rows = [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
     st = {}
@@ -89,9 +103,18 @@ def _studies_page(request: Request, svc: Service, form: dict | None = None,
             s = svc.trials.get(r["name"], r["state"])
             objective = r["options"].get("objective", "mem")
             st[r["name"]] = None if s is None else s.summary(objective)
+    return rows, st
+
+
+def _studies_page(request: Request, svc: Service, form: dict | None = None,
+                  form_error: str | None = None, status_code: int = 200) -> HTMLResponse:
+    """The studies and the form to start one; after a refused form, the form again with its
+    input kept and the error beside it."""
+    rows, st = _summaries(svc)
     return svc.page("serve_studies.html.j2", request, status_code=status_code, studies=rows,
                     summaries=st, traces=svc.list_traces(), objectives=_obj.OBJECTIVES,
                     metrics=_obj.METRICS, defaults=_options.Options(), bounds=_options.NUMBERS,
+                    allocators=["hc", *_xknobs.names()], memory_measures=_obj.MEMORY_MEASURES,
                     form=form, form_error=form_error)
 
 
@@ -104,11 +127,13 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
                    metric: str = Form("time"), trials: str = Form(""), timeout: str = Form(""),
                    max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
                    validate_runs: str = Form(""), validate_top: str = Form(""),
+                   allocators: list[str] = Form([]), memory_measure: str = Form("peak"),
                    svc: Service = Depends(service)):
     form = {"traces": traces, "objective": objective, "metric": metric, "trials": trials,
             "timeout": timeout, "max_memory_overhead": max_memory_overhead,
             "max_slowdown": max_slowdown, "validate_runs": validate_runs,
-            "validate_top": validate_top}
+            "validate_top": validate_top, "allocators": allocators,
+            "memory_measure": memory_measure}
     try:
         given = {}
         for k in _FORM_NUMBERS:
@@ -122,7 +147,10 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
         try:
             req = StudyRequest(traces=[int(t) for t in traces if t.strip().isdigit()] or
                                ([-1] if traces else []),
-                               objective=objective, metric=metric, **given)
+                               objective=objective, metric=metric,
+                               # none ticked (or a form without them): the default
+                               allocators=allocators or list(_options.default("allocators")),
+                               memory_measure=memory_measure, **given)
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(map(str, first["loc"]))

@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, create_model
 
+from hctune import allocator_knobs as _xknobs
 from hctune import jobs
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -45,11 +46,41 @@ def _request_model() -> type[BaseModel]:
             kind, lo, hi, text = _options.NUMBERS[k]
             fields[k] = (kind if d is not None else kind | None,
                          Field(d, ge=lo, le=hi, allow_inf_nan=False, description=text))
+        elif k == "allocators":
+            fields[k] = (list[Annotated[str, Field(max_length=64)]],
+                         Field(list(d), min_length=1, max_length=16, description=(
+                             "the allocators searched, each with its knobs: hc, "
+                             f"{', '.join(_xknobs.names())}; [\"{INSTALLED}\"]: HC and every "
+                             "one installed on the worker's machine; [\"hc\"]: HC alone")))
+        elif k == "memory_measure":
+            fields[k] = (str, Field(d, max_length=16, description="what mem minimises: "
+                                    + " or ".join(_obj.MEMORY_MEASURES)))
         elif isinstance(d, tuple):
             fields[k] = (list[str], Field(list(d), max_length=16))
         else:
             fields[k] = (str, d)
     return create_model("StudyRequest", **fields)
+
+
+INSTALLED = "installed"
+
+
+def check_allocators(names: list[str]) -> list[str]:
+    """The allocator names of a study asked for, checked (one line naming the bad one); the
+    worker leaves out one its machine lacks (hctune.search.study.check_allocators) and
+    expands "installed" there (hctune.serve.worker.options_of)."""
+    known = ["hc", *_xknobs.names()]
+    out = []
+    for n in names:
+        if n == INSTALLED and len(names) > 1:
+            raise HTTPException(422, f"allocators: {INSTALLED!r} stands alone (HC and every "
+                                     "allocator installed)")
+        if n != INSTALLED and n not in known:
+            raise HTTPException(422, f"allocators: unknown allocator {n[:64]!r}; use "
+                                     f"{', '.join(known)} or {INSTALLED}")
+        if n not in out:
+            out.append(n)
+    return out
 
 
 StudyRequest = _request_model()
@@ -63,6 +94,10 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
     if req.name is not None and not _NAME.match(req.name):
         raise HTTPException(422, "name: letters, digits, '_', '.', '-' (at most 64)")
     name = req.name or f"web-{req.objective}-{secrets.token_hex(4)}"
+    req.allocators = check_allocators(req.allocators)
+    if req.memory_measure not in _obj.MEMORY_MEASURES:
+        raise HTTPException(422, f"memory_measure: {' or '.join(_obj.MEMORY_MEASURES)}, not "
+                                 f"{req.memory_measure!r}")
     try:
         opts = _options.from_json(req.model_dump(include=set(_options.USER)))
     except HctuneError as e:

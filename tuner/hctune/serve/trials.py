@@ -19,8 +19,10 @@ attributes through Optuna for each of them would keep the server busy doing noth
 from __future__ import annotations
 
 import bisect
+import copy
 import hashlib
 import json
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -33,44 +35,157 @@ from hctune.search.storage import RETRY_OF
 
 DEFAULT_TTL = 1.0   # seconds a read of a study's trials is served before it is refreshed
 MAX_STUDIES = 32    # studies kept in memory (the least recently asked for goes first)
+MAX_PAGE = 200      # the most trials one page of the table holds
+MAX_OFFSET = 10**9  # more trials than a study holds
+SORT_KEYS = ("number", "state", "allocator", "mem_ratio", "perf_ratio", "seed", "worker")
+STATES = ("complete", "running", "waiting", "fail", "pruned")
+
+
+def _number(x) -> float | None:
+    """A ratio as the pages can show it: a finite number, or None (a stored NaN, infinity, a
+    string or a list would make the JSON invalid for a browser, or break the plot)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def _text(x, limit: int = 4096) -> str | None:
+    """A stored attribute as text of bounded length (None stays None)."""
+    if x is None:
+        return None
+    s = x if isinstance(x, str) else json.dumps(x, default=str)
+    return s if len(s) <= limit else s[:limit] + "…"
 
 
 def trial_row(t: FrozenTrial) -> dict:
     a = t.user_attrs
+    try:
+        feasible = _study.feasible(t) if "mem" in a else None
+    except TypeError:         # constraints stored as something other than numbers
+        feasible = False
+    retry = a.get(RETRY_OF)
     return {"number": t.number, "state": t.state.name.lower(),
-            "mem_ratio": a.get("mem"), "perf_ratio": a.get("perf"),
-            "feasible": _study.feasible(t) if "mem" in a else None,
-            "setting": a.get("setting"), "seed": a.get("seed"),
-            "worker": a.get("worker"), "error": a.get("error"),
-            "retry_of": a.get(RETRY_OF)}   # the dead worker's trial this one runs again
+            "allocator": _text(_study.trial_allocator(t), 64),
+            "mem_ratio": _number(a.get("mem")), "perf_ratio": _number(a.get("perf")),
+            "feasible": feasible,
+            "setting": _text(a.get("setting")), "seed": _text(a.get("seed"), 256),
+            "worker": _text(a.get("worker"), 256), "error": _text(a.get("error")),
+            # the dead worker's trial this one runs again
+            "retry_of": retry if isinstance(retry, int) and not isinstance(retry, bool) else None}
+
+
+def _measured_ok(t: FrozenTrial) -> bool:
+    a = t.user_attrs
+    if "mem" not in a:
+        return True
+    c = a.get("constraints", [])
+    return _number(a.get("mem")) is not None and _number(a.get("perf")) is not None and \
+        isinstance(c, list) and all(_number(x) is not None for x in c)
+
+
+def _unmeasured(t: FrozenTrial) -> FrozenTrial:
+    u = copy.copy(t)
+    u.user_attrs = {k: v for k, v in t.user_attrs.items()
+                    if k not in ("mem", "perf", "constraints")}
+    return u
 
 
 def _encode(row: dict) -> bytes:
     return json.dumps(row, separators=(",", ":")).encode()
 
 
+def _finite(x):
+    """x with every non-finite float in it made None: what json.dumps writes as NaN/Infinity is
+    not JSON to a browser."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
 class Snapshot:
     """One read of a study's trials, never changed once made. It answers get_trials() like an
     optuna.Study, so hctune.search.study's summary() works on it without another read."""
 
-    def __init__(self, name: str, state: str, trials: list[FrozenTrial], encoded: list[bytes]):
+    def __init__(self, name: str, state: str, trials: list[FrozenTrial], encoded: list[bytes],
+                 rows: list[dict] | None = None):
         self.study_name = name
         self.state = state
         self.trials = trials                 # in number order
         self._numbers = [t.number for t in trials]
         self._encoded = encoded
+        self._rows = rows if rows is not None else [json.loads(b) for b in encoded]
+        self._front: list[int] | None = None
+        self._clean: list[FrozenTrial] | None = None
+        self._pages: dict[tuple, tuple[bytes, str]] = {}
         self.blob = b"[" + b",".join(encoded) + b"]"
         self.etag = '"' + hashlib.blake2b(self.blob, digest_size=12).hexdigest() + '"'
         self._summaries: dict[str, dict] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()   # (summary and front read get_trials under it)
 
     def get_trials(self, deepcopy: bool = False, states=None) -> list[FrozenTrial]:
+        """The trials as the summary and the front read them: a finished trial whose stored
+        ratios are not finite numbers (or whose constraints are not numbers) reads as one
+        that was never measured, so it is in no best, on no front, and breaks neither."""
+        with self._lock:
+            if self._clean is None:
+                self._clean = [t if _measured_ok(t) else _unmeasured(t) for t in self.trials]
         if states is None:
-            return list(self.trials)
-        return [t for t in self.trials if t.state in states]
+            return list(self._clean)
+        return [t for t in self._clean if t.state in states]
 
     def rows(self) -> list[dict]:
         return json.loads(self.blob)
+
+    def front(self) -> list[int]:
+        """The numbers of the trials on the Pareto front of (footprint, speed), both against
+        glibc: feasible finished trials that no other is at least as good as on both and
+        better on one (hctune.search.study.pareto_front), by footprint."""
+        with self._lock:
+            if self._front is None:
+                self._front = [t.number for t in _study.pareto_front(self)]
+            return self._front
+
+    def table(self, state: str | None = None, allocator: str | None = None, text: str = "",
+              front_only: bool = False, sort: str = "number", desc: bool = True,
+              offset: int = 0, limit: int = 50) -> tuple[bytes, str]:
+        """One page of the trial table as (JSON, ETag): the trials in `state`, measured with
+        `allocator`, whose setting or seed holds `text` (any case), on the front only if asked,
+        sorted by `sort` (empty cells last either way), `limit` of them from `offset`. With
+        them: how many match, how many there are, the front, the allocators and states seen."""
+        key = (state, allocator, text, front_only, sort, desc, offset, limit)
+        with self._lock:
+            hit = self._pages.get(key)
+        if hit is not None:
+            return hit
+        front = self.front()
+        on_front = set(front)
+        needle = text.casefold()
+        rows = [r for r in self._rows
+                if (state is None or r["state"] == state)
+                and (allocator is None or r["allocator"] == allocator)
+                and (not front_only or r["number"] in on_front)
+                and (not needle or needle in (r["setting"] or "").casefold()
+                     or needle in (r["seed"] or "").casefold())]
+        present = [r for r in rows if r[sort] is not None]
+        present.sort(key=lambda r: (r[sort], r["number"]), reverse=desc)
+        rows = present + [r for r in rows if r[sort] is None]
+        page = [dict(r, front=r["number"] in on_front) for r in rows[offset:offset + limit]]
+        out = {"total": len(self._rows), "matched": len(rows), "offset": offset,
+               "limit": limit, "front": front,
+               "allocators": sorted({r["allocator"] for r in self._rows if r["allocator"]}),
+               "states": sorted({r["state"] for r in self._rows}), "trials": page}
+        body = json.dumps(out, separators=(",", ":")).encode()
+        etag = '"' + hashlib.blake2b(self.etag.encode() + repr(key).encode(),
+                                     digest_size=12).hexdigest() + '"'
+        with self._lock:
+            if len(self._pages) >= 32:
+                self._pages.clear()
+            self._pages[key] = (body, etag)
+        return body, etag
 
     def since(self, number: int) -> tuple[bytes, str]:
         """(JSON, ETag) of the trials numbered `number` or more (all of them for 0)."""
@@ -83,7 +198,7 @@ class Snapshot:
     def summary(self, objective: str) -> dict:
         with self._lock:   # made once per read, whoever asks first
             if objective not in self._summaries:
-                self._summaries[objective] = _study.summary(self, objective)
+                self._summaries[objective] = _finite(_study.summary(self, objective))
             return self._summaries[objective]
 
 
@@ -93,7 +208,7 @@ class _Entry:
         self.snap: Snapshot | None = None
         self.taken = 0.0                     # time.monotonic() of snap's read
         self.lock = threading.Lock()         # held by the one request refreshing
-        self.rows: dict[int, tuple[FrozenTrial, bytes]] = {}
+        self.rows: dict[int, tuple[FrozenTrial, bytes, dict]] = {}
 
 
 class TrialsCache:
@@ -164,14 +279,16 @@ class TrialsCache:
     def _refresh(self, e: _Entry, name: str, state: str) -> Snapshot:
         started = time.monotonic()
         trials = e.study.get_trials(deepcopy=False)   # reads only what changed (Optuna's cache)
-        encoded = []
+        encoded, rows = [], []
         for t in trials:
             old = e.rows.get(t.number)
             if old is None or old[0] is not t:   # Optuna's cache keeps a finished trial's object
-                old = (t, _encode(trial_row(t)))
+                row = trial_row(t)
+                old = (t, _encode(row), row)
                 e.rows[t.number] = old
             encoded.append(old[1])
-        snap = Snapshot(name, state, trials, encoded)
+            rows.append(old[2])
+        snap = Snapshot(name, state, trials, encoded, rows)
         e.snap, e.taken = snap, started
         return snap
 

@@ -1,7 +1,12 @@
-"""A study's views that Optuna computes (optuna.visualization.matplotlib, optuna.importance): the
-optimisation history, the knobs' importance (PED-ANOVA) and the parallel coordinates, as SVG,
-made again when the study's finished trials change (at most every REDRAW_SECONDS). hctune's own page keeps what no
-dashboard has (the allocator comparison, the real runs, the downloads)."""
+"""A study's views that Optuna computes (optuna.visualization.matplotlib, optuna.importance):
+the optimisation history, the knobs' importance (PED-ANOVA) and the parallel coordinates, as
+SVG, made again when the study's finished trials change (at most every REDRAW_SECONDS). The
+trial table and its Pareto front are hctune.serve.table's. hctune's own page keeps what no
+dashboard has (the allocator comparison, the real runs, the downloads).
+
+optuna-dashboard is not mounted: its newest release (0.21.0) serves its page at /dashboard and
+its API at /api/studies/<id> on the root of the server (its bundled JavaScript is built with
+those absolute paths), where hctune's own /api/studies is; it cannot live under a prefix."""
 
 from __future__ import annotations
 
@@ -107,3 +112,4 @@ async def api_view(request: Request, name: str, kind: str):
         raise HTTPException(404, f"no view {kind!r}; one of {', '.join(KINDS)}")
     body = fresh(svc, name, kind) or await run_in_threadpool(plot, svc, name, kind)
     return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
+

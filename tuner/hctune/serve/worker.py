@@ -102,10 +102,17 @@ def _measuring(storage, study: str, me: str):
     return trial
 
 
-def options_of(row, storage: str | None) -> _options.Options:
+INSTALLED = "installed"   # a study's allocators: HC and every one installed here
+
+
+def options_of(row, storage: str | None, log=None) -> _options.Options:
     """The queued study's options, parsed once (hctune.search.options, the model the CLI and
-    the service build too)."""
-    return _options.from_json(row["options_json"], study=row["study"], storage=storage)
+    the service build too); allocators ["installed"] (the service's default, as `search`'s)
+    become HC and every allocator installed on this worker's machine."""
+    opts = _options.from_json(row["options_json"], study=row["study"], storage=storage)
+    if INSTALLED in opts.allocators:
+        opts.allocators = _study.default_allocators(log)
+    return opts
 
 
 def compare_others(db_path, trace_ids, rounds: int, log=print) -> None:
@@ -181,7 +188,8 @@ def run_one(db_path, row, storage: str | None, log=print,
     # trace ids, not paths: the files may be on another machine (a shared database holds their
     # contents, and run() reads them from it; hctune.trace.store)
     trace_ids = json.loads(row["trace_ids"])
-    opts = options_of(row, storage or default_url(db_path))
+    opts = options_of(row, storage or default_url(db_path),
+                      lambda line: log(f"study {row['study']}: {line}"))
     target = opts.trials
     st = open_storage(opts.storage)
     if presence is not None:

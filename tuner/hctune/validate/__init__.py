@@ -14,7 +14,8 @@ prediction against the real program, and so does `hctune validate`:
 4. a run whose stdout (sha256) or exit status differs from glibc's, that dies of a signal or
    times out, disqualifies its candidate (which then stops running);
 5. medians with 95 % intervals; ratios as the ratio of medians with a paired bootstrap over
-   rounds (see `ratio_ci`); on the real measure (mem: peak RSS; perf and pareto: wall time
+   rounds (see `ratio_ci`); on the real measure (mem: peak RSS, or with the study's
+   --memory-measure the mean or final RSS of hcrun's RSS curve; perf and pareto: wall time
    among those whose peak RSS is within the memory limit) the one rule of `rule.recommend`
    (a candidate must win significantly over every simpler option) gives the recommendation
    among all candidates and the winner among the HC ones (what emit writes); and a verdict
@@ -35,6 +36,7 @@ import json
 from hctune import knobs as _knobs  # noqa: F401  (re-exported, as before the split)
 from hctune.db import Database, now
 from hctune.errors import HctuneError
+from hctune.search.objective import MEMORY_MEASURES
 from hctune.validate.candidates import (DEFAULT_TOP, REFERENCES, Candidate, _distinct, _spread,  # noqa: F401
                                        candidates, tuned_trials)
 from hctune.validate.launcher import HCRUN_SOURCE, hcrun  # noqa: F401
@@ -64,13 +66,14 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              runs: int = DEFAULT_RUNS, argv: list[str] | None = None, references: bool = True,
              extra=(), memory_limit: float | None = None, timeout: float | None = None,
              progress=None, seed: int = 0, storage: str | None = None,
-             objective: str | None = None) -> dict:
+             objective: str | None = None, memory_measure: str | None = None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
     on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
     is [(label, library path[, env])]; `storage`: the
     study's Optuna storage URL when the one hc_studies names lacks its password (workers);
-    `objective` without `study`: the latest study of that objective on the latest traces."""
+    `objective` without `study`: the latest study of that objective on the latest traces;
+    `memory_measure` (peak | mean | final): mem's measure, default the study's."""
     if runs < MIN_RUNS:
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
@@ -81,6 +84,12 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         if study is None and objective is not None:
             study = results.study_for(db, objective)
         row, st = _study.load(db, study, storage)
+        if memory_measure is None:
+            memory_measure = json.loads(row["options_json"] or "{}").get("memory_measure",
+                                                                         "peak")
+        if memory_measure not in MEMORY_MEASURES:
+            raise HctuneError(f"--memory-measure: use {', '.join(MEMORY_MEASURES)}, "
+                              f"not {memory_measure!r}")
         prog = program_for(db, row, argv)
         cands, notes = candidates(db, row, st, top, references, extra, progress)
         launcher = hcrun()
@@ -89,7 +98,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         status = "failed"
         try:
             summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
-                                  seed, memory_limit, notes)
+                                  seed, memory_limit, notes, memory_measure)
             status = "done"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -102,7 +111,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
 
 
 def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
-                memory_limit, notes) -> dict:
+                memory_limit, notes, memory_measure="peak") -> dict:
     def on_run(r, done, total):
         db.add_real_run(vid, r)     # stored as it finishes: an interrupted validation keeps it
         if progress:
@@ -114,7 +123,8 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
     all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
                                            on_round=on_round)
     limit, vs_generic = _limit(row, memory_limit)
-    summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic)
+    summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
+                        memory_measure)
     summary["notes"] = notes + more + summary["notes"]
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"

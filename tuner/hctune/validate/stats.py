@@ -5,7 +5,8 @@ from __future__ import annotations
 
 BOOTSTRAP = 2000
 MEASURES = ("wall_s", "cpu_s", "peak_rss_bytes")
-# the RSS curve of a run (hcrun's samples): shown when measured, not a winner's measure yet
+# the RSS curve of a run (hcrun's samples): its time-weighted mean and the RSS at the end;
+# shown when measured, and mem's measure with the study's --memory-measure mean|final
 CURVE_MEASURES = ("rss_mean_bytes", "rss_final_bytes")
 
 
@@ -53,5 +54,7 @@ def _values(runs: list[dict], measure: str) -> dict:
     out = {}
     for r in runs:
         if r.get("problem") is None and r.get("wall_s") is not None:
-            out[r["round"]] = (r["user_s"] + r["sys_s"]) if measure == "cpu_s" else r[measure]
+            v = (r["user_s"] + r["sys_s"]) if measure == "cpu_s" else r.get(measure)
+            if v is not None:     # a curve figure of a run shorter than one sample: none
+                out[r["round"]] = v
     return out

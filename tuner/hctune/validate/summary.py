@@ -8,7 +8,7 @@ import zlib
 
 from hctune import allocators
 from hctune import knobs as _knobs
-from hctune.search.objective import DEFAULT_PERF_MEMORY_OVERHEAD
+from hctune.search.objective import DEFAULT_PERF_MEMORY_OVERHEAD, REAL_MEMORY_FIELDS
 from hctune.validate.candidates import Candidate
 from hctune.validate import rule
 from hctune.validate.stats import (BOOTSTRAP, CURVE_MEASURES, MEASURES, _median, _values,
@@ -29,8 +29,11 @@ def _pct(ratio_entry, faster_word="faster", slower_word="slower") -> str:
 
 
 DOMINATES = 5.0     # %: a smaller gain on the other measure is not worth a line of the verdict
-OTHER = {"wall_s": "peak_rss_bytes", "peak_rss_bytes": "wall_s"}
-WORDS = {"wall_s": ("faster", "slower"), "peak_rss_bytes": ("smaller", "larger")}
+OTHER = {"wall_s": "peak_rss_bytes", "peak_rss_bytes": "wall_s", "rss_mean_bytes": "wall_s",
+         "rss_final_bytes": "wall_s"}
+WORDS = {"wall_s": ("faster", "slower"), "peak_rss_bytes": ("smaller", "larger"),
+         "rss_mean_bytes": ("smaller on average", "larger on average"),
+         "rss_final_bytes": ("smaller at the end", "larger at the end")}
 
 
 def _pairs(vals: dict, seed: int):
@@ -65,17 +68,20 @@ def _cap(rows, measure, memory_limit, memory_vs_generic):
 
 def summarize(cands: list[Candidate], runs: list[dict], objective: str,
               memory_limit: float | None = DEFAULT_MEMORY_OVERHEAD, seed: int = 0,
-              memory_vs_generic: bool = False) -> dict:
+              memory_vs_generic: bool = False, memory_measure: str = "peak") -> dict:
     """Medians, intervals, ratios, the recommendation, the HC winner and the verdict from the
     stored runs (pure: the same runs give the same summary). perf/pareto choices keep median
     peak RSS within `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's
     and generic HC's). `recommendation` is the rule over every candidate (it can be glibc or
-    another allocator); `winner` is the rule over the HC candidates: what `emit` writes."""
+    another allocator); `winner` is the rule over the HC candidates: what `emit` writes.
+    `memory_measure` (the study's --memory-measure): mem's measure, the peak RSS, or the mean
+    or the final RSS of the runs' RSS curve."""
     import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     curve_rng = np.random.default_rng(seed + 1)
     by = {c.label: [r for r in runs if r["candidate"] == c.label] for c in cands}
-    vals = {c.label: {m: _values(by[c.label], m) for m in MEASURES} for c in cands}
+    vals = {c.label: {m: _values(by[c.label], m) for m in MEASURES + CURVE_MEASURES}
+            for c in cands}
     ratio = _pairs(vals, seed)
     rows = []
     generic = next((x.setting for x in cands if x.kind == "generic"), None)
@@ -108,9 +114,10 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     for e in rows:
         for other, key in (("hc generic", "vs_generic"), ("glibc", "vs_glibc")):
             if other in by_label and other != e["candidate"]:
-                for m in MEASURES:
-                    e[key][m] = ratio(e, by_label[other], m)
-    measure = "peak_rss_bytes" if objective == "mem" else "wall_s"
+                for m in MEASURES + CURVE_MEASURES:
+                    if e["median"].get(m) is not None:
+                        e[key][m] = ratio(e, by_label[other], m)
+    measure = REAL_MEMORY_FIELDS[memory_measure] if objective == "mem" else "wall_s"
     cap, base, of = _cap(rows, measure, memory_limit, memory_vs_generic)
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
     # tuned too, but has no malloc.c: it competes in the recommendation only)
@@ -129,7 +136,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
         winner = rec          # the answer is an HC setting: emit writes that one
     if rec is not None:
         for e in rows:
-            e["vs_recommended"] = {m: ratio(e, rec, m) for m in ("wall_s", "peak_rss_bytes")
+            e["vs_recommended"] = {m: ratio(e, rec, m)
+                                   for m in dict.fromkeys(("wall_s", "peak_rss_bytes", measure))
                                    if e is not rec}
     gen_row = next((e for e in rows if e["kind"] == "generic"), None)
     significant = bool(winner and winner["kind"] == "tuned" and gen_row is not None
@@ -144,7 +152,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
             "candidate": e["candidate"], "kind": e["kind"], "allocator": e["allocator"],
             "setting": e["setting"], "trial": e["trial"], "simplicity": rule.simplicity(e),
             **({"origin": e["origin"]} if e.get("origin") else {})}
-    return {"objective": objective, "measure": measure, "memory_limit_pct": memory_limit,
+    return {"objective": objective, "measure": measure, "memory_measure": memory_measure,
+            "memory_limit_pct": memory_limit,
             "memory_limit_of": "max(glibc, generic HC)" if memory_vs_generic else "glibc",
             "candidates": rows, "winner": brief(winner), "recommendation": brief(rec),
             "best_measured": overall["best"]["candidate"] if overall["best"] else None,
