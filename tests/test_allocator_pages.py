@@ -11,6 +11,7 @@
   pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
   short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
 - A double free aborts with one line.
+- The pages' region is reserved 64 MiB at first and grows as needed.
 - Real programs with the layer on give glibc's output: gawk, sqlite3, and a threaded C++ program
   (tests/c/mt_wordfreq.cpp).
 - The layer off is the paper's allocator: no page is ever taken, the paper's counters run, and
@@ -140,6 +141,21 @@ def test_ring_and_fork(c_program, release_libraries, debug_libraries, kind):
     res = run([c_program("hc_threads"), "fork", forks], library)
     assert res.returncode == 0 and res.stdout == f"ok fork children={forks}\n", \
         res.stdout + res.stderr[-2000:]
+
+
+def test_regions_reserved_on_demand(c_program, release_libraries):
+    """The pages' region is 64 MiB of address space at first (it was 64 GiB at the first small
+    malloc), grown in place as pages are carved: the process is at most 128 MiB larger than with
+    the layer off, and 100 MiB of 64-byte blocks (past the first 64 MiB) are all page blocks,
+    kept and freed."""
+    vm = {}
+    for name, mib in (("off", 1), (ON, 100)):
+        res = run([c_program("hc_pages"), "regions", mib], release_libraries[name])
+        assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+        m = re.fullmatch(rf"ok regions mib={mib} vm=(\d+)\n", res.stdout)
+        assert m, res.stdout
+        vm[name] = int(m.group(1))
+    assert vm[ON] - vm["off"] <= 128, vm
 
 
 @pytest.mark.parametrize("kind", ["release", "debug"])

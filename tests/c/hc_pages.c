@@ -24,6 +24,11 @@
  *                                     to free after they exited; HC's small pages must not grow
  *                                     with the number of threads (at most 384 pages)
  *        hc_pages doublefree          frees a small block twice (the allocator must abort)
+ *        hc_pages regions MIB         the process's address space (VmSize, MiB) is printed, then
+ *                                     MIB MiB of 64-byte blocks are allocated, written, each
+ *                                     checked to be a page block (usable size 64) when pages
+ *                                     are on -- past the first region of pages when MIB > 64 --
+ *                                     and freed
  *
  * Standard API and pthreads: runs against glibc as is.  HC's statistics through hc_stats_get
  * (looked up at run time; 0 under another allocator).
@@ -417,6 +422,56 @@ static int short_threads(unsigned long n)
     return 0;
 }
 
+/* ---- regions ---- */
+
+static long vm_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static int regions(size_t mib)
+{
+    void *volatile first = malloc(24); /* the pages are set up (if not already) */
+    long vm = vm_kb();
+    free(first);
+    size_t n = (mib << 20) / 64;
+    void **blocks = malloc(n * sizeof *blocks); /* above SMALL_MAX: the paper's heap */
+    if (!blocks)
+        die("malloc of the array", n);
+    for (size_t i = 0; i < n; i++) {
+        char *b = blocks[i] = malloc(64);
+        if (!b || ((uintptr_t)b & 15))
+            die("malloc(64)", i);
+        memset(b, (int)i, 64);
+    }
+    struct hc_stats st;
+    int hc = stats(&st);
+    unsigned long long pages = st.small_pages;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *b = blocks[i];
+        if (b[0] != (unsigned char)i || b[63] != (unsigned char)i)
+            die("block contents", i);
+        if (pages && malloc_usable_size(b) != 64)
+            die("not a block of a small page (usable size)", malloc_usable_size(b));
+    }
+    for (size_t i = n; i-- > 0;)
+        free(blocks[i]);
+    free(blocks);
+    if (hc && stats(&st) && st.allocs_current > 16)
+        die("blocks still counted after every free", (size_t)st.allocs_current);
+    printf("ok regions mib=%zu vm=%ld\n", mib, vm >> 10);
+    fprintf(stderr, "regions: %llu pages\n", pages);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -439,6 +494,9 @@ int main(int argc, char **argv)
         printf("double free not caught\n");
         return 0;
     }
-    fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS | orphans MS | short THREADS | doublefree\n");
+    if (argc > 2 && strcmp(argv[1], "regions") == 0)
+        return regions(strtoul(argv[2], NULL, 0));
+    fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS"
+            " | orphans MS | short THREADS | doublefree | regions MIB\n");
     return 2;
 }
