@@ -17,7 +17,8 @@ import pytest
 from conftest import ROOT, preload_env
 
 # shape: AMOUNT (seconds for the timed shapes, operations or write rounds for the others)
-SMOKE = {"per-thread": 0.05, "cross-thread": 0.05, "producer-consumer": 0.05,
+SMOKE = {"per-thread": 0.05, "cross-thread": 0.05, "cross-thread-big": 0.05,
+         "producer-consumer": 0.05,
          "mixed": 50_000, "false-share": 20_000, "false-share-handoff": 20_000}
 
 
