@@ -7,7 +7,8 @@
 - Every request size: usable size, alignment, calloc of dirty memory, realloc across the bound,
   the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES.
 - A producer thread allocating and consumers freeing keeps a bounded resident size; the owner
-  gets back every block other threads freed (counted from HC's statistics); 10,000
+  gets back every block other threads freed (counted from HC's statistics); an exited thread's
+  pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
   short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
 - A double free aborts with one line.
 - The pages' region is reserved 64 MiB at first and grows as needed.
@@ -109,6 +110,17 @@ def test_owner_gets_its_blocks_back(c_program, release_libraries, debug_librarie
     res = run([c_program("hc_pages"), "handback", rounds, 3], library)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     assert res.stdout == f"ok handback rounds={rounds} threads=3\n"
+
+
+@pytest.mark.parametrize("kind", ["release", "debug"])
+def test_orphans_freed_later_become_empty(c_program, release_libraries, debug_libraries, kind):
+    """A thread allocates 4096 blocks and exits; the main thread frees them onto the orphaned
+    pages' atomic lists and makes no other call: the purge thread (started by that exit) sweeps
+    the orphans, so every page is empty within 5 s (about DECAY_MS / 2 here)."""
+    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    res = run([c_program("hc_pages"), "orphans", 5000], library)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    assert res.stdout == "ok orphans pages=many\n"
 
 
 @pytest.mark.parametrize("kind", ["release", "debug"])

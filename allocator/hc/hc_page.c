@@ -39,7 +39,10 @@
  *    if it has no live block, else to the orphan pool of its class, owner cleared; a thread
  *    needing a page of that class adopts an orphan before it takes an empty or a new page, and
  *    orphans whose blocks were all freed meanwhile go back to the empty pool, so 10,000
- *    short-lived threads reuse the same pages.  Calls a thread makes after its destructor ran
+ *    short-lived threads reuse the same pages.  The orphans are swept when a thread takes new
+ *    pages, by malloc_trim, and by the purge thread (PURGE_THREAD), which an exit that leaves
+ *    orphans starts, so a program that goes quiet after its threads' blocks were freed gets
+ *    those pages back too.  Calls a thread makes after its destructor ran
  *    go to the paper's heap (malloc) or onto the page's atomic list (free).
  *  - Empty pages.  A page whose blocks all came back is kept if it is the class's current page,
  *    else it goes to the empty pool, reused first (most recently emptied first) by any class.
@@ -834,10 +837,12 @@ static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size - HC_
 
 /* ---- thread exit, malloc_trim, fork, statistics ---- */
 
-/* The thread is exiting (pthread key destructor): each of its pages is retired or orphaned. */
+/* The thread is exiting (pthread key destructor): each of its pages is retired or orphaned
+ * (called with no lock held: the purge thread's start may allocate). */
 static void hc_sp_exit(void *arg)
 {
     struct hc_sp_thread *t = arg;
+    size_t orphaned = 0;
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -856,6 +861,7 @@ static void hc_sp_exit(void *arg)
                     pg->next = hc_sp_orphans[c];
                     hc_sp_orphans[c] = pg;
                     hc_sp_norphans++;
+                    orphaned++;
                 }
             }
         t->cur[c] = &hc_sp_none;
@@ -864,6 +870,10 @@ static void hc_sp_exit(void *arg)
     }
     hc_sp_decay(0);
     pthread_mutex_unlock(&hc_sp_mu);
+    /* Orphans left: the purge thread (started now if no thread with an arena has exited yet)
+     * sweeps them once other threads have freed their blocks (hc_sp_purge_try). */
+    if (orphaned)
+        HC_PURGE_START(1);
 }
 
 /* malloc_trim: the calling thread collects other threads' frees on every page it owns (its
@@ -951,6 +961,11 @@ static HC_UNUSED int hc_sp_purge_try(void)
         return 0;
     if (pthread_mutex_trylock(&hc_sp_mu) != 0)
         return 1;
+    /* Orphans whose blocks have all come back (an exited thread's blocks freed by the threads
+     * it handed them to) become empty pages here, for the decay below; otherwise they wait for
+     * a thread to take a new page or call malloc_trim, which a quiet program never does. */
+    if (hc_sp_norphans)
+        hc_sp_sweep_orphans();
     hc_sp_decay(0);
     /* Enough empty pages not yet released for the decay to act on: come back soon. */
     int pending = hc_sp_ndirty * HC_SP_PAGE >= hc_arenas[0].os.decay_bytes;

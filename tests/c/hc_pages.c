@@ -14,6 +14,11 @@
  *                                     the first round plus one per size class (32), and once the
  *                                     consumers are done and malloc_trim ran, the live blocks are
  *                                     the ones live before the first round (none lost)
+ *        hc_pages orphans MS          a thread allocates 4096 small blocks and exits; the main
+ *                                     thread then frees them all (onto the orphaned pages' atomic
+ *                                     lists) and waits: within MS milliseconds every page must be
+ *                                     empty (the purge thread sweeps the orphans), with no further
+ *                                     call to the allocator from the program
  *        hc_pages short THREADS       THREADS short-lived threads (four at a time) that allocate
  *                                     small blocks, free half and leave half for the main thread
  *                                     to free after they exited; HC's small pages must not grow
@@ -309,6 +314,61 @@ static int handback(long rounds, int threads)
     return 0;
 }
 
+/* ---- orphans: blocks of an exited thread freed later ---- */
+
+static void *orphan_maker(void *arg)
+{
+    uint64_t seed = 3;
+    if (arg)
+        return NULL; /* the warm-up thread */
+    for (size_t i = 0; i < HB_BLOCKS; i++) {
+        size_t n = 8 + rnd(&seed) % 493;
+        unsigned char *p = malloc(n);
+        if (!p)
+            die("malloc returned NULL", n);
+        p[0] = (unsigned char)(uintptr_t)p;
+        hb_blocks[i] = p;
+    }
+    return arg;
+}
+
+static int orphans(long ms)
+{
+    struct hc_stats st;
+    pthread_t t;
+    /* Before the baseline: the look-up's own allocations, if any, and a thread made and joined
+     * (pthread_create allocates the new thread's TLS vector in the creating thread, kept with
+     * the cached stack that the next thread reuses). */
+    if (pthread_create(&t, NULL, orphan_maker, hb_blocks) || pthread_join(t, NULL))
+        die("pthread_create", 0);
+    stats(&st);
+    if (!stats(&st)) {
+        printf("ok orphans (not HC)\n");
+        return 0;
+    }
+    uint64_t base = st.small_pages - st.small_pages_empty; /* the main thread's own pages */
+    if (pthread_create(&t, NULL, orphan_maker, NULL) || pthread_join(t, NULL))
+        die("pthread_create", 0);
+    for (size_t i = 0; i < HB_BLOCKS; i++)
+        free(hb_blocks[i]);
+    stats(&st);
+    uint64_t pages = st.small_pages;
+    long waited = 0;
+    struct timespec tick = {0, 20 * 1000000L};
+    while (st.small_pages - st.small_pages_empty > base && waited < ms) {
+        nanosleep(&tick, NULL);
+        waited += 20;
+        stats(&st);
+    }
+    if (st.small_pages - st.small_pages_empty > base)
+        die("orphaned pages whose blocks were all freed are still not empty (pages in use)",
+            (size_t)(st.small_pages - st.small_pages_empty - base));
+    printf("ok orphans pages=%s\n", pages > 8 ? "many" : "few");
+    fprintf(stderr, "orphans: %llu pages, all empty after %ld ms\n", (unsigned long long)pages,
+            waited);
+    return 0;
+}
+
 /* ---- short-lived threads ---- */
 
 static void *_Atomic left[4][64];
@@ -421,6 +481,8 @@ int main(int argc, char **argv)
         return prodcons(strtol(argv[2], NULL, 0), atoi(argv[3]));
     if (argc > 3 && strcmp(argv[1], "handback") == 0)
         return handback(strtol(argv[2], NULL, 0), atoi(argv[3]));
+    if (argc > 2 && strcmp(argv[1], "orphans") == 0)
+        return orphans(strtol(argv[2], NULL, 0));
     if (argc > 2 && strcmp(argv[1], "short") == 0)
         return short_threads(strtoul(argv[2], NULL, 0));
     if (argc > 1 && strcmp(argv[1], "doublefree") == 0) {
@@ -435,6 +497,6 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[1], "regions") == 0)
         return regions(strtoul(argv[2], NULL, 0));
     fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS"
-            " | short THREADS | doublefree | regions MIB\n");
+            " | orphans MS | short THREADS | doublefree | regions MIB\n");
     return 2;
 }
