@@ -6,6 +6,7 @@ ratios, attributes of the wrong type, markup) break no page and no JSON answer."
 
 import json
 import math
+import os
 import urllib.parse
 
 import optuna
@@ -241,3 +242,16 @@ def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
     assert status == 200 and b"'s trials" not in body
     rows = table(served, "cross", allocator="jemalloc")["trials"]
     assert len(rows) == 6 and {r["allocator"] for r in rows} == {"jemalloc"}
+
+
+def test_the_table_needs_the_token_as_every_read(tmp_path):
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    try:
+        assert get(srv, "/api/studies/table/table")[0] == 401
+        assert get(srv, "/studies?part=table")[0] in (303, 307, 401)
+        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok"})
+        assert status == 404 and "error" in strict(body)       # no such study, said in JSON
+        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok"})
+        assert status == 200 and b"none yet" in body
+    finally:
+        srv.stop()
