@@ -2,11 +2,12 @@
 """A big program through the whole flow (issue 23): profile -> stats -> search -> validate ->
 emit, with each step's wall time and peak resident memory.
 
-    .venv/bin/python bench/big_flow.py [--rounds 30] [--trials 20] [--out bench-out/big_flow]
+    .venv/bin/python bench/big_flow.py [--rounds 30] [--trials 20] [--stats-rounds 3]
+        [--only-profile] [--out bench-out/big_flow]
 
 The program is bench/big/factor.py (Pollard's rho on ROUNDS semiprimes) on the system's
-python3 with PYTHONMALLOC=malloc (`env PYTHONMALLOC=malloc python3 ...`): about 2.5 M
-allocator calls per round.  Each hctune step runs
+python3 with PYTHONMALLOC=malloc (`env PYTHONMALLOC=malloc python3 ...`): about 3.7 M
+allocator calls per round (300 rounds: 1.12 G).  Each hctune step runs
 as `python -c <wrapper> ARGS` where the wrapper calls hctune.cli.main and writes the Python
 process's own peak RSS (getrusage RUSAGE_SELF) and its children's (RUSAGE_CHILDREN: the traced
 program, hcreplay, the validation runs) — "hctune's" is the first.  Also timed: the program
@@ -42,7 +43,8 @@ if "profile" in sys.argv[1:4]:     # only then: importing it costs the other ste
     _profile = hctune.commands.profile.profile
     def profile(*a, **k):
         p = _profile(*a, **k)
-        seen.update(program_s=p.program_seconds, after_s=p.after_seconds)
+        seen.update(program_s=p.program_seconds, after_s=p.after_seconds,
+                    after_cpu_s=p.after_cpu_seconds)
         return p
     hctune.commands.profile.profile = profile
 try:
@@ -93,6 +95,7 @@ def _hctune(db: Path, work: Path, *args) -> dict:
     return {"wall_s": wall, "hctune_rss_mb": u["self_kb"] / 1024,
             "children_rss_mb": u["children_kb"] / 1024, "cpu_s": u["cpu_s"],
             "program_s": u.get("program_s"), "after_s": u.get("after_s"),
+            "after_cpu_s": u.get("after_cpu_s"),
             "stdout": r.stdout, "stderr": r.stderr}
 
 
@@ -100,6 +103,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--stats-rounds", type=int, default=3,
+                    help="interleaved rounds of the C tool and `hctune stats` (medians)")
+    ap.add_argument("--only-profile", action="store_true",
+                    help="stop after the profile step (profile's work after the exit)")
     ap.add_argument("--out", default="bench-out/big_flow")
     a = ap.parse_args()
     out = Path(a.out).resolve()
@@ -107,17 +114,29 @@ def main() -> int:
     py = _python()
     # through env(1), so that validate's re-runs of the profiled command get PYTHONMALLOC too
     prog = ["env", "PYTHONMALLOC=malloc", py, str(WORKLOAD), str(a.rounds)]
-    print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials}")
+    print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials} "
+          f"--stats-rounds {a.stats_rounds}" + (" --only-profile" if a.only_profile else ""),
+          flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared "
           "machine: times are one run each, inflated by other work)")
     rows = []
+
+    class _Rows(list):      # each step's row printed when it is done (a long run shows progress)
+        def append(self, row):
+            super().append(row)
+            name, wall, me, kids, note = row
+            fmt = lambda v: f"{v:.0f}" if v is not None else "-"  # noqa: E731
+            print(f"{name:<50} {wall:8.1f} {fmt(me):>10} {fmt(kids):>12}  {note}", flush=True)
+
+    rows = _Rows()
+    print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note", flush=True)
     with tempfile.TemporaryDirectory(dir=out) as d:
         work = Path(d)
         db = work / "h.db"
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
-        wall, _ = _timed(prog, env)
-        rows.append(("the program alone", wall, None, None, ""))
+        alone, alone_cpu = _timed(prog, env)
+        rows.append(("the program alone", alone, None, None, f"CPU {alone_cpu:.1f} s"))
         trace = work / "factor.hct"
         r = _hctune(db, work, "profile", "-o", trace, *prog)
         size = trace.stat().st_size
@@ -127,19 +146,23 @@ def main() -> int:
         events = st["events"]
         rows.append(("hctune profile", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"],
                      f"{events:,} events, {size / 1e6:.0f} MB ({size / events:.2f} B/event); "
-                     f"the program ran {r['program_s']:.1f} s, hctune's work after it "
-                     f"{r['after_s']:.1f} s = {100 * r['after_s'] / r['program_s']:.0f} %"))
+                     f"the program ran {r['program_s']:.1f} s traced; hctune's work after "
+                     f"it {r['after_s']:.2f} s wall, {r['after_cpu_s']:.2f} s CPU = "
+                     f"{100 * r['after_s'] / r['program_s']:.1f} % of the traced run, "
+                     f"{100 * r['after_s'] / alone:.1f} % of the program alone"))
+        if a.only_profile:
+            return 0
         # interleaved: the C tool alone, then hctune stats (which runs it), 3 rounds
         tool, mine = [], []
-        for _ in range(3):
+        for _ in range(a.stats_rounds):
             tool.append(_timed([str(ROOT / "build" / "hctrace-tool"), "stats", str(trace)]))
             r = _hctune(db, work, "stats", trace, "--json")
             mine.append((r["wall_s"], r["cpu_s"]))
         tw, tc = (statistics.median(x) for x in zip(*tool))
         mw, mc = (statistics.median(x) for x in zip(*mine))
-        rows.append(("build/hctrace-tool stats (median of 3)", tw, None, None,
+        rows.append((f"build/hctrace-tool stats (median of {a.stats_rounds})", tw, None, None,
                      f"CPU {tc:.1f} s"))
-        rows.append(("hctune stats (median of 3)", mw, r["hctune_rss_mb"], r["children_rss_mb"],
+        rows.append((f"hctune stats (median of {a.stats_rounds})", mw, r["hctune_rss_mb"], r["children_rss_mb"],
                      f"CPU {mc:.1f} s; {mw / tw:.2f}x the C tool's wall, {mc / tc:.2f}x its CPU"))
         r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
                     "--objective", "mem", "--allocators", "hc", "--json")
@@ -150,10 +173,6 @@ def main() -> int:
                      r["hctune_rss_mb"], r["children_rss_mb"], "children: the program"))
         r = _hctune(db, work, "emit", "-o", work / "malloc.c")
         rows.append(("hctune emit", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"], ""))
-    print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note")
-    for name, wall, me, kids, note in rows:
-        fmt = lambda v: f"{v:.0f}" if v is not None else "-"  # noqa: E731
-        print(f"{name:<50} {wall:8.1f} {fmt(me):>10} {fmt(kids):>12}  {note}")
     (out / "result.json").write_text(json.dumps(
         [dict(zip(("step", "wall_s", "hctune_rss_mb", "children_rss_mb", "note"), r))
          for r in rows], indent=1))

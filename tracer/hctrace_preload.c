@@ -132,6 +132,9 @@ static uint64_t g_win_start_ns, g_win_end_ns;   /* since g_mono0; end 0 = until 
 static uint64_t g_win_dur_ns;        /* the window's length when a signal opens it (0: open) */
 static int g_toggle_sig;             /* HCTRACE_SIGNAL: the signal that opens, then shuts it */
 static _Atomic int g_toggles;        /* how many times it came */
+static int g_toggles_seen;           /* how many of them the hooks have acted on (the lock's) */
+static uint64_t g_win_period_ns;     /* HCTRACE_PERIOD: a window of DURATION every PERIOD */
+static uint64_t g_windows;           /* windows opened so far */
 static _Atomic int g_win_lock;
 static TLS uint32_t t_tick;
 
@@ -385,11 +388,13 @@ static void win_lock(void)
 static void win_unlock(void) { atomic_store_explicit(&g_win_lock, 0, memory_order_release); }
 
 #define SIZE_BITS 56
-static void live_put(const void *p, size_t size, size_t align)
+static void live_put(const void *p, size_t size, size_t align, int recorded)
 {
     uint64_t v = (uint64_t)size & (((uint64_t)1 << SIZE_BITS) - 1);
     if (align)
         v |= (uint64_t)__builtin_ctzll(align) << SIZE_BITS;
+    if (recorded)
+        v |= (uint64_t)1 << 62;
     if (hct_map_put(&g_live, (uint64_t)(uintptr_t)p, v) < 0 && !g_live_lost) {
         g_live_lost = 1;
         say("out of memory for the table of live blocks: the window's trace will show frees "
@@ -397,23 +402,79 @@ static void live_put(const void *p, size_t size, size_t align)
     }
 }
 
-/* Under the lock: the table as events, then recording on. */
-static void win_start_locked(void)
+/* The table's value: size (56 bits), log2 of the alignment (bits 56-61) and RECORDED (bit 62):
+ * the block's allocation is in the trace already (it was allocated inside a window, or written
+ * when one opened).  A block not recorded is written when the next window opens. */
+#define RECORDED ((uint64_t)1 << 62)
+#define SHIFT_MASK ((uint64_t)0x3f)
+
+static void record_block(tbuf *t, uint64_t k, uint64_t v)
 {
-    tbuf *t = &t_buf;
+    uint64_t size = v & (((uint64_t)1 << SIZE_BITS) - 1);
+    unsigned shift = (unsigned)((v >> SIZE_BITS) & SHIFT_MASK);
+    record(t, shift ? HCT_MEMALIGN : HCT_MALLOC, next_seq(), (void *)(uintptr_t)k, NULL,
+           (size_t)size, shift ? (size_t)1 << shift : 0);
+}
+
+/* Under the lock: every live block the trace does not have yet, as events (the heap as it is
+ * when the window opens), each marked recorded. */
+static void win_write_table_locked(void)
+{
     for (size_t i = 0; i < g_live.cap; i++) {
         uint64_t k = g_live.keys[i];
-        if (!k)
+        if (!k || (g_live.vals[i] & RECORDED))
             continue;
-        uint64_t v = g_live.vals[i], size = v & (((uint64_t)1 << SIZE_BITS) - 1);
-        unsigned shift = (unsigned)(v >> SIZE_BITS);
-        record(t, shift ? HCT_MEMALIGN : HCT_MALLOC, next_seq(), (void *)(uintptr_t)k, NULL,
-               (size_t)size, shift ? (size_t)1 << shift : 0);
+        record_block(&t_buf, k, g_live.vals[i]);
+        g_live.vals[i] |= RECORDED;
+    }
+}
+
+/* Under the lock: open a window. */
+static void win_open_locked(uint64_t now)
+{
+    win_write_table_locked();
+    if (g_win_dur_ns && !g_win_period_ns)
+        __atomic_store_n(&g_win_end_ns, now + g_win_dur_ns, __ATOMIC_RELAXED);
+    atomic_store_explicit(&g_win, WIN_RECORDING, memory_order_release);
+    g_windows++;
+}
+
+/* Under the lock: shut the window; the table stays for the next one unless none can come. */
+static void win_close_locked(void)
+{
+    if (g_toggle_sig || g_win_period_ns) {
+        atomic_store_explicit(&g_win, WIN_BEFORE, memory_order_release);
+        return;
     }
     hct_map_free(&g_live);
-    if (g_toggle_sig && g_win_dur_ns)
-        __atomic_store_n(&g_win_end_ns, mono_ns() - g_mono0 + g_win_dur_ns, __ATOMIC_RELAXED);
-    atomic_store_explicit(&g_win, WIN_RECORDING, memory_order_release);
+    atomic_store_explicit(&g_win, WIN_AFTER, memory_order_release);
+}
+
+/* What the state should be now: the clock (start, end, period) or the signals not yet taken
+ * (each one flips it: it opens a shut window and shuts an open one). */
+static int win_wanted(int w, uint64_t now, int take_signals)
+{
+    if (g_toggle_sig) {
+        int toggles = atomic_load_explicit(&g_toggles, memory_order_relaxed);
+        if (toggles != g_toggles_seen) {
+            if (!take_signals)
+                return -1;                /* something to do: look again under the lock */
+            int flips = toggles - g_toggles_seen;
+            g_toggles_seen = toggles;
+            if (flips & 1)
+                w = w == WIN_RECORDING ? WIN_BEFORE : WIN_RECORDING;
+            if (w == WIN_RECORDING)
+                return w;                 /* a signal just opened it: its duration starts now */
+        }
+        uint64_t end = __atomic_load_n(&g_win_end_ns, __ATOMIC_RELAXED);
+        return w == WIN_RECORDING && end && now >= end ? WIN_BEFORE : w;
+    }
+    if (now < g_win_start_ns)
+        return WIN_BEFORE;
+    if (g_win_period_ns)                  /* time slices: dur of every period */
+        return (now - g_win_start_ns) % g_win_period_ns < g_win_dur_ns ? WIN_RECORDING
+                                                                       : WIN_BEFORE;
+    return g_win_end_ns && now >= g_win_end_ns ? WIN_AFTER : WIN_RECORDING;
 }
 
 static void win_check_clock(void)
@@ -422,47 +483,62 @@ static void win_check_clock(void)
     if (w == WIN_AFTER)
         return;
     uint64_t now = mono_ns() - g_mono0;
-    int toggles = atomic_load_explicit(&g_toggles, memory_order_relaxed);
-    if (w == WIN_BEFORE && (now >= g_win_start_ns || toggles >= 1)) {
-        win_lock();
-        if (atomic_load_explicit(&g_win, memory_order_relaxed) == WIN_BEFORE)
-            win_start_locked();
-        win_unlock();
-        w = WIN_RECORDING;
-    }
-    uint64_t end = __atomic_load_n(&g_win_end_ns, __ATOMIC_RELAXED);
-    if (w == WIN_RECORDING && ((end && now >= end) || toggles >= 2))
+    if (win_wanted(w, now, 0) == w)
+        return;
+    win_lock();
+    w = atomic_load_explicit(&g_win, memory_order_relaxed);
+    int want = w == WIN_AFTER ? w : win_wanted(w, now, 1);
+    if (want == WIN_RECORDING && w != WIN_RECORDING)
+        win_open_locked(now);
+    else if (want != WIN_RECORDING && w == WIN_RECORDING)
+        win_close_locked();
+    else if (want == WIN_AFTER && w == WIN_BEFORE) {
+        hct_map_free(&g_live);
         atomic_store_explicit(&g_win, WIN_AFTER, memory_order_release);
+    }
+    win_unlock();
 }
 
-/* One allocator event in windowed mode: recorded inside the window, noted in the table before
- * it, dropped after.  Allocations come here after the real call, frees before (as record). */
+/* One allocator event in windowed mode.  Allocations come here after the real call, frees
+ * before (as record).  Until no window can come any more, every event updates the table of live
+ * blocks under the lock (so a window, and a child forked inside one, starts with the heap as it
+ * is).  Inside a window the event is recorded; outside, only a free (or realloc) of a block
+ * the trace has is, so that the trace stays the heap's history with the gaps' short-lived
+ * blocks left out.  After the last window the hooks pass everything through. */
 static void win_event(uint8_t op, const void *p, const void *old, size_t size, size_t align)
 {
     if (unlikely(++t_tick >= WINDOW_TICK)) {
         t_tick = 0;
         win_check_clock();
     }
-    int w = atomic_load_explicit(&g_win, memory_order_acquire);
-    if (w == WIN_BEFORE) {
-        win_lock();
-        w = atomic_load_explicit(&g_win, memory_order_relaxed);
-        if (w == WIN_BEFORE) {
-            if (op == HCT_FREE || op == HCT_REALLOC)
-                hct_map_del(&g_live, (uint64_t)(uintptr_t)(op == HCT_FREE ? p : old), NULL);
-            if (op != HCT_FREE)
-                live_put(p, size, op == HCT_MEMALIGN ? align : 0);
-            win_unlock();
-            return;
-        }
-        /* the window began meanwhile: this event is its, numbered after the table */
-        uint64_t seq = next_seq();
+    if (atomic_load_explicit(&g_win, memory_order_acquire) == WIN_AFTER)
+        return;
+    win_lock();
+    int w = atomic_load_explicit(&g_win, memory_order_relaxed);
+    if (w == WIN_AFTER) {
+        win_unlock();
+        return;
+    }
+    uint64_t was = 0;
+    int had = 0;
+    if (op == HCT_FREE || op == HCT_REALLOC)
+        had = hct_map_del(&g_live, (uint64_t)(uintptr_t)(op == HCT_FREE ? p : old), &was);
+    if (op != HCT_FREE)
+        live_put(p, size, op == HCT_MEMALIGN ? align : 0, w == WIN_RECORDING);
+    if (w == WIN_RECORDING) {
+        uint64_t seq = next_seq();        /* numbered under the lock: after the table */
         win_unlock();
         record(&t_buf, op, seq, p, old, size, align);
         return;
     }
-    if (w == WIN_RECORDING)
-        record(&t_buf, op, next_seq(), p, old, size, align);
+    /* between windows: the trace learns only that a block it has went away */
+    if (had && (was & RECORDED)) {
+        uint64_t seq = next_seq();
+        win_unlock();
+        record(&t_buf, HCT_FREE, seq, op == HCT_FREE ? p : old, NULL, 0, 0);
+        return;
+    }
+    win_unlock();
 }
 
 /* Every hook's event: the whole run, or the window. */
@@ -530,17 +606,25 @@ static void window_setup(void)
         atomic_store(&g_win, WIN_BEFORE);
         return;
     }
+    const char *pe = getenv("HCTRACE_PERIOD");
     if ((!a || !*a) && (!d || !*d))
         return;
     int64_t start = a && *a ? parse_seconds(a) : 0, dur = d && *d ? parse_seconds(d) : 0;
-    if (start < 0 || dur < 0) {
-        say("HCTRACE_START_AFTER / HCTRACE_DURATION must be seconds (e.g. 30 or 0.5); "
-            "tracing the whole run", NULL);
+    int64_t period = pe && *pe ? parse_seconds(pe) : 0;
+    if (start < 0 || dur < 0 || period < 0 || (period && (dur == 0 || period < dur))) {
+        say("HCTRACE_START_AFTER / HCTRACE_DURATION / HCTRACE_PERIOD must be seconds (e.g. 30 "
+            "or 0.5), PERIOD at least DURATION; tracing the whole run", NULL);
         return;
     }
     g_win_start_ns = (uint64_t)start;
-    g_win_end_ns = dur ? (uint64_t)start + (uint64_t)dur : 0;
+    if (period) {                         /* time slices: DURATION of every PERIOD */
+        g_win_period_ns = (uint64_t)period;
+        g_win_dur_ns = (uint64_t)dur;
+    } else {
+        g_win_end_ns = dur ? (uint64_t)start + (uint64_t)dur : 0;
+    }
     g_windowed = 1;
+    g_windows = start > 0 ? 0 : 1;
     atomic_store(&g_win, start > 0 ? WIN_BEFORE : WIN_RECORDING);
 }
 
@@ -643,7 +727,8 @@ static void at_fork_child(void)
     if (t_buf.thread_plus1 && !t_buf.dead)
         register_buf(&t_buf);
     g_stop = 0;
-    atomic_store(&g_win_lock, 0);    /* only this thread exists now; the table is as it was */
+    atomic_store(&g_win_lock, 0);    /* only this thread exists now; the table is as it was
+                                        (fork_prepare held the lock across the fork) */
     atomic_store(&g_ending, 0);
     atomic_store(&g_scanning, 0);
     g_pid = getpid();
@@ -653,6 +738,36 @@ static void at_fork_child(void)
     if (g_fd >= 0) {
         g_mono0 = mono_ns();
         write_header();
+    }
+    /* windowed: the child's trace has none of its parent's blocks yet; inside a window it
+     * starts with them (so the child's frees of them are known), between windows they wait in
+     * the table for the next one, as every block does */
+    if (g_windowed && atomic_load(&g_win) != WIN_AFTER) {
+        for (size_t i = 0; i < g_live.cap; i++)
+            g_live.vals[i] &= ~RECORDED;
+        if (g_fd >= 0 && atomic_load(&g_win) == WIN_RECORDING && atomic_load(&g_state) == ST_READY)
+            win_write_table_locked();
+    }
+    if (g_windowed)
+        t_buf.in_hook--;                /* taken by fork_prepare */
+}
+
+/* Around fork: the table must not be copied in the middle of another thread's update.  The
+ * forking thread's own allocator calls meanwhile (other libraries' fork handlers) pass straight
+ * through (in_hook): they would wait for the lock this thread holds. */
+static void fork_prepare(void)
+{
+    if (g_windowed) {
+        t_buf.in_hook++;
+        win_lock();
+    }
+}
+
+static void fork_parent(void)
+{
+    if (g_windowed) {
+        win_unlock();
+        t_buf.in_hook--;
     }
 }
 
@@ -935,7 +1050,7 @@ static void init(void)
     int ok = g_fd >= 0 && pthread_key_create(&g_key, thread_done) == 0;
     if (ok) {
         write_header();
-        pthread_atfork(NULL, NULL, at_fork_child);
+        pthread_atfork(fork_prepare, fork_parent, at_fork_child);
         atexit(at_exit_flush);
         install_handlers();
     }

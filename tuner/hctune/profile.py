@@ -15,20 +15,20 @@ computed by the first command that needs them (register.named stores them then).
 
 from __future__ import annotations
 
-import concurrent.futures
+import hashlib
 import os
 import shutil
 import stat
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hctune import native, paths
 from hctune.errors import HctuneError
-from hctune.files import sha256
 from hctune.trace import spec
 from hctune.trace.reader import TraceError
 from hctune.trace.register import register
@@ -112,10 +112,18 @@ def default_output(program: str) -> Path:
 
 def _command(argv: list[str], tracer: str, out: Path, timestamps: bool = False,
              start_after: float | None = None, duration: float | None = None,
-             toggle_signal: int | None = None) -> tuple[list[str], dict]:
+             toggle_signal: int | None = None,
+             period: float | None = None) -> tuple[list[str], dict]:
     env = dict(os.environ)
-    for name in ("HCTRACE_START_AFTER", "HCTRACE_DURATION", "HCTRACE_SIGNAL"):
+    for name in ("HCTRACE_START_AFTER", "HCTRACE_DURATION", "HCTRACE_SIGNAL", "HCTRACE_PERIOD"):
         env.pop(name, None)
+    if period is not None:
+        if tracer != "preload" or toggle_signal is not None:
+            raise HctuneError("--period needs the preload tracer and no --signal")
+        if not duration or not duration <= period <= 1e8:
+            raise HctuneError(f"--period needs --duration, and seconds from the duration "
+                              f"({duration or 0:g}) to 1e8, not {period:g}")
+        env["HCTRACE_PERIOD"] = f"{period:.6f}"
     if timestamps:
         env["HCTRACE_TIME"] = "1"
     env["HCTRACE_SUMMARY"] = "1"     # <trace>.sum: the counts profile prints (no event read)
@@ -184,6 +192,48 @@ def _main_trace(readable: list[tuple[Path, dict]], base: str) -> tuple[Path, dic
     return chain[-1]    # readable is in tracer order: base, base.<pid>, base.<pid>.<n>...
 
 
+class _Hasher(threading.Thread):
+    """The content hash of each trace file, taken while the tracer writes it: the files are only
+    ever appended to (O_APPEND, whole chunks), so the bytes already there are final and, after
+    the program exits, only the last ones are left to hash (issue 23: profile's own work after
+    the exit).  The tracer's `.sum` files are rewritten, so they are not hashed."""
+
+    def __init__(self, folder: Path, base: str):
+        super().__init__(daemon=True)
+        self.folder, self.base = folder, base
+        self.done = threading.Event()
+        self.state: dict[str, list] = {}          # file name -> [hashlib object, bytes hashed]
+
+    def _catch_up(self) -> int:
+        read = 0
+        for p in self.folder.iterdir():
+            if not p.name.startswith(self.base) or p.name.endswith(SUMMARY_SUFFIX):
+                continue
+            h = self.state.setdefault(p.name, [hashlib.sha256(), 0])
+            try:
+                with open(p, "rb") as f:
+                    f.seek(h[1])
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h[0].update(block)
+                        h[1] += len(block)
+                        read += len(block)
+            except OSError:
+                continue
+        return read
+
+    def run(self):
+        while not self.done.is_set():
+            if not self._catch_up():
+                self.done.wait(0.25)
+
+    def finish(self) -> dict[str, str]:
+        """After the program exited: the rest of every file, and the hashes by file name."""
+        self.done.set()
+        self.join()
+        self._catch_up()
+        return {name: h.hexdigest() for name, (h, _) in self.state.items()}
+
+
 def invocation(argv: list[str]) -> dict:
     """What `hctune validate` needs to run this program again: argv, the working directory,
     and stdin's path when stdin is a regular file (a pipe or terminal cannot be replayed)."""
@@ -201,12 +251,14 @@ def invocation(argv: list[str]) -> dict:
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db", timestamps: bool = False,
             start_after: float | None = None, duration: float | None = None,
-            toggle_signal: int | None = None) -> Profile:
+            toggle_signal: int | None = None, period: float | None = None) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces.  start_after,
     duration (seconds): record only that window of the run; the trace then begins with one
-    allocation per block live when the window opened (docs/tracing.md).  toggle_signal: the
-    window opens when the program gets that signal and shuts at the second (or after
-    duration)."""
+    allocation per block live when the window opened (docs/tracing.md).  toggle_signal: each
+    time the program gets that signal a shut window opens or an open one shuts (or after
+    duration).  period (with duration): time slices, a window of duration every period from
+    start_after; between windows the trace keeps only frees of blocks it has, and each window
+    opens with the blocks allocated since that are still live."""
     if not argv:
         raise HctuneError("no program given: hctune profile ./app args...")
     program = find_program(argv[0])
@@ -221,9 +273,14 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         base = "trace" + spec.EXTENSION
         # absolute: children may chdir
         cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps,
-                            start_after, duration, toggle_signal)
+                            start_after, duration, toggle_signal, period)
+        hasher = _Hasher(tmp, base)
         t0 = time.perf_counter()
-        rc = _run(cmd, env)
+        hasher.start()
+        try:
+            rc = _run(cmd, env)
+        finally:
+            hasher.done.set()
         t_exit, cpu_exit = time.perf_counter(), time.process_time()
         code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)
@@ -231,17 +288,15 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         if not files:
             raise HctuneError(f"no trace was written for {argv[0]} (did it start?)")
         readable, skipped = [], []
-        # The content hash (hashlib lets go of the GIL) on a thread while the chunk index is
-        # read: the only pass over each trace's bytes after the program exits.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            hashes = {f: pool.submit(sha256, f) for f in files}
-            for f in files:
-                try:
-                    readable.append((f, summary(f, read_counts(f.with_name(f.name +
-                                                                           SUMMARY_SUFFIX)))))
-                except TraceError as e:
-                    skipped.append(str(e).replace(str(tmp) + os.sep, ""))
-            sums = {f: None if h.exception() else h.result() for f, h in hashes.items()}
+        # After the exit: the hashes' last bytes and each trace's chunk index, no event read
+        by_name = hasher.finish()
+        sums = {f: by_name.get(f.name) for f in files}
+        for f in files:
+            try:
+                readable.append((f, summary(f, read_counts(f.with_name(f.name +
+                                                                       SUMMARY_SUFFIX)))))
+            except TraceError as e:
+                skipped.append(str(e).replace(str(tmp) + os.sep, ""))
         if not readable:
             raise HctuneError(f"no readable trace: {skipped[0]}")
         main = _main_trace(readable, base)

@@ -1,10 +1,12 @@
 """hctune profile [-o TRACE] [--tracer preload|pin] [--start-after S] [--duration S]
-[--signal USR2] PROGRAM ARGS...: trace a program's heap, the whole run or a window of it."""
+[--period S] [--signal USR2] PROGRAM ARGS...: trace a program's heap, the whole run or windows
+of it."""
 
 import signal
 
 import click
 
+from hctune.errors import HctuneError
 from hctune.profile import profile
 
 
@@ -22,23 +24,31 @@ from hctune.profile import profile
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Stop recording SECONDS after recording began (the program runs on).")
 @click.option("--signal", "toggle", type=click.Choice(["USR1", "USR2"]),
-              help="Record from when the program gets this signal (kill -USR2 PID) to the second "
-                   "one (or --duration after the first).")
+              help="Record from when the program gets this signal (kill -USR2 PID) to the next "
+                   "one (or --duration after it); each later signal opens or shuts a window "
+                   "again.")
+@click.option("--period", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Time slices: record --duration seconds of every SECONDS (from "
+                   "--start-after); each slice opens with the blocks then live.")
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, output, tracer, timestamps, start_after, duration, toggle, program, args):
+def command(ctx, output, tracer, timestamps, start_after, duration, toggle, period, program,
+            args):
     """Run PROGRAM ARGS as is, recording every malloc/calloc/realloc/free/memalign.
 
     Options after PROGRAM belong to it (a `--` before PROGRAM also works).  Exits with the
     program's exit code; the traces are registered in the results database.
     """
     sig = signal.Signals[f"SIG{toggle}"] if toggle else None
+    if sig and period:
+        raise HctuneError("--period and --signal do not go together: slices come by the clock")
     if sig:
         click.echo(f"hctune: recording starts when {program} gets SIG{toggle} "
-                   f"(kill -{toggle} <its pid>) and stops at the second", err=True)
+                   f"(kill -{toggle} <its pid>) and stops at the next; each later one opens "
+                   "or shuts a window again", err=True)
     p = profile([program, *args], output, tracer, ctx.obj["db_path"], timestamps,
-                start_after, duration, sig)
+                start_after, duration, sig, period)
     s = p.main_stats
     if sig and not s["events"]:
         click.echo(f"hctune: warning: nothing recorded: the program made no allocator call "
