@@ -283,8 +283,10 @@ def main():
     ap.add_argument("--http-workers", type=int, default=1,
                     help="passed to `hctune serve --http-workers`")
     ap.add_argument("--views", action="store_true",
-                    help="a third of the clients poll the study's history view (an SVG Optuna "
-                         "draws) instead of half reading the page and half the trials")
+                    help="a quarter of the clients poll the study's history view (an SVG Optuna "
+                         "draws) and a quarter one page of its trial table (finished trials by "
+                         "footprint, 50 a page) instead of half reading the page and half the "
+                         "trials")
     ap.add_argument("--login", action="store_true",
                     help="the server has a token and the clients send the session cookie /login "
                          "gave (each request checks the stored session)")
@@ -294,6 +296,7 @@ def main():
     a = ap.parse_args()
     if a.views:
         PATHS["views"] = f"/api/studies/{NAME}/views/history.svg"
+        PATHS["table"] = f"/api/studies/{NAME}/table?state=complete&sort=mem_ratio&desc=false"
     kind = a.client or ("wrk" if shutil.which("wrk") else "asyncio")
     if kind == "wrk" and not shutil.which("wrk"):
         raise SystemExit("serve_load: no wrk here (Debian package wrk); try --client asyncio")
