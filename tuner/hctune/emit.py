@@ -182,15 +182,19 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
+    # the recommendation is an allocator as it comes (glibc, jemalloc...): not a trial
+    as_it_comes = rec is not None and alloc != "hc" and chosen_t is None
     prov.update(trace=_trace_text(traces, paths),
                 objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
                           + (f"the {origin['objective']} study {origin['study']}'s trial "
                              f"{origin['trial']}, chosen by the real runs" if origin
                              else f"trial {chosen_t.number}" if chosen_t is not None
+                             else f"{alloc} as it comes" if as_it_comes
                              else "generic setting"),
                 source=(f"seeded from {chosen_t.user_attrs['seed']}"
                         if chosen_t is not None and chosen_t.user_attrs.get("seed")
                         else "found by the Optuna search" if chosen_t is not None
+                        else f"{alloc}'s library defaults" if as_it_comes
                         else "Hasan & Chang 2006, Table 6"),
                 measured=measured)
     if trial is not None:
@@ -200,7 +204,7 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                              f"validation #{real['validation_id']} on {real['measure']} (the "
                              "one rule: significantly better than every simpler option, else "
                              "the simpler one)")
-        prov.update(_validate.provenance(real))
+        prov.update(_validate.provenance(real, rec["candidate"]))
     elif real is not None:
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
                              f"#{real['validation_id']} on {real['measure']} (the one rule: "
