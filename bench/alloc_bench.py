@@ -4,13 +4,17 @@
     .venv/bin/python bench/alloc_bench.py [--reps 5] [--presets generic,p2c-mem,...]
                                           [--others] [--workloads python,cc1,...] [--out FILE]
                                           [--lib NAME=PATH ...] [--variant LABEL=K=V,... ...]
+                                          [--instructions]
 
 Every (allocator, workload) pair runs --reps times, interleaved (round r of every pair before
 round r+1 of any), so drift on a shared machine hits all allocators alike. Reported per pair:
 median wall time and CPU time (user + sys of the child, from wait4), median peak RSS (ru_maxrss),
 and for HC its own statistics (HCMALLOC_STATS=PATH): footprint (high-water mark of memory taken
 from the OS, the paper's measure) and the most bytes in use. The HC presets are Hasan & Chang
-2006 Table 6 (generic) and the distinct settings among its Table 7 rows. Their goal, to beat
+2006 Table 6 (generic) and the distinct settings among its Table 7 rows. With --instructions,
+every pair also runs once under callgrind: whole-program instructions, deterministic where
+times on a loaded machine are not (they ignore cache misses and page faults; valgrind runs a
+program ~50x slower, so pick short workloads). Their goal, to beat
 later: HCgen 10-41 % faster than Doug Lea's allocator (glibc's ancestor) with 0-29 % more memory.
 Prints a Markdown report (with the command that made it) to stdout, or writes it to --out
 atomically.
@@ -21,7 +25,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shutil
 import platform
+import re
 import shlex
 import statistics
 import subprocess
@@ -125,6 +131,21 @@ def run_measured(workload, alloc, tmp: Path) -> dict:
     return result
 
 
+def run_instructions(workload, alloc) -> int:
+    """Whole-program instructions of one run under callgrind (the allocator preloaded)."""
+    env = dict(os.environ, **workload.env)
+    env.pop("HCMALLOC_STATS", None)
+    env.pop("LD_PRELOAD", None)
+    if alloc["lib"] is not None:
+        env["LD_PRELOAD"] = str(alloc["lib"])
+    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                          *workload.argv], env=env, capture_output=True, text=True)
+    m = re.search(r"Collected : (\d+)", res.stderr)
+    if res.returncode != 0 or not m:
+        raise HctuneError(f"callgrind failed on {workload.name}: {res.stderr[-300:]}")
+    return int(m.group(1))
+
+
 def fmt_pct(value: float, ref: float) -> str:
     return f"{(value / ref - 1) * 100:+.0f} %" if ref else "n/a"
 
@@ -142,7 +163,7 @@ def source_version() -> str:
     return f"{head}{' with local changes to allocator/hc or templates' if dirty else ''}"
 
 
-def report(results, workloads, allocs, args, elapsed, version) -> str:
+def report(results, workloads, allocs, args, elapsed, version, instructions=None) -> str:
     cmd = "bench/alloc_bench.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
         f"Made by `.venv/bin/python {cmd.strip()}` on {datetime.date.today()} "
@@ -156,11 +177,16 @@ def report(results, workloads, allocs, args, elapsed, version) -> str:
         "the OS, Hasan & Chang 2006 §3.11) and the most bytes in use, from HCMALLOC_STATS.",
         "",
     ]
+    if args.instructions:
+        lines += ["Instructions: whole program under callgrind, one run, and its change vs glibc.",
+                  ""]
+    ins_head = " instructions M | vs glibc |" if args.instructions else ""
     for wl in workloads:
         lines += [f"### {wl.name}: {wl.what}", "",
                   "| allocator | wall s | vs glibc | CPU s | vs glibc | peak RSS MiB | vs glibc "
-                  "| minor faults | HC footprint MiB | HC max in use MiB |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| minor faults | HC footprint MiB | HC max in use MiB |" + ins_head,
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                  + ("---:|---:|" if args.instructions else "")]
         ref = results[("glibc", wl.name)]
         rw = statistics.median(r["wall"] for r in ref)
         rc = statistics.median(r["cpu"] for r in ref)
@@ -182,9 +208,13 @@ def report(results, workloads, allocs, args, elapsed, version) -> str:
                 return (fmt.format(statistics.median(vals)) + " (" + fmt.format(min(vals)) + "–"
                         + fmt.format(max(vals)) + ")")
             flt = statistics.median(r.get("minflt", 0) for r in runs)
+            ins = ""
+            if args.instructions:
+                n, ref_n = instructions[(label, wl.name)], instructions[("glibc", wl.name)]
+                ins = f" {n / 1e6:.0f} | {fmt_pct(n, ref_n)} |"
             lines.append(f"| {label} | {spread('wall')} | {fmt_pct(w, rw)} | {spread('cpu')} "
                          f"| {fmt_pct(c, rc)} | {spread('rss_kib', 1024, '{:.1f}')} "
-                         f"| {fmt_pct(m, rr)} | {flt / 1000:.1f} k | {fp} | {mx} |")
+                         f"| {fmt_pct(m, rr)} | {flt / 1000:.1f} k | {fp} | {mx} |" + ins)
         lines.append("")
     return "\n".join(lines)
 
@@ -202,9 +232,14 @@ def main(argv=None) -> int:
                     help="also generic HC with these knobs changed (e.g. "
                          "paper-big=BIG_AO_FIT=0); repeatable")
     ap.add_argument("--out", type=Path, help="write the Markdown report here (atomically)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also whole-program instructions under callgrind (one run per pair)")
     args = ap.parse_args(argv)
     if args.reps < 1:
         print("alloc_bench: --reps must be at least 1", file=sys.stderr)
+        return 2
+    if args.instructions and not shutil.which("valgrind"):
+        print("alloc_bench: --instructions needs valgrind", file=sys.stderr)
         return 2
     if not os.path.exists(TIME):
         print(f"alloc_bench: needs GNU time at {TIME} (Debian package `time`)", file=sys.stderr)
@@ -235,7 +270,19 @@ def main(argv=None) -> int:
                         r["rc"] = "different output"
                     print(f"[{rep + 1}/{args.reps}] {wl.name:8} {label:40} {r['wall']:6.2f} s "
                           f"{r['rss_kib'] / 1024:7.1f} MiB rc={r['rc']}", file=sys.stderr)
-    text = report(results, workloads, allocs, args, time.perf_counter() - t0, version)
+        instructions = {}
+        if args.instructions:
+            try:
+                for wl in workloads:
+                    for label, alloc in allocs.items():
+                        instructions[(label, wl.name)] = run_instructions(wl, alloc)
+                        print(f"[callgrind] {wl.name:8} {label:40} "
+                              f"{instructions[(label, wl.name)] / 1e6:9.1f} M", file=sys.stderr)
+            except HctuneError as e:
+                print(f"alloc_bench: {e}", file=sys.stderr)
+                return 2
+    text = report(results, workloads, allocs, args, time.perf_counter() - t0, version,
+                  instructions)
     if args.out:
         tmp_out = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp_out.write_text(text + "\n")

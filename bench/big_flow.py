@@ -2,11 +2,12 @@
 """A big program through the whole flow (issue 23): profile -> stats -> search -> validate ->
 emit, with each step's wall time and peak resident memory.
 
-    .venv/bin/python bench/big_flow.py [--rounds 30] [--trials 20] [--out bench-out/big_flow]
+    .venv/bin/python bench/big_flow.py [--rounds 30] [--trials 20] [--stats-rounds 3]
+        [--only-profile] [--out bench-out/big_flow]
 
 The program is bench/big/factor.py (Pollard's rho on ROUNDS semiprimes) on the system's
-python3 with PYTHONMALLOC=malloc (`env PYTHONMALLOC=malloc python3 ...`): about 2.5 M
-allocator calls per round.  Each hctune step runs
+python3 with PYTHONMALLOC=malloc (`env PYTHONMALLOC=malloc python3 ...`): about 3.7 M
+allocator calls per round (300 rounds: 1.12 G).  Each hctune step runs
 as `python -c <wrapper> ARGS` where the wrapper calls hctune.cli.main and writes the Python
 process's own peak RSS (getrusage RUSAGE_SELF) and its children's (RUSAGE_CHILDREN: the traced
 program, hcreplay, the validation runs) — "hctune's" is the first.  Also timed: the program
@@ -98,12 +99,33 @@ def _hctune(db: Path, work: Path, *args) -> dict:
             "stdout": r.stdout, "stderr": r.stderr}
 
 
+def _rest(rows, work: Path, db: Path, trace: Path, a) -> int:
+    """search -> validate -> emit on the profiled trace."""
+    r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
+                "--objective", "mem", "--allocators", "hc", "--jobs", a.jobs, "--json")
+    rows.append((f"hctune search --trials {a.trials} --repeat 1 --jobs {a.jobs}", r["wall_s"],
+                 r["hctune_rss_mb"], r["children_rss_mb"],
+                 f"children: hcreplay; CPU {r['cpu_s']:.0f} s"))
+    r = _hctune(db, work, "validate", "--top", "1", "--runs", "3", "--no-references")
+    rows.append(("hctune validate --top 1 --runs 3 --no-references", r["wall_s"],
+                 r["hctune_rss_mb"], r["children_rss_mb"], "children: the program"))
+    r = _hctune(db, work, "emit", "-o", work / "malloc.c")
+    rows.append(("hctune emit", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"], ""))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--stats-rounds", type=int, default=3,
                     help="interleaved rounds of the C tool and `hctune stats` (medians)")
+    ap.add_argument("--only-profile", action="store_true",
+                    help="stop after the profile step (profile's work after the exit)")
+    ap.add_argument("--jobs", type=int, default=1, help="search --jobs (trials in parallel)")
+    ap.add_argument("--resume", metavar="DIR",
+                    help="go on from search in DIR (factor.hct and h.db of an earlier run's "
+                         "folder, kept when that run was stopped)")
     ap.add_argument("--out", default="bench-out/big_flow")
     a = ap.parse_args()
     out = Path(a.out).resolve()
@@ -112,10 +134,26 @@ def main() -> int:
     # through env(1), so that validate's re-runs of the profiled command get PYTHONMALLOC too
     prog = ["env", "PYTHONMALLOC=malloc", py, str(WORKLOAD), str(a.rounds)]
     print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials} "
-          f"--stats-rounds {a.stats_rounds}")
+          f"--stats-rounds {a.stats_rounds} --jobs {a.jobs}"
+          + (" --only-profile" if a.only_profile else "")
+          + (f" --resume {a.resume}" if a.resume else ""),
+          flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared "
           "machine: times are one run each, inflated by other work)")
     rows = []
+
+    class _Rows(list):      # each step's row printed when it is done (a long run shows progress)
+        def append(self, row):
+            super().append(row)
+            name, wall, me, kids, note = row
+            fmt = lambda v: f"{v:.0f}" if v is not None else "-"  # noqa: E731
+            print(f"{name:<50} {wall:8.1f} {fmt(me):>10} {fmt(kids):>12}  {note}", flush=True)
+
+    rows = _Rows()
+    print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note", flush=True)
+    if a.resume:
+        work = Path(a.resume).resolve()
+        return _rest(rows, work, work / "h.db", work / "factor.hct", a)
     with tempfile.TemporaryDirectory(dir=out) as d:
         work = Path(d)
         db = work / "h.db"
@@ -136,6 +174,8 @@ def main() -> int:
                      f"it {r['after_s']:.2f} s wall, {r['after_cpu_s']:.2f} s CPU = "
                      f"{100 * r['after_s'] / r['program_s']:.1f} % of the traced run, "
                      f"{100 * r['after_s'] / alone:.1f} % of the program alone"))
+        if a.only_profile:
+            return 0
         # interleaved: the C tool alone, then hctune stats (which runs it), 3 rounds
         tool, mine = [], []
         for _ in range(a.stats_rounds):
@@ -148,19 +188,7 @@ def main() -> int:
                      f"CPU {tc:.1f} s"))
         rows.append((f"hctune stats (median of {a.stats_rounds})", mw, r["hctune_rss_mb"], r["children_rss_mb"],
                      f"CPU {mc:.1f} s; {mw / tw:.2f}x the C tool's wall, {mc / tc:.2f}x its CPU"))
-        r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
-                    "--objective", "mem", "--allocators", "hc", "--json")
-        rows.append((f"hctune search --trials {a.trials} --repeat 1", r["wall_s"],
-                     r["hctune_rss_mb"], r["children_rss_mb"], "children: hcreplay"))
-        r = _hctune(db, work, "validate", "--top", "1", "--runs", "3", "--no-references")
-        rows.append(("hctune validate --top 1 --runs 3 --no-references", r["wall_s"],
-                     r["hctune_rss_mb"], r["children_rss_mb"], "children: the program"))
-        r = _hctune(db, work, "emit", "-o", work / "malloc.c")
-        rows.append(("hctune emit", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"], ""))
-    print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note")
-    for name, wall, me, kids, note in rows:
-        fmt = lambda v: f"{v:.0f}" if v is not None else "-"  # noqa: E731
-        print(f"{name:<50} {wall:8.1f} {fmt(me):>10} {fmt(kids):>12}  {note}")
+        _rest(rows, work, db, trace, a)
     (out / "result.json").write_text(json.dumps(
         [dict(zip(("step", "wall_s", "hctune_rss_mb", "children_rss_mb", "note"), r))
          for r in rows], indent=1))

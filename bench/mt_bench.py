@@ -59,6 +59,8 @@ SHAPES = {
                    "malloc+free pairs per second", 0.5, 0.15, True),
     "cross-thread": ("a ring of threads: blocks allocated by one thread, freed by the next; "
                      "blocks per second", 0.5, 0.15, True),
+    "cross-thread-big": ("the ring with blocks of 512 B-4 KiB (above HC generic's SMALL_MAX); "
+                         "blocks per second", 0.5, 0.15, True),
     "producer-consumer": ("one thread allocates, the others free; frees per second",
                           0.5, 0.15, True),
     "mixed": ("malloc/realloc/free of 16 B-4 KiB, a fixed total of operations split over the "
@@ -72,7 +74,8 @@ SHAPES = {
 PAIR_MODES = ("none", "sleeping", "joined")
 # --instructions: AMOUNT under callgrind (about 50 times slower), full and --quick
 INSTR_AMOUNT = {"per-thread": (0.5, 0.2), "cross-thread": (0.5, 0.2),
-                "producer-consumer": (0.5, 0.2), "mixed": (100_000, 40_000)}
+                "cross-thread-big": (0.5, 0.2), "producer-consumer": (0.5, 0.2),
+                "mixed": (100_000, 40_000)}
 ENTRY_POINTS = {"malloc", "free", "calloc", "realloc"}
 BUILT: dict[str, str] = {}  # label: the knobs of an HC build made here ("generic, TCACHE_COUNT=0")
 

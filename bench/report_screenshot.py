@@ -11,29 +11,18 @@ the page (what to use, how much, how sure) fits in that first screen.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-CHROMIUM = os.environ.get("HCTUNE_CHROMIUM", "/usr/bin/chromium")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from screenshot_setup import chromium, hctune, profiled_gawk  # noqa: E402
+
 WIDTH, HEIGHT = 1280, 800
-WORDS = "the quick brown fox jumps over the lazy dog and runs far away from here".split()
-
-
-def hctune(db: Path, *args, cwd=None):
-    subprocess.run([sys.executable, "-m", "hctune", "--db", str(db), *map(str, args)],
-                   check=True, cwd=cwd, stdout=subprocess.DEVNULL)
 
 
 def summary_box(page_path: Path, shot: Path | None = None) -> dict:
     """The summary's box in a WIDTH x HEIGHT viewport (and a screenshot of that screen)."""
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--no-sandbox"])
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
         page.goto(page_path.resolve().as_uri())
         box = page.evaluate("(() => { const r = document.getElementById('summary')"
@@ -41,7 +30,6 @@ def summary_box(page_path: Path, shot: Path | None = None) -> dict:
                             "height: document.body.scrollHeight}; })()")
         if shot is not None:
             page.screenshot(path=str(shot))
-        browser.close()
     return box
 
 
@@ -53,22 +41,12 @@ def main() -> int:
     a = ap.parse_args()
     print(f"command: .venv/bin/python bench/report_screenshot.py --out {a.out} "
           f"--trials {a.trials} --runs {a.runs}", file=sys.stderr)
-    work = Path(tempfile.mkdtemp(prefix="hctune-report-"))
-    try:
-        words = work / "words.txt"
-        words.write_text("\n".join(" ".join(WORDS[(i * 7 + j) % len(WORDS)] + str(i % 997)
-                                            for j in range(12)) for i in range(20000)) + "\n")
-        db = work / "hctune.db"
-        hctune(db, "profile", "-o", work / "gawk.trace", shutil.which("gawk"),
-               "{ for (i = 1; i <= NF; i++) n[$i]++ } END { for (w in n) s += n[w]; print s }",
-               words, cwd=work)
+    with profiled_gawk("hctune-report-") as (work, db):
         hctune(db, "search", "--objective", "mem", "--trials", a.trials, "--seed", 1,
-               "--allocators", "hc", "--validate", "--validate-runs", a.runs, cwd=work)
+               "--validate", "--validate-runs", a.runs, cwd=work)
         page = work / "report.html"
         hctune(db, "report", "-o", page, cwd=work)
         box = summary_box(page, Path(a.out))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     print(f"summary: top {box['top']:.0f} px, bottom {box['bottom']:.0f} px of a {HEIGHT} px "
           f"screen; page {box['height']} px tall", file=sys.stderr)
     print(f"wrote {a.out}", file=sys.stderr)

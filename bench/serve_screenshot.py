@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""The README's picture of the service (docs/serve.png), made from a real run: gawk counting
-words is profiled into a fresh results database, `hctune serve --workers 1` tunes it (with the
-comparison and a validation by real runs), and Debian's chromium, driven by Playwright, takes
-the finished study's page.
+"""The pictures of the service in the README and docs/serve.md, made from a real run: gawk
+counting words is profiled into a fresh results database (bench/screenshot_setup.py), `hctune
+serve --workers 1` tunes it across HC and every other allocator installed, for footprint and
+speed at once (objective pareto; with the comparison and a validation by real runs), and
+Debian's chromium, driven by Playwright, takes the finished study's page:
 
-    .venv/bin/python bench/serve_screenshot.py [--out docs/serve.png] [--trials 24]
+- docs/serve.png: the top (the best, the downloads, the Pareto front of the trials);
+- docs/serve-views.png: Optuna's views, the other allocators and the real runs;
+- docs/serve-trials.png: the trial table, filtered to the Pareto front, sorted by footprint.
+
+    .venv/bin/python bench/serve_screenshot.py [--out-dir docs] [--trials 40]
 """
 
 from __future__ import annotations
@@ -12,22 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
-CHROMIUM = os.environ.get("HCTUNE_CHROMIUM", "/usr/bin/chromium")
-WORDS = "the quick brown fox jumps over the lazy dog and runs far away from here".split()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from screenshot_setup import chromium, profiled_gawk  # noqa: E402
 
-
-def hctune(db: Path, *args, cwd=None):
-    subprocess.run([sys.executable, "-m", "hctune", "--db", str(db), *map(str, args)],
-                   check=True, cwd=cwd, stdout=subprocess.DEVNULL)
+WIDTH = 1100
 
 
 def free_port() -> int:
@@ -45,21 +46,15 @@ def call(base: str, path: str, body: dict | None = None) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="docs/serve.png")
-    ap.add_argument("--trials", type=int, default=24)
+    ap.add_argument("--out-dir", default="docs")
+    ap.add_argument("--trials", type=int, default=40)
     a = ap.parse_args()
-    print(f"command: .venv/bin/python bench/serve_screenshot.py --out {a.out} "
+    print(f"command: .venv/bin/python bench/serve_screenshot.py --out-dir {a.out_dir} "
           f"--trials {a.trials}", file=sys.stderr)
-    from playwright.sync_api import sync_playwright
-    work = Path(tempfile.mkdtemp(prefix="hctune-shot-"))
-    try:
-        words = work / "words.txt"
-        words.write_text("\n".join(" ".join(WORDS[(i * 7 + j) % len(WORDS)] + str(i % 997)
-                                            for j in range(12)) for i in range(20000)) + "\n")
-        db = work / "hctune.db"
-        hctune(db, "profile", "-o", work / "gawk.trace", shutil.which("gawk"),
-               "{ for (i = 1; i <= NF; i++) n[$i]++ } END { for (w in n) s += n[w]; print s }",
-               words, cwd=work)
+    from hctune.search.study import default_allocators
+    allocs = list(default_allocators())
+    out = Path(a.out_dir)
+    with profiled_gawk("hctune-shot-") as (work, db):
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         srv = subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "serve",
@@ -72,28 +67,47 @@ def main() -> int:
                     break
                 except OSError:
                     time.sleep(0.2)
-            call(base, "/api/studies", {"traces": [1], "objective": "mem", "name": "gawk-words",
-                                        "trials": a.trials, "compare_rounds": 3,
+            call(base, "/api/studies", {"traces": [1], "objective": "pareto",
+                                        "name": "gawk-words", "trials": a.trials,
+                                        "allocators": allocs, "compare_rounds": 3,
                                         "validate_runs": 5})
-            while call(base, "/api/studies/gawk-words?trials=false")["state"] not in (
-                    "done", "failed"):
+            started = time.monotonic()
+            while (s := call(base, "/api/studies/gawk-words?trials=false"))["state"] not in (
+                    "done", "failed", "cancelled"):
                 time.sleep(1)
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": 1100, "height": 1480})
+            print(f"study {s['state']} in {time.monotonic() - started:.0f} s "
+                  f"(allocators: {', '.join(allocs)})", file=sys.stderr)
+            with chromium() as browser:
+                page = browser.new_page(viewport={"width": WIDTH, "height": 900})
                 page.goto(base + "/studies/gawk-words")
-                page.wait_for_function("document.querySelector('#validation table') !== null",
+                page.wait_for_function("document.querySelector('#validation table') !== null "
+                                       "&& document.querySelector('#pareto circle.front')",
                                        timeout=30000)
-                page.screenshot(path=a.out)   # the top: best, plot, others, real runs
-                browser.close()
+                for k in ("history", "importance", "parallel"):
+                    try:
+                        urllib.request.urlopen(f"{base}/api/studies/gawk-words/views/{k}.svg",
+                                               timeout=120).read()
+                    except urllib.error.HTTPError as e:
+                        raise SystemExit(f"serve_screenshot: the {k} view: {e.code} "
+                                         f"{e.read().decode()}") from None
+                    page.wait_for_function(f"document.getElementById('view-{k}')"
+                                           ".naturalWidth > 0", timeout=60000)
+                bottom = page.evaluate("document.getElementById('front-section')"
+                                       ".getBoundingClientRect().bottom + window.scrollY")
+                page.screenshot(path=str(out / "serve.png"), full_page=True,
+                                clip={"x": 0, "y": 0, "width": WIDTH, "height": bottom + 8})
+                page.locator("#views-section").screenshot(path=str(out / "serve-views.png"))
+                page.check("#filter input[name=front]")
+                page.click("#trials th[data-key=mem_ratio]")
+                page.wait_for_function("document.querySelector('#trials th[data-key=mem_ratio]')"
+                                       ".textContent.endsWith('▲')")
+                page.locator("#trials-section").screenshot(path=str(out / "serve-trials.png"))
         finally:
             os.killpg(srv.pid, 15)
             srv.wait(timeout=30)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"wrote {a.out}", file=sys.stderr)
-    return 0
+    print(f"wrote {out / 'serve.png'}, {out / 'serve-views.png'}, {out / 'serve-trials.png'}",
+          file=sys.stderr)
+    return 0 if s["state"] == "done" else 1
 
 
 if __name__ == "__main__":

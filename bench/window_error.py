@@ -64,15 +64,19 @@ def main() -> int:
             g = replay.measure(trace, "glibc", repeat=a.repeat)
             h = replay.measure(trace, "hc", repeat=a.repeat)
             rows[name] = (g["events"], g["peak_rss_bytes"], h["peak_rss_bytes"],
-                          h.get("hc_footprint_bytes"))
+                          g.get("mean_rss_bytes"), h.get("mean_rss_bytes"),
+                          g["skipped"] + g["repaired"] + h["skipped"] + h["repaired"])
         print(f"{'trace':<8} {'events':>12} {'glibc peak MB':>14} {'HC peak MB':>11} "
-              f"{'HC/glibc':>9}")
-        ratio = {}
-        for name, (ev, gp, hp, _) in rows.items():
+              f"{'HC/glibc':>9} {'mean HC/glibc':>14} {'skipped+repaired':>17}")
+        ratio, mean = {}, {}
+        for name, (ev, gp, hp, gm, hm, bad) in rows.items():
             ratio[name] = hp / gp if gp else float("nan")
-            print(f"{name:<8} {ev:12,d} {gp / 1e6:14.1f} {hp / 1e6:11.1f} {ratio[name]:9.3f}")
+            mean[name] = hm / gm if gm and hm else float("nan")
+            print(f"{name:<8} {ev:12,d} {gp / 1e6:14.1f} {hp / 1e6:11.1f} {ratio[name]:9.3f} "
+                  f"{mean[name]:14.3f} {bad:17d}")
         print(f"error of the window's HC/glibc peak ratio against the whole run's: "
-              f"{100 * (ratio['window'] / ratio['whole'] - 1):+.1f} %")
+              f"{100 * (ratio['window'] / ratio['whole'] - 1):+.1f} %; of the mean RSS ratio: "
+              f"{100 * (mean['window'] / mean['whole'] - 1):+.1f} %")
     return 0
 
 

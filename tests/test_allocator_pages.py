@@ -7,9 +7,11 @@
 - Every request size: usable size, alignment, calloc of dirty memory, realloc across the bound,
   the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES.
 - A producer thread allocating and consumers freeing keeps a bounded resident size; the owner
-  gets back every block other threads freed (counted from HC's statistics); 10,000
+  gets back every block other threads freed (counted from HC's statistics); an exited thread's
+  pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
   short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
 - A double free aborts with one line.
+- The pages' region is reserved 64 MiB at first and grows as needed.
 - Real programs with the layer on give glibc's output: gawk, sqlite3, and a threaded C++ program
   (tests/c/mt_wordfreq.cpp).
 - The layer off is the paper's allocator: no page is ever taken, the paper's counters run, and
@@ -111,6 +113,17 @@ def test_owner_gets_its_blocks_back(c_program, release_libraries, debug_librarie
 
 
 @pytest.mark.parametrize("kind", ["release", "debug"])
+def test_orphans_freed_later_become_empty(c_program, release_libraries, debug_libraries, kind):
+    """A thread allocates 4096 blocks and exits; the main thread frees them onto the orphaned
+    pages' atomic lists and makes no other call: the purge thread (started by that exit) sweeps
+    the orphans, so every page is empty within 5 s (about DECAY_MS / 2 here)."""
+    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    res = run([c_program("hc_pages"), "orphans", 5000], library)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    assert res.stdout == "ok orphans pages=many\n"
+
+
+@pytest.mark.parametrize("kind", ["release", "debug"])
 def test_ten_thousand_short_threads(c_program, release_libraries, debug_libraries, kind):
     library = (release_libraries if kind == "release" else debug_libraries)[ON]
     res = run([c_program("hc_pages"), "short", 10_000], library)
@@ -128,6 +141,21 @@ def test_ring_and_fork(c_program, release_libraries, debug_libraries, kind):
     res = run([c_program("hc_threads"), "fork", forks], library)
     assert res.returncode == 0 and res.stdout == f"ok fork children={forks}\n", \
         res.stdout + res.stderr[-2000:]
+
+
+def test_regions_reserved_on_demand(c_program, release_libraries):
+    """The pages' region is 64 MiB of address space at first (it was 64 GiB at the first small
+    malloc), grown in place as pages are carved: the process is at most 128 MiB larger than with
+    the layer off, and 100 MiB of 64-byte blocks (past the first 64 MiB) are all page blocks,
+    kept and freed."""
+    vm = {}
+    for name, mib in (("off", 1), (ON, 100)):
+        res = run([c_program("hc_pages"), "regions", mib], release_libraries[name])
+        assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+        m = re.fullmatch(rf"ok regions mib={mib} vm=(\d+)\n", res.stdout)
+        assert m, res.stdout
+        vm[name] = int(m.group(1))
+    assert vm[ON] - vm["off"] <= 128, vm
 
 
 @pytest.mark.parametrize("kind", ["release", "debug"])

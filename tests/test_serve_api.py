@@ -1,8 +1,10 @@
 """`hctune serve` over HTTP: a real server on a loopback port, a real trace (gawk under the
 LD_PRELOAD tracer), a worker that runs the study, and the tuned malloc.c that comes back."""
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -64,7 +66,9 @@ def test_a_cross_allocator_study(trace, tmp_path):
     """allocators and memory_measure through the API (the options of `hctune search`): names
     checked by the server, "installed" expanded by the worker on its machine, seeds at most
     three quarters of the trials across the allocators, each trial's allocator shown."""
-    srv = Served(tmp_path / "hctune.db", "--workers", 1)
+    # the worker beats every second: /api/workers shows the trial it measures
+    srv = Served(tmp_path / "hctune.db", "--workers", 1,
+                 env={**os.environ, "HCTUNE_HEARTBEAT_SECONDS": "1"})
     try:
         status, t = srv.upload(trace.read_bytes())
         assert status == 201, t
@@ -82,14 +86,30 @@ def test_a_cross_allocator_study(trace, tmp_path):
         assert status == 201, s
         assert s["options"]["allocators"] == ["installed"]
         assert s["options"]["memory_measure"] == "final"
+        seen = set()
+        while (s := srv.request("GET", "/api/studies/cross?trials=false")[1])["state"] not in \
+                ("done", "failed"):
+            seen |= {(w["state"], w["study"], w["trial"] is not None)
+                     for w in srv.request("GET", "/api/workers")[1]}
+            time.sleep(0.2)
         s = srv.wait_study("cross")
         assert s["state"] == "done", (s, srv.output())
+        assert ("running", "cross", True) in seen, seen
         done = [x for x in s["trials"] if x["state"] == "complete"]
         assert len(done) == 4
         assert {"hc", "glibc"} <= {x["allocator"] for x in s["trials"]}, s["trials"]
         assert sum(1 for x in s["trials"] if x["seed"]) <= 3      # 3/4 of 4 trials
         status, page = srv.request("GET", "/studies/cross")
         assert status == 200 and b'data-key="allocator"' in page
+        # a trial of another allocator: its environment file, no malloc.c; HC's: the reverse
+        by = {x["allocator"]: x["number"] for x in done}
+        status, env = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['glibc']}")
+        assert status == 200 and b"glibc" in env, env
+        status, err = srv.request("GET", f"/api/studies/cross/emit/malloc.c?trial={by['glibc']}")
+        assert status == 409 and "hctune.env" in err["error"], err
+        status, err = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['hc']}")
+        assert status == 409 and "malloc.c" in err["error"], err
+        assert srv.request("GET", f"/api/studies/cross/emit/malloc.c?trial={by['hc']}")[0] == 200
         # the form takes them too, and keeps them when it refuses
         form = (f"traces={t['id']}&allocators=hc&allocators=glibc&memory_measure=final"
                 "&trials=2&name=x").encode()

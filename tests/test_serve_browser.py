@@ -148,3 +148,42 @@ def test_a_cross_origin_form_post_is_refused_in_chromium(tmp_path):
     finally:
         other.shutdown()
         srv.stop()
+
+
+def test_the_studies_list_polls_only_while_its_tab_is_shown(tmp_path):
+    """The studies list asks for its table every 5 s while the tab is shown, nothing while it
+    is hidden, and again at once when it is shown again."""
+    if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    srv = Served(tmp_path / "hctune.db")
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox"])
+            page = browser.new_page()
+            asked = []
+            page.on("request", lambda r: asked.append(r.url) if "part=table" in r.url else None)
+            page.goto(srv.base + "/studies")
+            for _ in range(100):                          # shown: a refresh after 5 s
+                if asked:
+                    break
+                page.wait_for_timeout(200)
+            assert len(asked) == 1
+            page.wait_for_function("document.getElementById('studies-note').textContent"
+                                   ".includes('last:')")
+            page.evaluate("Object.defineProperty(document, 'hidden', {value: true, "
+                          "configurable: true}); document.dispatchEvent(new Event("
+                          "'visibilitychange'))")
+            page.wait_for_timeout(5600)
+            assert len(asked) == 1                        # hidden: none
+            page.evaluate("Object.defineProperty(document, 'hidden', {value: false, "
+                          "configurable: true}); document.dispatchEvent(new Event("
+                          "'visibilitychange'))")
+            page.wait_for_timeout(800)
+            assert len(asked) == 2                        # shown again: at once
+            assert "none yet" in page.inner_text("#studies-table")
+            browser.close()
+    finally:
+        srv.stop()

@@ -6,11 +6,12 @@ ratios, attributes of the wrong type, markup) break no page and no JSON answer."
 
 import json
 import math
+import os
 import urllib.parse
 
 import optuna
 import pytest
-from optuna.distributions import IntDistribution
+from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from hctune import jobs
@@ -68,6 +69,25 @@ def served(tmp_path_factory):
         trial(9, state=TrialState.FAIL, error="💥" * 5000, retry_of="three"),
         trial(10, mem=1e308 * 10, perf=float("nan"), setting=None),
     ])
+    # a cross-allocator study: each allocator has knobs of its own
+    cross = optuna.create_study(study_name="cross", storage=storage)
+    alloc = CategoricalDistribution(["hc", "jemalloc"])
+    for i in range(12):
+        je = i % 2 == 1
+        params = {"allocator": "jemalloc" if je else "hc",
+                  **({"dirty_decay_ms": 100 * i} if je else {"QL_HIGH": 8 * (i + 1)})}
+        dist = {"allocator": alloc, **({"dirty_decay_ms": IntDistribution(0, 10_000)} if je
+                                       else {"QL_HIGH": DIST["QL_HIGH"]})}
+        mem = (0.6 if je else 0.9) + i / 100
+        cross.add_trial(create_trial(params=params, distributions=dist, value=mem,
+                                     user_attrs={"mem": mem, "perf": 1.0 - i / 50,
+                                                 "constraints": [], "setting": "",
+                                                 "allocator": params["allocator"]}))
+    with Database(db) as d:
+        qid = jobs.enqueue(d, "cross", [1], {"objective": "mem", "metric": "time",
+                                             "trials": 12, "allocators": ["hc", "jemalloc"]})
+        jobs.claim(d)
+        jobs.finish(d, qid)
     srv = Served(db)
     try:
         yield srv
@@ -205,3 +225,57 @@ def test_odd_rows_break_no_page(served):
     for kind in ("history", "importance", "parallel"):
         status, _, body = get(served, f"/api/studies/{name}/views/{kind}.svg")
         assert status in (200, 409), (kind, status, body[:300])
+        if kind == "history":       # drawn from the trials whose ratios are numbers
+            assert status == 200 and body.startswith(b"<svg"), body[:300]
+
+
+def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
+    """Optuna's parallel coordinates of trials with different knobs would be empty: the
+    importance and the parallel coordinates are of the best allocator's trials, and say so."""
+    for kind in ("importance", "parallel"):
+        status, _, body = get(served, f"/api/studies/cross/views/{kind}.svg")
+        assert status == 200, (kind, body[:300])
+        assert b"jemalloc's trials" in body and b"dirty_decay_ms" in body, kind
+        assert b">allocator<" not in body, kind
+        assert b"QL_HIGH" not in body
+    status, _, body = get(served, "/api/studies/cross/views/history.svg")
+    assert status == 200 and b"'s trials" not in body
+    rows = table(served, "cross", allocator="jemalloc")["trials"]
+    assert len(rows) == 6 and {r["allocator"] for r in rows} == {"jemalloc"}
+
+
+def test_the_table_needs_the_token_as_every_read(tmp_path):
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    try:
+        assert get(srv, "/api/studies/table/table")[0] == 401
+        assert get(srv, "/studies?part=table")[0] in (303, 307, 401)
+        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok"})
+        assert status == 404 and "error" in strict(body)       # no such study, said in JSON
+        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok"})
+        assert status == 200 and b"none yet" in body
+    finally:
+        srv.stop()
+
+
+def test_the_lists_refresh_reads_a_finished_study_once(served, tmp_path):
+    """The studies list is asked for every 5 s by every open tab: a finished study's summary is
+    read once, then kept (it never changes); a running one is read each time."""
+    from hctune.serve import pages
+    from hctune.serve.state import Config, Service
+    svc = Service(Config(served.db, default_url(served.db), tmp_path / "data"))
+    asked = []
+    real = svc.trials.get
+    svc.trials.get = lambda name, state: asked.append(name) or real(name, state)
+    rows, first = pages._summaries(svc)
+    assert sorted(asked) == sorted(["table", ODD, "cross"])
+    assert first["table"]["finished"] == 53
+    asked.clear()
+    again = pages._summaries(svc)[1]
+    assert asked == [] and again == first
+    with Database(served.db) as d:
+        jobs.enqueue(d, "live", [1], {"objective": "mem", "trials": 5})
+        jobs.claim(d)
+    asked.clear()
+    pages._summaries(svc)
+    pages._summaries(svc)
+    assert asked == ["live", "live"]           # running: read each time

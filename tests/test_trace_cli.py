@@ -50,6 +50,8 @@ def test_profile_reads_no_event_after_the_exit(tmp_path):
     assert list(tmp_path.glob("*.sum")) == []            # the tracer's counts were read, not kept
     (row,) = _rows(tmp_path)
     assert row["stats_json"] is None
+    from hctune.files import sha256      # hashed while the tracer wrote it: the same hash
+    assert row["sha256"] == sha256(tmp_path / "t.hct")
     st = json.loads(hctune(tmp_path, "stats", "t.hct", "--json").stdout)
     assert (f"traced {st['events']:,} events ({st['allocations']:,} allocations, "
             f"{st['reallocs']:,} reallocs, {st['frees']:,} frees; {st['bytes_requested']:,} "

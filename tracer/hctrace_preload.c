@@ -745,25 +745,30 @@ static void at_fork_child(void)
     if (g_windowed && atomic_load(&g_win) != WIN_AFTER) {
         for (size_t i = 0; i < g_live.cap; i++)
             g_live.vals[i] &= ~RECORDED;
-        if (g_fd >= 0 && atomic_load(&g_win) == WIN_RECORDING && atomic_load(&g_state) == ST_READY) {
-            t_buf.in_hook++;
+        if (g_fd >= 0 && atomic_load(&g_win) == WIN_RECORDING && atomic_load(&g_state) == ST_READY)
             win_write_table_locked();
-            t_buf.in_hook--;
-        }
     }
+    if (g_windowed)
+        t_buf.in_hook--;                /* taken by fork_prepare */
 }
 
-/* Around fork: the table must not be copied in the middle of another thread's update. */
+/* Around fork: the table must not be copied in the middle of another thread's update.  The
+ * forking thread's own allocator calls meanwhile (other libraries' fork handlers) pass straight
+ * through (in_hook): they would wait for the lock this thread holds. */
 static void fork_prepare(void)
 {
-    if (g_windowed)
+    if (g_windowed) {
+        t_buf.in_hook++;
         win_lock();
+    }
 }
 
 static void fork_parent(void)
 {
-    if (g_windowed)
+    if (g_windowed) {
         win_unlock();
+        t_buf.in_hook--;
+    }
 }
 
 /* ---- the end of the process: exit, or a fatal signal ---- */

@@ -13,12 +13,18 @@
  *    block is 16-byte aligned, and a power-of-two class is aligned to its size up to 256 bytes
  *    (the memalign family of small sizes is served here).
  *  - Pages.  A page is HC_SP_PAGE (64 KiB) of one class: a 256-byte page header, then blocks
- *    with no per-block header.  Pages are carved from one region reserved once (HC_SP_REGION,
- *    aligned to the page size, PROT_READ|PROT_WRITE with MAP_NORESERVE: the kernel gives a page
- *    on first touch), so free() tells a page block from a paper block with one compare and
- *    finds the page header by masking the pointer.  A fresh page hands its blocks out from a
- *    bump pointer, one OS page of blocks at a time, so a page that is never filled is never
- *    touched whole; blocks beyond the bump pointer of a fresh page are known zero (calloc).
+ *    with no per-block header.  Pages are carved upwards from one region (aligned to the page
+ *    size, PROT_READ|PROT_WRITE with MAP_NORESERVE: the kernel gives a page on first touch),
+ *    reserved HC_SP_GROW (64 MiB) at first and grown in place, doubling, up to HC_SP_REGION
+ *    (64 GiB) as pages are carved (hc_sp_grow): it starts at the low end of a hole of
+ *    HC_SP_REGION found at set-up, and the kernel, mapping downwards, fills that hole from its
+ *    other end, so the growth meets another mapping only when both have used it.  A region
+ *    that cannot grow serves what it holds and the heap serves the rest.  free() tells a page
+ *    block from a paper block with one compare against the region (its base never moves, its
+ *    span only grows) and finds the page header by masking the pointer.  A fresh page hands its
+ *    blocks out from a bump pointer, one OS page of blocks at a time, so a page that is never
+ *    filled is never touched whole; blocks beyond the bump pointer of a fresh page are known
+ *    zero (calloc).
  *  - Owner.  A page belongs to one thread (the thread's record, `hc_sp_me`).  The owner pops and
  *    pushes its page's free list with no lock and no atomic instruction.  Another thread's free
  *    pushes the block onto the page's own atomic list (`xfree`, a compare-and-swap loop on its
@@ -33,7 +39,10 @@
  *    if it has no live block, else to the orphan pool of its class, owner cleared; a thread
  *    needing a page of that class adopts an orphan before it takes an empty or a new page, and
  *    orphans whose blocks were all freed meanwhile go back to the empty pool, so 10,000
- *    short-lived threads reuse the same pages.  Calls a thread makes after its destructor ran
+ *    short-lived threads reuse the same pages.  The orphans are swept when a thread takes new
+ *    pages, by malloc_trim, and by the purge thread (PURGE_THREAD), which an exit that leaves
+ *    orphans starts, so a program that goes quiet after its threads' blocks were freed gets
+ *    those pages back too.  Calls a thread makes after its destructor ran
  *    go to the paper's heap (malloc) or onto the page's atomic list (free).
  *  - Empty pages.  A page whose blocks all came back is kept if it is the class's current page,
  *    else it goes to the empty pool, reused first (most recently emptied first) by any class.
@@ -70,8 +79,11 @@
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
 #define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
-#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space, reserved once ... */
-#define HC_SP_REGION_MIN ((size_t)1 << 28)   /* ... or half as much, down to 256 MiB (ulimit -v) */
+#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space at most ... */
+#define HC_SP_GROW ((size_t)1 << 26)         /* ... reserved 64 MiB at first, then doubling */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000         /* Linux 4.17; older kernels take it as a hint */
+#endif
 #define HC_SP_NCLS 64u                       /* classes at most (8 per power of two to 4 KiB: 48) */
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
@@ -129,7 +141,8 @@ static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-e
 };
 
 /* The region: [base, base + span).  Before it exists span is 0, so free()'s compare fails for
- * every pointer.  Both in one cache line, read together by free(). */
+ * every pointer.  Both in one cache line, read together by free(); base is set once, span only
+ * grows (a free racing a growth sees the old span, which holds every page carved before). */
 static struct { uintptr_t base; size_t span; } hc_sp_region __attribute__((aligned(16)));
 #define hc_sp_base (hc_sp_region.base)
 static char *hc_sp_top;                 /* next page to carve (atomic) */
@@ -197,6 +210,61 @@ static void hc_sp_classes(void)
     }
 }
 
+#define HC_SP_PROT (PROT_READ | PROT_WRITE)
+#define HC_SP_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+
+/* The region's first HC_SP_GROW, at the low end of a hole of HC_SP_REGION when one is found
+ * (a PROT_NONE probe, never touched and at once unmapped; halved under ulimit -v or valgrind),
+ * else anywhere.  NULL when the OS refuses. */
+static char *hc_sp_reserve(void)
+{
+    char *want = NULL;
+    for (size_t probe = HC_SP_REGION; probe >= 2 * HC_SP_GROW && !want; probe >>= 1) {
+        void *h = mmap(NULL, probe, PROT_NONE, HC_SP_FLAGS, -1, 0);
+        if (h != MAP_FAILED) {
+            munmap(h, probe);
+            want = (char *)(((uintptr_t)h + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
+        }
+    }
+    if (want) {
+        void *m = mmap(want, HC_SP_GROW, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m == (void *)want)
+            return want;
+        if (m != MAP_FAILED)
+            munmap(m, HC_SP_GROW);
+    }
+    void *m = mmap(NULL, HC_SP_GROW + HC_SP_PAGE, HC_SP_PROT, HC_SP_FLAGS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    char *lo = (char *)(((uintptr_t)m + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
+    if (lo > (char *)m)
+        munmap(m, (size_t)(lo - (char *)m));
+    char *hi = (char *)m + HC_SP_GROW + HC_SP_PAGE;
+    if (hi > lo + HC_SP_GROW)
+        munmap(lo + HC_SP_GROW, (size_t)(hi - (lo + HC_SP_GROW)));
+    return lo;
+}
+
+/* Grow the region in place by its size (or HC_SP_GROW, if the address space above is shorter),
+ * up to HC_SP_REGION (hc_sp_mu held): 1 when it grew. */
+static int hc_sp_grow(void)
+{
+    size_t span = hc_sp_region.span;
+    for (size_t add = span; add >= HC_SP_GROW; add = add > HC_SP_GROW ? HC_SP_GROW : 0) {
+        if (add > HC_SP_REGION - span)
+            continue;
+        char *at = (char *)hc_sp_base + span;
+        void *m = mmap(at, add, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m == (void *)at) {
+            __atomic_store_n(&hc_sp_region.span, span + add, __ATOMIC_RELEASE);
+            return 1;
+        }
+        if (m != MAP_FAILED)
+            munmap(m, add);
+    }
+    return 0;
+}
+
 /* Reserve the region and make the tables: 1 when the layer can serve. */
 static HC_NOINLINE int hc_sp_setup(void)
 {
@@ -205,23 +273,10 @@ static HC_NOINLINE int hc_sp_setup(void)
         return st > 0;
     pthread_mutex_lock(&hc_sp_mu);
     if (!hc_sp_state) {
-        void *m = MAP_FAILED;
-        size_t span = HC_SP_REGION;
-        for (; span >= HC_SP_REGION_MIN && !hc_os_strict_overcommit(); span >>= 1) {
-            m = mmap(NULL, span + HC_SP_PAGE, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (m != MAP_FAILED)
-                break;
-        }
-        if (m == MAP_FAILED) {
+        char *lo = hc_os_strict_overcommit() ? NULL : hc_sp_reserve();
+        if (!lo) {
             __atomic_store_n(&hc_sp_state, -1, __ATOMIC_RELEASE);
         } else {
-            char *lo = (char *)(((uintptr_t)m + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
-            if (lo > (char *)m)
-                munmap(m, (size_t)(lo - (char *)m));
-            char *hi = (char *)m + span + HC_SP_PAGE;
-            if (hi > lo + span)
-                munmap(lo + span, (size_t)(hi - (lo + span)));
             hc_sp_top = lo;
             hc_sp_classes();
             uintptr_t x = (uintptr_t)lo ^ ((uintptr_t)getpid() << 40) ^ (uintptr_t)&x;
@@ -230,7 +285,7 @@ static HC_NOINLINE int hc_sp_setup(void)
             x ^= x >> 29;
             hc_sp_magic = x | 1u;
             __atomic_store_n(&hc_sp_region.base, (uintptr_t)lo, __ATOMIC_RELAXED);
-            __atomic_store_n(&hc_sp_region.span, span, __ATOMIC_RELEASE);
+            __atomic_store_n(&hc_sp_region.span, HC_SP_GROW, __ATOMIC_RELEASE);
             __atomic_store_n(&hc_sp_state, 1, __ATOMIC_RELEASE);
         }
     }
@@ -498,7 +553,8 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
         hc_sp_nclean--;
     } else {
         char *p = hc_sp_top;
-        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > hc_sp_region.span) {
+        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > hc_sp_region.span
+            && !hc_sp_grow()) {
             pthread_mutex_unlock(&hc_sp_mu);
             return NULL;
         }
@@ -781,10 +837,12 @@ static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size - HC_
 
 /* ---- thread exit, malloc_trim, fork, statistics ---- */
 
-/* The thread is exiting (pthread key destructor): each of its pages is retired or orphaned. */
+/* The thread is exiting (pthread key destructor): each of its pages is retired or orphaned
+ * (called with no lock held: the purge thread's start may allocate). */
 static void hc_sp_exit(void *arg)
 {
     struct hc_sp_thread *t = arg;
+    size_t orphaned = 0;
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -803,6 +861,7 @@ static void hc_sp_exit(void *arg)
                     pg->next = hc_sp_orphans[c];
                     hc_sp_orphans[c] = pg;
                     hc_sp_norphans++;
+                    orphaned++;
                 }
             }
         t->cur[c] = &hc_sp_none;
@@ -811,6 +870,10 @@ static void hc_sp_exit(void *arg)
     }
     hc_sp_decay(0);
     pthread_mutex_unlock(&hc_sp_mu);
+    /* Orphans left: the purge thread (started now if no thread with an arena has exited yet)
+     * sweeps them once other threads have freed their blocks (hc_sp_purge_try). */
+    if (orphaned)
+        HC_PURGE_START(1);
 }
 
 /* malloc_trim: the calling thread collects other threads' frees on every page it owns (its
@@ -898,6 +961,11 @@ static HC_UNUSED int hc_sp_purge_try(void)
         return 0;
     if (pthread_mutex_trylock(&hc_sp_mu) != 0)
         return 1;
+    /* Orphans whose blocks have all come back (an exited thread's blocks freed by the threads
+     * it handed them to) become empty pages here, for the decay below; otherwise they wait for
+     * a thread to take a new page or call malloc_trim, which a quiet program never does. */
+    if (hc_sp_norphans)
+        hc_sp_sweep_orphans();
     hc_sp_decay(0);
     /* Enough empty pages not yet released for the decay to act on: come back soon. */
     int pending = hc_sp_ndirty * HC_SP_PAGE >= hc_arenas[0].os.decay_bytes;

@@ -10,13 +10,15 @@
  * seconds or ns/round (lower is better).  Exit status 0 on success, 2 on bad arguments,
  * 1 if a check of block contents failed (the program is also a correctness test).
  *
- * Shapes (AMOUNT is seconds of running for the first three, a count for the others):
+ * Shapes (AMOUNT is seconds of running for the first four, a count for the others):
  *   per-thread       every thread allocates, writes and frees its own blocks of 16-256 B,
  *                    keeping up to 256 live in its own array; rate: malloc+free pairs/s.
  *   cross-thread     a ring of THREADS threads: each allocates batches of 64 blocks (24-264 B:
  *                    two link words, then the sizes above), writes
  *                    them, hands each batch to the next thread and frees the batches handed to
  *                    it (with 1 thread the ring is the thread itself); rate: blocks/s.
+ *   cross-thread-big the ring with blocks of 512 B - 4 KiB (above the small sizes an allocator
+ *                    may serve from per-thread pages: HC's generic SMALL_MAX is 768).
  *   producer-consumer one thread allocates batches, THREADS-1 threads free them (with 1 thread
  *                    it does both in turn); rate: frees/s.
  *   mixed            AMOUNT operations in all (split over the threads) of malloc, realloc and
@@ -247,11 +249,14 @@ static void queue_wake_all(struct queue *q)
 }
 
 /* A batch of BATCH blocks of small sizes; each block's bytes from 16 on carry the tag. */
+static int big_blocks;  /* the -big shapes: 512 B - 4 KiB instead */
+
 static void *make_batch(uint64_t *rng, unsigned char tag)
 {
     void *first = NULL;
     for (int i = 0; i < BATCH; i++) {
-        void *b = alloc_filled(small_size(rng) + 8, tag);  /* 24-264 B: links, then a tag */
+        size_t n = big_blocks ? 512 + next_random(rng) % 3585 : small_size(rng) + 8;
+        void *b = alloc_filled(n, tag);  /* 24-264 B (or 512 B-4 KiB): links, then a tag */
         links(b)[0] = first;
         first = b;
     }
@@ -516,7 +521,8 @@ static void *false_share_body(void *arg)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: mt_shapes per-thread|cross-thread|producer-consumer THREADS SECONDS\n"
+    fprintf(stderr, "usage: mt_shapes per-thread|cross-thread|cross-thread-big|producer-consumer"
+                    " THREADS SECONDS\n"
                     "       mt_shapes mixed THREADS OPERATIONS\n"
                     "       mt_shapes false-share|false-share-handoff THREADS ROUNDS\n"
                     "(THREADS 1-%d)\n", MAX_THREADS);
@@ -547,9 +553,10 @@ int main(int argc, char **argv)
     double line_share = -1;  /* the false-sharing shapes' fraction of blocks in shared lines */
 
     if (!strcmp(shape, "per-thread") || !strcmp(shape, "cross-thread")
-        || !strcmp(shape, "producer-consumer")) {
+        || !strcmp(shape, "producer-consumer") || !strcmp(shape, "cross-thread-big")) {
+        big_blocks = !strcmp(shape, "cross-thread-big");
         void *(*body)(void *) = !strcmp(shape, "per-thread") ? per_thread_body
-                              : !strcmp(shape, "cross-thread") ? ring_body
+                              : !strncmp(shape, "cross-thread", 12) ? ring_body
                               : producer_consumer_body;
         for (int i = 0; i < nthreads; i++)
             queue_init(&queues[i]);

@@ -14,11 +14,21 @@
  *                                     the first round plus one per size class (32), and once the
  *                                     consumers are done and malloc_trim ran, the live blocks are
  *                                     the ones live before the first round (none lost)
+ *        hc_pages orphans MS          a thread allocates 4096 small blocks and exits; the main
+ *                                     thread then frees them all (onto the orphaned pages' atomic
+ *                                     lists) and waits: within MS milliseconds every page must be
+ *                                     empty (the purge thread sweeps the orphans), with no further
+ *                                     call to the allocator from the program
  *        hc_pages short THREADS       THREADS short-lived threads (four at a time) that allocate
  *                                     small blocks, free half and leave half for the main thread
  *                                     to free after they exited; HC's small pages must not grow
  *                                     with the number of threads (at most 384 pages)
  *        hc_pages doublefree          frees a small block twice (the allocator must abort)
+ *        hc_pages regions MIB         the process's address space (VmSize, MiB) is printed, then
+ *                                     MIB MiB of 64-byte blocks are allocated, written, each
+ *                                     checked to be a page block (usable size 64) when pages
+ *                                     are on -- past the first region of pages when MIB > 64 --
+ *                                     and freed
  *
  * Standard API and pthreads: runs against glibc as is.  HC's statistics through hc_stats_get
  * (looked up at run time; 0 under another allocator).
@@ -304,6 +314,61 @@ static int handback(long rounds, int threads)
     return 0;
 }
 
+/* ---- orphans: blocks of an exited thread freed later ---- */
+
+static void *orphan_maker(void *arg)
+{
+    uint64_t seed = 3;
+    if (arg)
+        return NULL; /* the warm-up thread */
+    for (size_t i = 0; i < HB_BLOCKS; i++) {
+        size_t n = 8 + rnd(&seed) % 493;
+        unsigned char *p = malloc(n);
+        if (!p)
+            die("malloc returned NULL", n);
+        p[0] = (unsigned char)(uintptr_t)p;
+        hb_blocks[i] = p;
+    }
+    return arg;
+}
+
+static int orphans(long ms)
+{
+    struct hc_stats st;
+    pthread_t t;
+    /* Before the baseline: the look-up's own allocations, if any, and a thread made and joined
+     * (pthread_create allocates the new thread's TLS vector in the creating thread, kept with
+     * the cached stack that the next thread reuses). */
+    if (pthread_create(&t, NULL, orphan_maker, hb_blocks) || pthread_join(t, NULL))
+        die("pthread_create", 0);
+    stats(&st);
+    if (!stats(&st)) {
+        printf("ok orphans (not HC)\n");
+        return 0;
+    }
+    uint64_t base = st.small_pages - st.small_pages_empty; /* the main thread's own pages */
+    if (pthread_create(&t, NULL, orphan_maker, NULL) || pthread_join(t, NULL))
+        die("pthread_create", 0);
+    for (size_t i = 0; i < HB_BLOCKS; i++)
+        free(hb_blocks[i]);
+    stats(&st);
+    uint64_t pages = st.small_pages;
+    long waited = 0;
+    struct timespec tick = {0, 20 * 1000000L};
+    while (st.small_pages - st.small_pages_empty > base && waited < ms) {
+        nanosleep(&tick, NULL);
+        waited += 20;
+        stats(&st);
+    }
+    if (st.small_pages - st.small_pages_empty > base)
+        die("orphaned pages whose blocks were all freed are still not empty (pages in use)",
+            (size_t)(st.small_pages - st.small_pages_empty - base));
+    printf("ok orphans pages=%s\n", pages > 8 ? "many" : "few");
+    fprintf(stderr, "orphans: %llu pages, all empty after %ld ms\n", (unsigned long long)pages,
+            waited);
+    return 0;
+}
+
 /* ---- short-lived threads ---- */
 
 static void *_Atomic left[4][64];
@@ -357,6 +422,56 @@ static int short_threads(unsigned long n)
     return 0;
 }
 
+/* ---- regions ---- */
+
+static long vm_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static int regions(size_t mib)
+{
+    void *volatile first = malloc(24); /* the pages are set up (if not already) */
+    long vm = vm_kb();
+    free(first);
+    size_t n = (mib << 20) / 64;
+    void **blocks = malloc(n * sizeof *blocks); /* above SMALL_MAX: the paper's heap */
+    if (!blocks)
+        die("malloc of the array", n);
+    for (size_t i = 0; i < n; i++) {
+        char *b = blocks[i] = malloc(64);
+        if (!b || ((uintptr_t)b & 15))
+            die("malloc(64)", i);
+        memset(b, (int)i, 64);
+    }
+    struct hc_stats st;
+    int hc = stats(&st);
+    unsigned long long pages = st.small_pages;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *b = blocks[i];
+        if (b[0] != (unsigned char)i || b[63] != (unsigned char)i)
+            die("block contents", i);
+        if (pages && malloc_usable_size(b) != 64)
+            die("not a block of a small page (usable size)", malloc_usable_size(b));
+    }
+    for (size_t i = n; i-- > 0;)
+        free(blocks[i]);
+    free(blocks);
+    if (hc && stats(&st) && st.allocs_current > 16)
+        die("blocks still counted after every free", (size_t)st.allocs_current);
+    printf("ok regions mib=%zu vm=%ld\n", mib, vm >> 10);
+    fprintf(stderr, "regions: %llu pages\n", pages);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -366,6 +481,8 @@ int main(int argc, char **argv)
         return prodcons(strtol(argv[2], NULL, 0), atoi(argv[3]));
     if (argc > 3 && strcmp(argv[1], "handback") == 0)
         return handback(strtol(argv[2], NULL, 0), atoi(argv[3]));
+    if (argc > 2 && strcmp(argv[1], "orphans") == 0)
+        return orphans(strtol(argv[2], NULL, 0));
     if (argc > 2 && strcmp(argv[1], "short") == 0)
         return short_threads(strtoul(argv[2], NULL, 0));
     if (argc > 1 && strcmp(argv[1], "doublefree") == 0) {
@@ -377,6 +494,9 @@ int main(int argc, char **argv)
         printf("double free not caught\n");
         return 0;
     }
-    fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS | short THREADS | doublefree\n");
+    if (argc > 2 && strcmp(argv[1], "regions") == 0)
+        return regions(strtoul(argv[2], NULL, 0));
+    fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS"
+            " | orphans MS | short THREADS | doublefree | regions MIB\n");
     return 2;
 }

@@ -15,20 +15,20 @@ computed by the first command that needs them (register.named stores them then).
 
 from __future__ import annotations
 
-import concurrent.futures
+import hashlib
 import os
 import shutil
 import stat
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hctune import native, paths
 from hctune.errors import HctuneError
-from hctune.files import sha256
 from hctune.trace import spec
 from hctune.trace.reader import TraceError
 from hctune.trace.register import register
@@ -192,6 +192,48 @@ def _main_trace(readable: list[tuple[Path, dict]], base: str) -> tuple[Path, dic
     return chain[-1]    # readable is in tracer order: base, base.<pid>, base.<pid>.<n>...
 
 
+class _Hasher(threading.Thread):
+    """The content hash of each trace file, taken while the tracer writes it: the files are only
+    ever appended to (O_APPEND, whole chunks), so the bytes already there are final and, after
+    the program exits, only the last ones are left to hash (issue 23: profile's own work after
+    the exit).  The tracer's `.sum` files are rewritten, so they are not hashed."""
+
+    def __init__(self, folder: Path, base: str):
+        super().__init__(daemon=True)
+        self.folder, self.base = folder, base
+        self.done = threading.Event()
+        self.state: dict[str, list] = {}          # file name -> [hashlib object, bytes hashed]
+
+    def _catch_up(self) -> int:
+        read = 0
+        for p in self.folder.iterdir():
+            if not p.name.startswith(self.base) or p.name.endswith(SUMMARY_SUFFIX):
+                continue
+            h = self.state.setdefault(p.name, [hashlib.sha256(), 0])
+            try:
+                with open(p, "rb") as f:
+                    f.seek(h[1])
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h[0].update(block)
+                        h[1] += len(block)
+                        read += len(block)
+            except OSError:
+                continue
+        return read
+
+    def run(self):
+        while not self.done.is_set():
+            if not self._catch_up():
+                self.done.wait(0.25)
+
+    def finish(self) -> dict[str, str]:
+        """After the program exited: the rest of every file, and the hashes by file name."""
+        self.done.set()
+        self.join()
+        self._catch_up()
+        return {name: h.hexdigest() for name, (h, _) in self.state.items()}
+
+
 def invocation(argv: list[str]) -> dict:
     """What `hctune validate` needs to run this program again: argv, the working directory,
     and stdin's path when stdin is a regular file (a pipe or terminal cannot be replayed)."""
@@ -232,8 +274,13 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         # absolute: children may chdir
         cmd, env = _command(list(argv), tracer, (tmp / base).resolve(), timestamps,
                             start_after, duration, toggle_signal, period)
+        hasher = _Hasher(tmp, base)
         t0 = time.perf_counter()
-        rc = _run(cmd, env)
+        hasher.start()
+        try:
+            rc = _run(cmd, env)
+        finally:
+            hasher.done.set()
         t_exit, cpu_exit = time.perf_counter(), time.process_time()
         code, died_of = (128 - rc, -rc) if rc < 0 else (rc, None)
         files = _order([p for p in tmp.iterdir() if p.name.startswith(base)
@@ -241,17 +288,15 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         if not files:
             raise HctuneError(f"no trace was written for {argv[0]} (did it start?)")
         readable, skipped = [], []
-        # The content hash (hashlib lets go of the GIL) on a thread while the chunk index is
-        # read: the only pass over each trace's bytes after the program exits.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            hashes = {f: pool.submit(sha256, f) for f in files}
-            for f in files:
-                try:
-                    readable.append((f, summary(f, read_counts(f.with_name(f.name +
-                                                                           SUMMARY_SUFFIX)))))
-                except TraceError as e:
-                    skipped.append(str(e).replace(str(tmp) + os.sep, ""))
-            sums = {f: None if h.exception() else h.result() for f, h in hashes.items()}
+        # After the exit: the hashes' last bytes and each trace's chunk index, no event read
+        by_name = hasher.finish()
+        sums = {f: by_name.get(f.name) for f in files}
+        for f in files:
+            try:
+                readable.append((f, summary(f, read_counts(f.with_name(f.name +
+                                                                       SUMMARY_SUFFIX)))))
+            except TraceError as e:
+                skipped.append(str(e).replace(str(tmp) + os.sep, ""))
         if not readable:
             raise HctuneError(f"no readable trace: {skipped[0]}")
         main = _main_trace(readable, base)

@@ -61,6 +61,9 @@ class Options:
     memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
     # asked after every trial: True stops the run there (the worker: the study was cancelled)
     stop_when: Callable[[], bool] | None = dataclasses.field(default=None, compare=False)
+    # told each trial's number as this process starts measuring it (the worker says so in
+    # hc_workers: the service's /workers page)
+    on_trial: Callable[[int], None] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def cross(self) -> bool:

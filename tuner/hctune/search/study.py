@@ -302,6 +302,8 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
             trial.set_user_attr("allocator", alloc)
         trial.set_user_attr("setting", allocators.setting_key(alloc, setting) or "")
         trial.set_user_attr("worker", _worker())
+        if opts.on_trial is not None:
+            opts.on_trial(trial.number)
         try:
             with interrupt.measurement():
                 e = ev.evaluate(setting, alloc)

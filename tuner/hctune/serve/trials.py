@@ -41,7 +41,7 @@ SORT_KEYS = ("number", "state", "allocator", "mem_ratio", "perf_ratio", "seed", 
 STATES = ("complete", "running", "waiting", "fail", "pruned")
 
 
-def _number(x) -> float | None:
+def finite_number(x) -> float | None:
     """A ratio as the pages can show it: a finite number, or None (a stored NaN, infinity, a
     string or a list would make the JSON invalid for a browser, or break the plot)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
@@ -66,7 +66,8 @@ def trial_row(t: FrozenTrial) -> dict:
     retry = a.get(RETRY_OF)
     return {"number": t.number, "state": t.state.name.lower(),
             "allocator": _text(_study.trial_allocator(t), 64),
-            "mem_ratio": _number(a.get("mem")), "perf_ratio": _number(a.get("perf")),
+            "mem_ratio": finite_number(a.get("mem")),
+            "perf_ratio": finite_number(a.get("perf")),
             "feasible": feasible,
             "setting": _text(a.get("setting")), "seed": _text(a.get("seed"), 256),
             "worker": _text(a.get("worker"), 256), "error": _text(a.get("error")),
@@ -79,8 +80,9 @@ def _measured_ok(t: FrozenTrial) -> bool:
     if "mem" not in a:
         return True
     c = a.get("constraints", [])
-    return _number(a.get("mem")) is not None and _number(a.get("perf")) is not None and \
-        isinstance(c, list) and all(_number(x) is not None for x in c)
+    return (finite_number(a.get("mem")) is not None
+            and finite_number(a.get("perf")) is not None
+            and isinstance(c, list) and all(finite_number(x) is not None for x in c))
 
 
 def _unmeasured(t: FrozenTrial) -> FrozenTrial:

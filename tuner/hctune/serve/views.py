@@ -11,6 +11,7 @@ those absolute paths), where hctune's own /api/studies is; it cannot live under 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 import time
 import warnings
 
@@ -20,6 +21,7 @@ from fastapi.responses import Response
 
 from hctune import report as _report
 from hctune.serve.state import Service, service, study_brief
+from hctune.serve.trials import finite_number
 
 router = APIRouter(tags=["studies"])
 
@@ -52,9 +54,8 @@ def plot(svc: Service, name: str, kind: str) -> bytes:
         if len(_studies) > 32:
             _studies.clear()
         _studies[name] = st
-    done = [t for t in st.get_trials(deepcopy=False,
-                                     states=(optuna.trial.TrialState.COMPLETE,))
-            if target in t.user_attrs]
+    complete = st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    done = [t for t in complete if finite_number(t.user_attrs.get(target)) is not None]
     if old is not None and old[0] == len(done):
         _made[key] = (old[0], time.monotonic(), old[2], brief["state"])
         return old[2]
@@ -62,6 +63,8 @@ def plot(svc: Service, name: str, kind: str) -> bytes:
         raise HTTPException(409, f"study {name!r} has {len(done)} finished trial(s); the "
                                  "views need two")
     label = {"mem": "footprint / glibc's", "perf": "perf / glibc's"}[target]
+    shown, only, knobs = _drawn(st, done, target, kind,
+                         clean=len(done) == sum(target in t.user_attrs for t in complete))
     with _lock, warnings.catch_warnings():
         warnings.simplefilter("ignore")          # Optuna's "experimental" warnings
         plt = _report._plt()
@@ -69,19 +72,72 @@ def plot(svc: Service, name: str, kind: str) -> bytes:
             extra = {}
             if kind == "importance":   # PED-ANOVA: Optuna's own (fANOVA needs scikit-learn)
                 extra["evaluator"] = optuna.importance.PedAnovaImportanceEvaluator()
-            ax = getattr(vis, KINDS[kind])(st, target=lambda t: t.user_attrs[target],
+            if knobs is not None:
+                extra["params"] = knobs
+            ax = getattr(vis, KINDS[kind])(shown, target=lambda t: t.user_attrs[target],
                                            target_name=label, **extra)
         except (ValueError, RuntimeError) as e:   # e.g. importance of a single value
             plt.close("all")
             raise HTTPException(409, f"{kind}: {str(e).splitlines()[0]}") from None
         ax = ax[0] if hasattr(ax, "__len__") and not hasattr(ax, "figure") else ax
+        if only is not None:   # (Optuna puts some titles on the left)
+            loc = next((x for x in ("center", "left") if ax.get_title(loc=x)), "center")
+            ax.set_title(f"{ax.get_title(loc=loc)}: {only}'s trials", loc=loc)
         fig = ax.figure
-        fig.set_size_inches(7, 4)
+        fig.set_size_inches(*((11, 4.5) if kind == "parallel" else (7, 4)))
         body = _report._svg(fig).encode()
     if len(_made) > 64:
         _made.clear()
     _made[key] = (len(done), time.monotonic(), body, brief["state"])
     return body
+
+
+def _on_grid(t) -> bool:
+    try:
+        return all(d._contains(d.to_internal_repr(t.params[k]))
+                   for k, d in t.distributions.items())
+    except (ValueError, TypeError):
+        return False
+
+
+def _shape(t) -> tuple:
+    return tuple(sorted((k, repr(d)) for k, d in t.distributions.items()))
+
+
+def _drawn(st, done: list, target: str, kind: str, clean: bool):
+    """(the study to draw, None, None): the study itself while every measured trial holds a finite
+    ratio (clean), else an in-memory study of those that do (`done`). For the importance and
+    the parallel coordinates of a cross-allocator study (each allocator has knobs of its own,
+    so no trial has them all: Optuna's parallel coordinates would be empty, the importances
+    the allocator's alone): (an in-memory study of the allocator of the best trial, its
+    trials in `done` that set all its knobs; that allocator; its knobs)."""
+    import optuna  # deferred: Optuna (as plot())
+    from hctune.search.space import ALLOCATOR_PARAM  # deferred: as Optuna
+    only = None
+    if kind != "history" and len({t.params.get(ALLOCATOR_PARAM) for t in done}) > 1:
+        best = min(done, key=lambda t: (t.user_attrs[target], t.number))
+        only = best.params.get(ALLOCATOR_PARAM)
+        done = [t for t in done if t.params.get(ALLOCATOR_PARAM) == only]
+        # those that set all its knobs (its library-defaults trial sets none), over the same
+        # ranges, their values on them (a seed's value may be off the search grid)
+        most = max((len(t.params) for t in done), default=0)
+        done = [t for t in done if len(t.params) == most and _on_grid(t)]
+        shapes = Counter(_shape(t) for t in done)
+        if shapes:
+            common = shapes.most_common(1)[0][0]
+            done = [t for t in done if _shape(t) == common]
+        if len(done) < 2:
+            raise HTTPException(409, f"the best allocator ({only}) has {len(done)} finished "
+                                     "trial(s); the view needs two")
+    elif clean:
+        return st, None, None
+    sub = optuna.create_study(directions=st.directions)
+    try:
+        sub.add_trials(done)
+    except ValueError as e:     # trials Optuna will not hold in one study
+        raise HTTPException(409, f"{kind}: {str(e).splitlines()[0]}") from None
+    return sub, only, (None if only is None else
+                       sorted(k for k in done[0].params if k != ALLOCATOR_PARAM))
 
 
 def fresh(svc: Service, name: str, kind: str) -> bytes | None:

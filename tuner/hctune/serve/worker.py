@@ -58,12 +58,16 @@ class Presence:
             self.state, self.study, self._trial = state, study, trial
         self.beat()
 
-    def beat(self):
+    def measuring(self, trial: int):
+        """Said by the search as it starts a trial (Options.on_trial)."""
+        self.beat(trial)
+
+    def beat(self, trial: int | None = None):
         with self._lock:
             state, study, trial_of = self.state, self.study, self._trial
-        trial = None
         with contextlib.suppress(Exception):   # a missed beat is not worth a failure
-            trial = trial_of() if trial_of else None
+            if trial is None and trial_of is not None:
+                trial = trial_of()
         with contextlib.suppress(Exception):
             with Database(self.db_path) as db:
                 jobs.worker_beat(db, self.id, socket.gethostname(), os.getpid(), self.started,
@@ -199,8 +203,12 @@ def run_one(db_path, row, storage: str | None, log=print,
         with Database(db_path) as db:
             return jobs.cancelled(db, row["id"])
     opts.stop_when = cancelled      # asked after every trial
+    if presence is not None:
+        opts.on_trial = presence.measuring
     while True:
-        res = _study.run(db_path, trace_ids, opts)
+        # after every trial the row says again what this worker measures (none, for a moment)
+        res = _study.run(db_path, trace_ids, opts,
+                         progress=(lambda *_: presence.beat()) if presence is not None else None)
         if cancelled():
             log(f"study {row['study']}: cancelled; stopped after {res['finished']} trials")
             return False
