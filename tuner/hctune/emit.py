@@ -178,12 +178,17 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         setting = allocator_knobs.complete(alloc, {**setting,
                                                    **allocator_knobs.parse_sets(alloc, sets)})
     overrides = bool(sets)
+    # the recommendation is an allocator as it comes (glibc, jemalloc...): not a trial, but a
+    # search across allocators measured it as its first seed ("jemalloc defaults")
+    as_it_comes = rec is not None and alloc != "hc" and chosen_t is None
+    seed_t = next((t for t in _study.finished(st) if _study.trial_allocator(t) == alloc
+                   and t.user_attrs.get("seed") == f"{alloc} defaults"), None) \
+        if as_it_comes else None
     measured = _measured(chosen_t, metric) if chosen_t is not None \
-        else "not measured by the study"
+        else f"{_measured(seed_t, metric)} (its defaults' trial {seed_t.number})" \
+        if seed_t is not None else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
-    # the recommendation is an allocator as it comes (glibc, jemalloc...): not a trial
-    as_it_comes = rec is not None and alloc != "hc" and chosen_t is None
     prov.update(trace=_trace_text(traces, paths),
                 objective=f"{objective} (perf metric: {metric}); study {row['name']}, "
                           + (f"the {origin['objective']} study {origin['study']}'s trial "
