@@ -99,6 +99,21 @@ def _hctune(db: Path, work: Path, *args) -> dict:
             "stdout": r.stdout, "stderr": r.stderr}
 
 
+def _rest(rows, work: Path, db: Path, trace: Path, a) -> int:
+    """search -> validate -> emit on the profiled trace."""
+    r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
+                "--objective", "mem", "--allocators", "hc", "--jobs", a.jobs, "--json")
+    rows.append((f"hctune search --trials {a.trials} --repeat 1 --jobs {a.jobs}", r["wall_s"],
+                 r["hctune_rss_mb"], r["children_rss_mb"],
+                 f"children: hcreplay; CPU {r['cpu_s']:.0f} s"))
+    r = _hctune(db, work, "validate", "--top", "1", "--runs", "3", "--no-references")
+    rows.append(("hctune validate --top 1 --runs 3 --no-references", r["wall_s"],
+                 r["hctune_rss_mb"], r["children_rss_mb"], "children: the program"))
+    r = _hctune(db, work, "emit", "-o", work / "malloc.c")
+    rows.append(("hctune emit", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"], ""))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
@@ -107,6 +122,10 @@ def main() -> int:
                     help="interleaved rounds of the C tool and `hctune stats` (medians)")
     ap.add_argument("--only-profile", action="store_true",
                     help="stop after the profile step (profile's work after the exit)")
+    ap.add_argument("--jobs", type=int, default=1, help="search --jobs (trials in parallel)")
+    ap.add_argument("--resume", metavar="DIR",
+                    help="go on from search in DIR (factor.hct and h.db of an earlier run's "
+                         "folder, kept when that run was stopped)")
     ap.add_argument("--out", default="bench-out/big_flow")
     a = ap.parse_args()
     out = Path(a.out).resolve()
@@ -115,7 +134,9 @@ def main() -> int:
     # through env(1), so that validate's re-runs of the profiled command get PYTHONMALLOC too
     prog = ["env", "PYTHONMALLOC=malloc", py, str(WORKLOAD), str(a.rounds)]
     print(f"# .venv/bin/python bench/big_flow.py --rounds {a.rounds} --trials {a.trials} "
-          f"--stats-rounds {a.stats_rounds}" + (" --only-profile" if a.only_profile else ""),
+          f"--stats-rounds {a.stats_rounds} --jobs {a.jobs}"
+          + (" --only-profile" if a.only_profile else "")
+          + (f" --resume {a.resume}" if a.resume else ""),
           flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared "
           "machine: times are one run each, inflated by other work)")
@@ -130,6 +151,9 @@ def main() -> int:
 
     rows = _Rows()
     print(f"{'step':<50} {'wall s':>8} {'hctune MB':>10} {'children MB':>12}  note", flush=True)
+    if a.resume:
+        work = Path(a.resume).resolve()
+        return _rest(rows, work, work / "h.db", work / "factor.hct", a)
     with tempfile.TemporaryDirectory(dir=out) as d:
         work = Path(d)
         db = work / "h.db"
@@ -164,15 +188,7 @@ def main() -> int:
                      f"CPU {tc:.1f} s"))
         rows.append((f"hctune stats (median of {a.stats_rounds})", mw, r["hctune_rss_mb"], r["children_rss_mb"],
                      f"CPU {mc:.1f} s; {mw / tw:.2f}x the C tool's wall, {mc / tc:.2f}x its CPU"))
-        r = _hctune(db, work, "search", trace, "--trials", a.trials, "--repeat", "1",
-                    "--objective", "mem", "--allocators", "hc", "--json")
-        rows.append((f"hctune search --trials {a.trials} --repeat 1", r["wall_s"],
-                     r["hctune_rss_mb"], r["children_rss_mb"], "children: hcreplay"))
-        r = _hctune(db, work, "validate", "--top", "1", "--runs", "3", "--no-references")
-        rows.append(("hctune validate --top 1 --runs 3 --no-references", r["wall_s"],
-                     r["hctune_rss_mb"], r["children_rss_mb"], "children: the program"))
-        r = _hctune(db, work, "emit", "-o", work / "malloc.c")
-        rows.append(("hctune emit", r["wall_s"], r["hctune_rss_mb"], r["children_rss_mb"], ""))
+        _rest(rows, work, db, trace, a)
     (out / "result.json").write_text(json.dumps(
         [dict(zip(("step", "wall_s", "hctune_rss_mb", "children_rss_mb", "note"), r))
          for r in rows], indent=1))

@@ -5,7 +5,7 @@ does, for a fixed time on loopback; prints the median and p99 latency per endpoi
 
     .venv/bin/python bench/serve_load.py [--clients 50] [--seconds 30] [--trials 1000]
                                          [--client wrk|asyncio|threads] [--http-workers 1]
-                                         [--db postgresql://user@host/db]
+                                         [--db postgresql://user@host/db] [--login]
 
 Half the clients read the page (GET /studies/load), half the trials (GET /api/studies/load/
 trials, the whole list each time, no If-None-Match), each sending its next request as soon as
@@ -46,6 +46,32 @@ from pathlib import Path
 NAME = "load"
 PATHS = {"page": f"/studies/{NAME}", "trials": f"/api/studies/{NAME}/trials"}
 TIMEOUT = 10.0   # seconds; a slower answer is an error (wrk: --timeout)
+HEADERS: dict[str, str] = {}   # every client's request carries them (--login: the session)
+TOKEN = "serve-load-bench-token"
+
+
+def login(base: str) -> str:
+    """A session cookie from the server's /login form (--login), as a browser gets one."""
+    from http.cookies import SimpleCookie
+    with urllib.request.urlopen(base + "/login", timeout=60) as r:
+        csrf = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
+
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+    req = urllib.request.Request(f"{base}/login?csrf={csrf}", data=f"token={TOKEN}".encode(),
+                                 headers={"Content-Type": "application/x-www-form-urlencoded",
+                                          "Cookie": f"hctune_csrf={csrf}"}, method="POST")
+    try:
+        urllib.request.build_opener(Keep).open(req, timeout=60)
+    except urllib.error.HTTPError as e:
+        return "hctune_session=" + SimpleCookie(e.headers["Set-Cookie"])["hctune_session"].value
+    raise SystemExit("serve_load: /login did not answer with a session")
+
+
+def _get(base: str, path: str, timeout: float = 60):
+    return urllib.request.urlopen(urllib.request.Request(base + path, headers=HEADERS),
+                                  timeout=timeout)
 
 # wrk prints its figures through this script (latencies in microseconds) as one JSON line.
 WRK_LUA = """
@@ -133,6 +159,7 @@ def run_wrk(base: str, clients: int, seconds: float) -> dict:
             n = clients // len(PATHS) + (clients % len(PATHS) if i == 0 else 0)
             procs[k] = subprocess.Popen(
                 ["wrk", "-t1", f"-c{n}", f"-d{seconds:g}s", f"--timeout={TIMEOUT:g}s",
+                 *(x for k, v in HEADERS.items() for x in ("-H", f"{k}: {v}")),
                  "-s", f.name, base + path], stdout=subprocess.PIPE, text=True)
         out = {}
         for k, p in procs.items():
@@ -163,7 +190,8 @@ def summarise(lat: dict, errors: dict) -> dict:
 
 async def _one_client(host: str, port: int, which: str, deadline: float, lat, errors):
     req = (f"GET {PATHS[which]} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-           "Connection: keep-alive\r\n\r\n").encode()
+           + "".join(f"{k}: {v}\r\n" for k, v in HEADERS.items())
+           + "Connection: keep-alive\r\n\r\n").encode()
     conn = None
     while time.monotonic() < deadline:
         t0 = time.perf_counter()
@@ -226,7 +254,7 @@ def run_threads(base: str, clients: int, seconds: float) -> dict:
             k += 1
             t0 = time.perf_counter()
             try:
-                with urllib.request.urlopen(base + PATHS[which], timeout=TIMEOUT) as r:
+                with _get(base, PATHS[which], timeout=TIMEOUT) as r:
                     r.read()
                     ok = r.status == 200
             except (urllib.error.URLError, OSError):
@@ -259,6 +287,9 @@ def main():
                          "draws) and a quarter one page of its trial table (finished trials by "
                          "footprint, 50 a page) instead of half reading the page and half the "
                          "trials")
+    ap.add_argument("--login", action="store_true",
+                    help="the server has a token and the clients send the session cookie /login "
+                         "gave (each request checks the stored session)")
     ap.add_argument("--db", default=None,
                     help="a PostgreSQL database to run on (hctune's tables and Optuna's) instead "
                          "of a temporary SQLite file; its study 'load' is replaced")
@@ -271,7 +302,7 @@ def main():
         raise SystemExit("serve_load: no wrk here (Debian package wrk); try --client asyncio")
     cmd = ["bench/serve_load.py", "--clients", str(a.clients), "--seconds", f"{a.seconds:g}",
            "--trials", str(a.trials), "--client", kind, "--http-workers", str(a.http_workers),
-           *(["--views"] if a.views else [])]
+           *(["--views"] if a.views else []), *(["--login"] if a.login else [])]
     if a.db:
         from hctune.db import redact
         cmd += ["--db", redact(a.db)]
@@ -284,7 +315,8 @@ def main():
         more = ["--http-workers", str(a.http_workers)] if a.http_workers != 1 else []
         srv = subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "serve",
                                 "--port", str(port), "--data-dir", str(Path(tmp) / "serve"),
-                                *more], start_new_session=True)
+                                *more], start_new_session=True,
+                               env={**os.environ, **({"HCTUNE_TOKEN": TOKEN} if a.login else {})})
         base = f"http://127.0.0.1:{port}"
         ctx = multiprocessing.get_context("spawn")
         stop, written = ctx.Event(), ctx.Value("i", 0)
@@ -296,9 +328,11 @@ def main():
                     break
                 except (urllib.error.URLError, OSError):
                     time.sleep(0.2)
+            if a.login:
+                HEADERS["Cookie"] = login(base)
             for _ in range(4 * a.http_workers):   # warm: each process's first read of the study
                 for path in PATHS.values():
-                    urllib.request.urlopen(base + path, timeout=60).read()
+                    _get(base, path).read()
             w = ctx.Process(target=writer, args=(url, stop, written))
             w.start()
             time.sleep(1)
@@ -308,7 +342,7 @@ def main():
             stop.set()
             w.join(timeout=30)
             time.sleep(1.2)   # past the server's 1 s cache: its next read is fresh
-            with urllib.request.urlopen(base + PATHS["trials"], timeout=60) as r:
+            with _get(base, PATHS["trials"]) as r:
                 raw = r.read()
             final = json.loads(raw)
             seen = sum(1 for t in final if t["state"] == "complete")
@@ -319,7 +353,7 @@ def main():
             os.killpg(srv.pid, signal.SIGTERM)
             srv.wait(timeout=30)
     out = {"command": ".venv/bin/python " + shlex.join(cmd), "client": kind,
-           "database": "postgresql" if a.db else "sqlite",
+           "database": "postgresql" if a.db else "sqlite", "login": a.login,
            "cores": os.cpu_count(), "loadavg_1min_before_after": [load_before[0], load_after[0]],
            "clients": a.clients, "seconds": a.seconds, "trials_at_start": a.trials,
            "trials_written_during": written.value,

@@ -2,7 +2,8 @@
 """What one request to `hctune serve` costs inside the server, without sockets or clients: each
 endpoint called through the ASGI app in this process (the floor under bench/serve_load.py's
 latencies), and what reading a study's trials costs, whole (as Optuna reads a study it has not
-seen) and incrementally (as the server's cache reads it each second).
+seen) and incrementally (as the server's cache reads it each second), and what one page of the
+trial table costs when made afresh after a read (its filter, sort and Pareto front).
 
     .venv/bin/python bench/serve_request_cost.py [--trials 1000] [--requests 300]
 """
@@ -27,7 +28,9 @@ from hctune.serve.app import Config, create_app  # noqa: E402
 from hctune.serve.trials import TrialsCache  # noqa: E402
 
 ENDPOINTS = ("/studies/load", "/api/studies/load/trials", "/api/studies/load/trials?since=1000",
-             "/api/studies/load?trials=false", "/api/studies/load")
+             "/api/studies/load?trials=false", "/api/studies/load",
+             "/api/studies/load/table?state=complete&sort=mem_ratio&desc=false",
+             "/studies?part=table")
 
 
 async def call(app, target: str) -> int:
@@ -85,6 +88,15 @@ def main():
             cache.get(serve_load.NAME, "running")
             times.append(time.perf_counter() - t0)
         out["ms_incremental_read_one_new_trial"] = round(sorted(times)[len(times) // 2] * 1e3, 1)
+        # one page of the trial table made afresh (as after each read): filter, sort, front
+        times = []
+        for i in range(10):
+            writer.add_trial(serve_load.fake(a.trials + 10 + i))
+            snap = cache.get(serve_load.NAME, "running")
+            t0 = time.perf_counter()
+            snap.table("complete", None, "", False, "mem_ratio", False, 0, 50)
+            times.append(time.perf_counter() - t0)
+        out["ms_table_page_fresh"] = round(sorted(times)[len(times) // 2] * 1e3, 1)
     print(json.dumps(out, indent=1))
 
 

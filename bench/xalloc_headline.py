@@ -55,8 +55,12 @@ def compare(s: dict, objective: str) -> dict:
     by = {c["candidate"]: c for c in s["candidates"]}
     rec = s.get("recommendation") or s.get("winner") or {}
     w = by.get(rec.get("candidate"))
+    # perf: a default over the study's memory limit is not an answer to it either
+    over = {c["candidate"] for c in s["candidates"] if c.get("over_memory_limit")} | {
+        n.split(" left out of the choice:")[0] for n in s.get("notes", [])
+        if " left out of the choice:" in n}
     defaults = [by[d] for d in DEFAULTS if d in by and not by[d]["disqualified"]
-                and by[d]["median"].get(m)]
+                and by[d]["median"].get(m) and d not in over]
     best = min(defaults, key=lambda c: c["median"][m]) if defaults else None
     out = {"winner": w["candidate"] if w else None,
            "winner_allocator": w["allocator"] if w else None,

@@ -92,13 +92,17 @@ def test_a_streamed_replay_holds_one_chunk_and_replays_the_same_calls(tmp_path):
         pytest.fail(f"{lib} is missing: run make")
     hc = {"LD_PRELOAD": str(lib)}
     runs = {}
-    for mode in ("off", "on"):
+    # "on" twice: the second takes the first pass's results from the cache
+    for i, mode in enumerate(("off", "on", "on")):
         r = subprocess.run([str(native.path("hcreplay")), str(path), "--json", "--repeat", "2",
                             "--stream", mode], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, **hc})
+                           env={**os.environ, **hc, "XDG_CACHE_HOME": str(tmp_path / "c")})
         assert r.returncode == 0, r.stderr
-        runs[mode] = json.loads(r.stdout)
-    whole, streamed = runs["off"], runs["on"]
+        runs[mode, i] = json.loads(r.stdout)
+    assert len(list((tmp_path / "c" / "hctune" / "replay").glob("*.pass1"))) == 1
+    whole, streamed, cached = runs["off", 0], runs["on", 1], runs["on", 2]
+    for k in ("ops", "events", "slots", "max_live_bytes", "distinct_sizes", "hc_stats"):
+        assert cached[k] == streamed[k], k
     assert (whole["streamed"], streamed["streamed"]) == (False, True)
     for k in ("ops", "events", "slots", "max_live_bytes", "max_live_objects", "distinct_sizes",
               "skipped", "repaired", "failed", "hc_stats"):

@@ -101,6 +101,15 @@ def test_a_cross_allocator_study(trace, tmp_path):
         assert sum(1 for x in s["trials"] if x["seed"]) <= 3      # 3/4 of 4 trials
         status, page = srv.request("GET", "/studies/cross")
         assert status == 200 and b'data-key="allocator"' in page
+        # a trial of another allocator: its environment file, no malloc.c; HC's: the reverse
+        by = {x["allocator"]: x["number"] for x in done}
+        status, env = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['glibc']}")
+        assert status == 200 and b"glibc" in env, env
+        status, err = srv.request("GET", f"/api/studies/cross/emit/malloc.c?trial={by['glibc']}")
+        assert status == 409 and "hctune.env" in err["error"], err
+        status, err = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['hc']}")
+        assert status == 409 and "malloc.c" in err["error"], err
+        assert srv.request("GET", f"/api/studies/cross/emit/malloc.c?trial={by['hc']}")[0] == 200
         # the form takes them too, and keeps them when it refuses
         form = (f"traces={t['id']}&allocators=hc&allocators=glibc&memory_measure=final"
                 "&trials=2&name=x").encode()

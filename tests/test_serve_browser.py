@@ -187,3 +187,49 @@ def test_the_studies_list_polls_only_while_its_tab_is_shown(tmp_path):
             browser.close()
     finally:
         srv.stop()
+
+
+def test_the_studies_list_says_when_its_session_ended(tmp_path):
+    """With a token: after a logout (from another tab), the list's next refresh says the
+    session ended instead of showing the login page in place of the list."""
+    if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    from hctune import jobs
+    from hctune.db import Database
+    with Database(tmp_path / "hctune.db") as d:      # a study no worker takes
+        jobs.enqueue(d, "waiting", [1], {"objective": "mem", "trials": 5})
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox"])
+            tabs = browser.new_context()
+            page = tabs.new_page()
+            page.goto(srv.base + "/login")
+            page.fill("input[name=token]", "tok")
+            page.click("button[type=submit]")
+            page.goto(srv.base + "/studies")
+            other = tabs.new_page()                      # another tab logs out
+            other.goto(srv.base + "/studies")
+            other.evaluate("fetch('/logout', {method: 'POST', headers: "
+                           "{'X-Requested-With': 'hctune'}})")
+            page.wait_for_function("document.getElementById('studies-note').textContent"
+                                   ".includes('session ended')", timeout=20_000)
+            assert page.locator("#studies-table").count() == 1
+            assert page.locator("input[name=token]").count() == 0
+            # a study's page, which polls the JSON API every second, says so too
+            page.goto(srv.base + "/login")
+            page.fill("input[name=token]", "tok")
+            page.click("button[type=submit]")
+            page.goto(srv.base + "/studies/waiting")
+            page.wait_for_function("document.getElementById('count').textContent !== ''")
+            other.evaluate("fetch('/logout', {method: 'POST', headers: "
+                           "{'X-Requested-With': 'hctune'}})")
+            page.wait_for_function("document.getElementById('error').textContent"
+                                   ".includes('session ended')", timeout=20_000)
+            assert page.inner_text("#state") == "queued"
+            browser.close()
+    finally:
+        srv.stop()

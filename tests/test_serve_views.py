@@ -6,6 +6,7 @@ ratios, attributes of the wrong type, markup) break no page and no JSON answer."
 
 import json
 import math
+import os
 import urllib.parse
 
 import optuna
@@ -241,3 +242,40 @@ def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
     assert status == 200 and b"'s trials" not in body
     rows = table(served, "cross", allocator="jemalloc")["trials"]
     assert len(rows) == 6 and {r["allocator"] for r in rows} == {"jemalloc"}
+
+
+def test_the_table_needs_the_token_as_every_read(tmp_path):
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    try:
+        assert get(srv, "/api/studies/table/table")[0] == 401
+        assert get(srv, "/studies?part=table")[0] in (303, 307, 401)
+        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok"})
+        assert status == 404 and "error" in strict(body)       # no such study, said in JSON
+        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok"})
+        assert status == 200 and b"none yet" in body
+    finally:
+        srv.stop()
+
+
+def test_the_lists_refresh_reads_a_finished_study_once(served, tmp_path):
+    """The studies list is asked for every 5 s by every open tab: a finished study's summary is
+    read once, then kept (it never changes); a running one is read each time."""
+    from hctune.serve import pages
+    from hctune.serve.state import Config, Service
+    svc = Service(Config(served.db, default_url(served.db), tmp_path / "data"))
+    asked = []
+    real = svc.trials.get
+    svc.trials.get = lambda name, state: asked.append(name) or real(name, state)
+    rows, first = pages._summaries(svc)
+    assert sorted(asked) == sorted(["table", ODD, "cross"])
+    assert first["table"]["finished"] == 53
+    asked.clear()
+    again = pages._summaries(svc)[1]
+    assert asked == [] and again == first
+    with Database(served.db) as d:
+        jobs.enqueue(d, "live", [1], {"objective": "mem", "trials": 5})
+        jobs.claim(d)
+    asked.clear()
+    pages._summaries(svc)
+    pages._summaries(svc)
+    assert asked == ["live", "live"]           # running: read each time

@@ -45,7 +45,7 @@ def _check(p, min_events):
         assert (sm["command"], sm["pid"], sm["threads"]) == (st["command"], st["pid"],
                                                              st["threads"])
         if "ops" in sm:     # the tracer's counts (images that exec'd or exited)
-            for k in ("ops", "requests", "small_requests", "bytes_requested", "small_bytes"):
+            for k in ("ops", "allocations", "reallocs", "frees", "requests", "bytes_requested"):
                 assert sm[k] == st[k], (path, k)
     return trace_stats(p.main)
 

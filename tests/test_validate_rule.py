@@ -155,6 +155,8 @@ def test_memory_limit_leaves_out_candidates_of_any_kind():
     assert s["recommendation"]["candidate"] == "tuned #2"
     assert any(n.startswith("tuned #1 left out") for n in s["notes"])
     assert any(n.startswith("tcmalloc left out") for n in s["notes"])
+    over = {e["candidate"] for e in s["candidates"] if e.get("over_memory_limit")}
+    assert over == {"tuned #1", "tcmalloc"}
     assert "tcmalloc was 50 % faster than tuned #2 (CI 50–50 %) but over the " \
            "memory limit" in s["verdict"]
 

@@ -209,6 +209,9 @@ def test_validation_runs_each_allocators_best_with_its_environment(c_program, tm
     hctune(db, "emit", "--env", f)
     text = f.read_text()
     assert f"{rec['candidate']} is the recommendation of validation" in text
+    if rec["kind"] == "reference":       # an allocator as it comes: its own evidence, no Table 6
+        assert f"source: {rec['allocator']}'s library defaults" in text
+        assert f"{rec['allocator']} as it comes" in text and "Table 6" not in text
     if rec["allocator"] == "jemalloc":
         assert "libjemalloc" in text.split("# The same setting")[0]
     if rec["allocator"] == "glibc" and not rec["setting"]:

@@ -147,8 +147,7 @@ static size_t g_pool_used;
  * (issue 23: profile's own work after the exit); the full statistics wait for the first
  * command that needs them.  Per thread, no atomics on the hot path; a thread that exits adds
  * its counts to g_done; the thread ending the process sums g_done and every live buffer. */
-enum { C_OPS = 0, C_BYTES = 6, C_SMALL_REQ, C_SMALL_BYTES, N_COUNTS };
-#define SUMMARY_SMALL 1024           /* Hasan & Chang 2006, Tables 1, 3, 4: small = 1 KiB or less */
+enum { C_OPS = 0, C_BYTES = 6, N_COUNTS };
 static _Atomic uint64_t g_done[N_COUNTS];
 static int g_summary;                /* HCTRACE_SUMMARY=1: write <trace>.sum (hctune profile does) */
 
@@ -361,13 +360,7 @@ static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const voi
                                  now);
     t->len = (size_t)(end - t->data);
     t->counts[C_OPS + op]++;
-    if (op != HCT_FREE) {
-        t->counts[C_BYTES] += size;
-        if (size <= SUMMARY_SMALL) {
-            t->counts[C_SMALL_REQ]++;
-            t->counts[C_SMALL_BYTES] += size;
-        }
-    }
+    t->counts[C_BYTES] += size;          /* a free's size is 0 */
     if (unlikely(t->dead))
         flush(t);
     end_own(t);
@@ -784,8 +777,7 @@ static void pause_a_little(void)
 static void flush_here(void);
 
 static const char *const k_count_name[N_COUNTS] = {
-    "-", "malloc", "calloc", "realloc", "free", "memalign", "bytes_requested",
-    "small_requests", "small_bytes"};
+    "-", "malloc", "calloc", "realloc", "free", "memalign", "bytes_requested"};
 
 /* <trace>.sum: "hctrace-summary 1" then one "name count" line per count (async-signal-safe:
  * open, write, no stdio).  Written again (truncated) each time the process-ending path runs. */

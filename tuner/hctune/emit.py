@@ -178,8 +178,15 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
         setting = allocator_knobs.complete(alloc, {**setting,
                                                    **allocator_knobs.parse_sets(alloc, sets)})
     overrides = bool(sets)
+    # the recommendation is an allocator as it comes (glibc, jemalloc...): not a trial, but a
+    # search across allocators measured it as its first seed ("jemalloc defaults")
+    as_it_comes = rec is not None and alloc != "hc" and chosen_t is None
+    seed_t = next((t for t in _study.finished(st) if _study.trial_allocator(t) == alloc
+                   and t.user_attrs.get("seed") == f"{alloc} defaults"), None) \
+        if as_it_comes else None
     measured = _measured(chosen_t, metric) if chosen_t is not None \
-        else "not measured by the study"
+        else f"{_measured(seed_t, metric)} (its defaults' trial {seed_t.number})" \
+        if seed_t is not None else "not measured by the study"
     if overrides:
         measured = f"as searched, before --set {' '.join(sets)}: {measured}"
     prov.update(trace=_trace_text(traces, paths),
@@ -187,10 +194,12 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                           + (f"the {origin['objective']} study {origin['study']}'s trial "
                              f"{origin['trial']}, chosen by the real runs" if origin
                              else f"trial {chosen_t.number}" if chosen_t is not None
+                             else f"{alloc} as it comes" if as_it_comes
                              else "generic setting"),
                 source=(f"seeded from {chosen_t.user_attrs['seed']}"
                         if chosen_t is not None and chosen_t.user_attrs.get("seed")
                         else "found by the Optuna search" if chosen_t is not None
+                        else f"{alloc}'s library defaults" if as_it_comes
                         else "Hasan & Chang 2006, Table 6"),
                 measured=measured)
     if trial is not None:
@@ -200,7 +209,7 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                              f"validation #{real['validation_id']} on {real['measure']} (the "
                              "one rule: significantly better than every simpler option, else "
                              "the simpler one)")
-        prov.update(_validate.provenance(real))
+        prov.update(_validate.provenance(real, rec["candidate"]))
     elif real is not None:
         prov["chosen by"] = (f"real runs: {real['winner']['candidate']} won validation "
                              f"#{real['validation_id']} on {real['measure']} (the one rule: "

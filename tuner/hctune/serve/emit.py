@@ -1,15 +1,18 @@
 """The downloads of `hctune serve`: a study's tuned malloc.c (its best setting, or one trial's),
-its Make and CMake snippets, the shared library, and the HTML report. The setting, its
+its Make and CMake snippets, the shared library, hctune.env when the answer is another
+allocator (a study across allocators), and the HTML report. The setting, its
 provenance and the files come from hctune.emit, the functions `hctune emit` calls."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, HTTPException, Query
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from hctune import allocator_knobs as _xknobs
 from hctune import emit as _emit
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service
@@ -17,8 +20,11 @@ from hctune import report as _report
 
 router = APIRouter(tags=["emit"], dependencies=[Depends(need_token)])
 
+ENV = "hctune.env"   # another allocator's answer: its LD_PRELOAD and variables (emit --env)
+
 _FILES = {"malloc.c": "text/x-c", "malloc.mk": "text/plain",
-          "hcmalloc.cmake": "text/plain", _emit.SO_NAME: "application/octet-stream"}
+          "hcmalloc.cmake": "text/plain", _emit.SO_NAME: "application/octet-stream",
+          ENV: "text/plain"}
 
 
 @router.get("/api/studies/{name}/emit/{file}")
@@ -34,11 +40,35 @@ def api_emit(name: str, file: str,
     q = svc.queue_row(name)
     if q["state"] == "queued":   # (and the library's error would list every study's name)
         raise HTTPException(409, f"study {name!r} has not started: no setting yet")
-    setting, prov = _emit.choose_setting(svc.cfg.db_path, name, None, None, (), trial=trial,
-                                         paths=False)
+    if file == ENV:
+        return _env_file(svc, name, trial)
+    alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
+                                        paths=False)
+    if alloc != "hc":
+        raise HTTPException(409, f"the answer is {_xknobs.describe(alloc, setting)}: not HC, "
+                                 f"so there is no {file}; download {ENV}")
     d = _emit.emit_into(svc.cfg.data_dir / "emit", setting, prov, so=file == _emit.SO_NAME)
     _keep_newest(svc.cfg.data_dir / "emit", KEEP, d)
     return FileResponse(d / file, media_type=_FILES[file], filename=file)
+
+
+def _env_file(svc: Service, name: str, trial: int | None):
+    """The study's answer when it is another allocator than HC (a study across allocators):
+    the shell file `hctune emit --env` writes, made with the same functions. HC's answer is
+    malloc.c and its library (the file would name this server's path of the .so)."""
+    alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
+                                        paths=False, any_allocator=trial is None)
+    if alloc == "hc":
+        raise HTTPException(409, f"study {name!r}'s answer is HC: download malloc.c (or "
+                                 f"{_emit.SO_NAME})")
+    d = svc.cfg.data_dir / "emit" / f"env-{secrets.token_hex(8)}"
+    d.mkdir(parents=True)
+    try:
+        _emit.write_env(d / ENV, alloc, setting, prov)
+        return Response((d / ENV).read_bytes(), media_type="text/plain",
+                        headers={"Content-Disposition": f'attachment; filename="{ENV}"'})
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 KEEP = 64    # emitted directories kept (a .so each, maybe): the rest are made again if asked

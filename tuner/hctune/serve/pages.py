@@ -93,16 +93,32 @@ def studies_page(request: Request, part: Literal["table"] | None = None,
     return _studies_page(request, svc)
 
 
+# A finished study's summary never changes: kept, so that the list's refresh (every 5 s per
+# open tab) reads only the studies still running, whatever the number of finished ones (the
+# trials cache keeps 32 studies). The key holds the study's creation and end.
+_FINISHED = ("done", "failed", "cancelled")
+_final: dict[tuple, dict | None] = {}
+
+
 def _summaries(svc: Service) -> tuple[list[dict], dict]:
     """(the studies, newest first; {name: its summary, or None before its first trial})."""
     with svc.db() as db:
         rows = [study_brief(q, svc.fleet()) for q in svc.study_rows(db)]
     st = {}
     for r in rows:
-        if r["state"] != "queued":
-            s = svc.trials.get(r["name"], r["state"])
-            objective = r["options"].get("objective", "mem")
-            st[r["name"]] = None if s is None else s.summary(objective)
+        if r["state"] == "queued":
+            continue
+        objective = r["options"].get("objective", "mem")
+        key = (svc.cfg.storage, r["name"], r["state"], r["created"], r["finished"], objective)
+        if r["state"] in _FINISHED and key in _final:
+            st[r["name"]] = _final[key]
+            continue
+        s = svc.trials.get(r["name"], r["state"])
+        st[r["name"]] = None if s is None else s.summary(objective)
+        if r["state"] in _FINISHED and r["finished"]:
+            if len(_final) >= 4096:
+                _final.clear()
+            _final[key] = st[r["name"]]
     return rows, st
 
 

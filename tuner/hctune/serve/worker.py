@@ -206,7 +206,9 @@ def run_one(db_path, row, storage: str | None, log=print,
     if presence is not None:
         opts.on_trial = presence.measuring
     while True:
-        res = _study.run(db_path, trace_ids, opts)
+        # after every trial the row says again what this worker measures (none, for a moment)
+        res = _study.run(db_path, trace_ids, opts,
+                         progress=(lambda *_: presence.beat()) if presence is not None else None)
         if cancelled():
             log(f"study {row['study']}: cancelled; stopped after {res['finished']} trials")
             return False

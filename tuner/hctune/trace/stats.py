@@ -168,8 +168,7 @@ def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = 
 
 
 SUMMARY_SUFFIX = ".sum"    # the preload tracer's counts, beside each trace it writes
-_COUNTS = ("malloc", "calloc", "realloc", "free", "memalign", "bytes_requested",
-           "small_requests", "small_bytes")
+_COUNTS = ("malloc", "calloc", "realloc", "free", "memalign", "bytes_requested")
 
 
 def read_counts(path: str | Path) -> dict | None:
@@ -203,10 +202,7 @@ def summary(path: str | Path, counts: dict | None = None) -> dict:
     if counts:
         ops = {spec.OP_NAMES[c]: counts[spec.OP_NAMES[c]] for c in sorted(spec.OP_NAMES)}
         out.update(ops=ops, allocations=ops["malloc"] + ops["calloc"] + ops["memalign"],
-                   reallocs=ops["realloc"], frees=ops["free"], small_limit=SMALL_LIMIT)
-        requests = out["allocations"] + out["reallocs"]
-        out.update(requests=requests, small_requests=counts["small_requests"],
-                   large_requests=requests - counts["small_requests"],
-                   bytes_requested=counts["bytes_requested"], small_bytes=counts["small_bytes"],
-                   large_bytes=counts["bytes_requested"] - counts["small_bytes"])
+                   reallocs=ops["realloc"], frees=ops["free"],
+                   requests=ops["malloc"] + ops["calloc"] + ops["memalign"] + ops["realloc"],
+                   bytes_requested=counts["bytes_requested"])
     return out

@@ -12,9 +12,11 @@ def _fmt_measure(m, v):
     return f"{v / 1024:,.0f} KiB" if m == "peak_rss_bytes" else f"{v:.3f} s"
 
 
-def provenance(summary: dict) -> dict:
-    """The real-run evidence for the emitted malloc.c's header."""
-    w = winner_entry(summary)
+def provenance(summary: dict, candidate: str | None = None) -> dict:
+    """The real-run evidence for the emitted malloc.c's header: the winner's (HC's), or
+    `candidate`'s (emit --env: the recommendation, which can be another allocator)."""
+    w = winner_entry(summary) if candidate is None else next(
+        (e for e in summary["candidates"] if e["candidate"] == candidate), None)
     prog = summary["program"]
     out = {"validated": f"{summary['runs']} interleaved real runs per candidate on "
                         f"{summary['date']} (validation #{summary['validation_id']}), output "

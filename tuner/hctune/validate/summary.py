@@ -126,6 +126,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     overall = rule.recommend(rows, measure, ratio, cap)
     notes = []
     for e in overall["over_cap"]:
+        e["over_memory_limit"] = True
         notes.append(f"{e['candidate']} left out of the choice: peak RSS "
                      f"{e['median']['peak_rss_bytes'] / base:.2f}x {of}, over the "
                      f"+{memory_limit:g} % limit")
