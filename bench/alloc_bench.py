@@ -4,7 +4,7 @@
     .venv/bin/python bench/alloc_bench.py [--reps 5] [--presets generic,p2c-mem,...]
                                           [--others] [--workloads python,cc1,...] [--out FILE]
                                           [--lib NAME=PATH ...] [--variant LABEL=K=V,... ...]
-                                          [--instructions]
+                                          [--instructions] [--os-calls]
 
 Every (allocator, workload) pair runs --reps times, interleaved (round r of every pair before
 round r+1 of any), so drift on a shared machine hits all allocators alike. Reported per pair:
@@ -14,7 +14,8 @@ from the OS, the paper's measure) and the most bytes in use. The HC presets are 
 2006 Table 6 (generic) and the distinct settings among its Table 7 rows. With --instructions,
 every pair also runs once under callgrind: whole-program instructions, deterministic where
 times on a loaded machine are not (they ignore cache misses and page faults; valgrind runs a
-program ~50x slower, so pick short workloads). Their goal, to beat
+program ~50x slower, so pick short workloads). With --os-calls, every pair also runs once
+under strace: its mmap/munmap/mprotect/madvise/mremap calls. Their goal, to beat
 later: HCgen 10-41 % faster than Doug Lea's allocator (glibc's ancestor) with 0-29 % more memory.
 Prints a Markdown report (with the command that made it) to stdout, or writes it to --out
 atomically.
@@ -146,6 +147,34 @@ def run_instructions(workload, alloc) -> int:
     return int(m.group(1))
 
 
+OS_CALLS = ("mmap", "munmap", "mprotect", "madvise", "mremap")
+
+
+def run_os_calls(workload, alloc, tmp: Path) -> int:
+    """mmap + munmap + mprotect + madvise + mremap of one run, counted by strace -f -c (brk is not
+    counted: glibc grows and trims its heap with it, HC never calls it).  Address randomization
+    off (setarch -R), as in tests/test_allocator_os.py: python3's pymalloc arenas come to
+    different counts with the layout."""
+    env = dict(os.environ, **workload.env)
+    env.pop("HCMALLOC_STATS", None)
+    env.pop("LD_PRELOAD", None)
+    if alloc["lib"] is not None:
+        env["LD_PRELOAD"] = str(alloc["lib"])
+    out = tmp / "strace.txt"
+    fixed = ["setarch", "-R"] if shutil.which("setarch") else []
+    res = subprocess.run([*fixed, "strace", "-f", "-c", "-o", str(out), "-e",
+                          "trace=" + ",".join(OS_CALLS), *workload.argv],
+                         env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise HctuneError(f"strace failed on {workload.name}: {res.stderr[-300:]}")
+    total = 0
+    for line in out.read_text().splitlines():
+        f = line.split()
+        if f and f[-1] in OS_CALLS and len(f) > 3 and f[3].isdigit():
+            total += int(f[3])
+    return total
+
+
 def fmt_pct(value: float, ref: float) -> str:
     return f"{(value / ref - 1) * 100:+.0f} %" if ref else "n/a"
 
@@ -163,7 +192,8 @@ def source_version() -> str:
     return f"{head}{' with local changes to allocator/hc or templates' if dirty else ''}"
 
 
-def report(results, workloads, allocs, args, elapsed, version, instructions=None) -> str:
+def report(results, workloads, allocs, args, elapsed, version, instructions=None,
+           os_calls=None) -> str:
     cmd = "bench/alloc_bench.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
         f"Made by `.venv/bin/python {cmd.strip()}` on {datetime.date.today()} "
@@ -180,13 +210,18 @@ def report(results, workloads, allocs, args, elapsed, version, instructions=None
     if args.instructions:
         lines += ["Instructions: whole program under callgrind, one run, and its change vs glibc.",
                   ""]
+    if args.os_calls:
+        lines += ["OS calls: mmap + munmap + mprotect + madvise + mremap of one run (strace -f -c, "
+                  "address randomization off), and its change vs glibc.", ""]
     ins_head = " instructions M | vs glibc |" if args.instructions else ""
+    ins_head += " OS calls | vs glibc |" if args.os_calls else ""
     for wl in workloads:
         lines += [f"### {wl.name}: {wl.what}", "",
                   "| allocator | wall s | vs glibc | CPU s | vs glibc | peak RSS MiB | vs glibc "
                   "| minor faults | HC footprint MiB | HC max in use MiB |" + ins_head,
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-                  + ("---:|---:|" if args.instructions else "")]
+                  + ("---:|---:|" if args.instructions else "")
+                  + ("---:|---:|" if args.os_calls else "")]
         ref = results[("glibc", wl.name)]
         rw = statistics.median(r["wall"] for r in ref)
         rc = statistics.median(r["cpu"] for r in ref)
@@ -212,6 +247,9 @@ def report(results, workloads, allocs, args, elapsed, version, instructions=None
             if args.instructions:
                 n, ref_n = instructions[(label, wl.name)], instructions[("glibc", wl.name)]
                 ins = f" {n / 1e6:.0f} | {fmt_pct(n, ref_n)} |"
+            if args.os_calls:
+                n, ref_n = os_calls[(label, wl.name)], os_calls[("glibc", wl.name)]
+                ins += f" {n} | {fmt_pct(n, ref_n)} |"
             lines.append(f"| {label} | {spread('wall')} | {fmt_pct(w, rw)} | {spread('cpu')} "
                          f"| {fmt_pct(c, rc)} | {spread('rss_kib', 1024, '{:.1f}')} "
                          f"| {fmt_pct(m, rr)} | {flt / 1000:.1f} k | {fp} | {mx} |" + ins)
@@ -234,12 +272,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="write the Markdown report here (atomically)")
     ap.add_argument("--instructions", action="store_true",
                     help="also whole-program instructions under callgrind (one run per pair)")
+    ap.add_argument("--os-calls", action="store_true",
+                    help="also mmap/munmap/mprotect/madvise/mremap calls under strace (one run "
+                         "per pair)")
     args = ap.parse_args(argv)
     if args.reps < 1:
         print("alloc_bench: --reps must be at least 1", file=sys.stderr)
         return 2
     if args.instructions and not shutil.which("valgrind"):
         print("alloc_bench: --instructions needs valgrind", file=sys.stderr)
+        return 2
+    if args.os_calls and not (shutil.which("strace")):
+        print("alloc_bench: --os-calls needs strace", file=sys.stderr)
         return 2
     if not os.path.exists(TIME):
         print(f"alloc_bench: needs GNU time at {TIME} (Debian package `time`)", file=sys.stderr)
@@ -281,8 +325,19 @@ def main(argv=None) -> int:
             except HctuneError as e:
                 print(f"alloc_bench: {e}", file=sys.stderr)
                 return 2
+        os_calls = {}
+        if args.os_calls:
+            try:
+                for wl in workloads:
+                    for label, alloc in allocs.items():
+                        os_calls[(label, wl.name)] = run_os_calls(wl, alloc, tmp)
+                        print(f"[strace] {wl.name:8} {label:40} {os_calls[(label, wl.name)]}",
+                              file=sys.stderr)
+            except HctuneError as e:
+                print(f"alloc_bench: {e}", file=sys.stderr)
+                return 2
     text = report(results, workloads, allocs, args, time.perf_counter() - t0, version,
-                  instructions)
+                  instructions, os_calls)
     if args.out:
         tmp_out = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp_out.write_text(text + "\n")

@@ -59,7 +59,7 @@ def test_churn_debug_checked(churn, hc_library):
     assert run(churn, lib, 3000, 200, HCMALLOC_CHECK="1") == expected
 
 
-@pytest.mark.parametrize("sets,calloc_mapped", [([], 0), (["CALLOC_MMAP=1"], 1)])
+@pytest.mark.parametrize("sets,calloc_mapped", [([], 1), (["CALLOC_MMAP=0"], 0), (["CALLOC_CACHE=0"], 1)])
 def test_calloc_mapped_above_the_risen_threshold(c_program, hc_library, sets, calloc_mapped):
     """CALLOC_MMAP: after a mapped 1 MiB block is freed the threshold rises and malloc's 1 MiB
     comes from the heap; calloc's still gets its own (lazily zero) mapping."""

@@ -1,7 +1,8 @@
 """Each layer off is the paper's allocator, exactly (issue 17).
 
 The layers added for issue 17 (small pages: SMALL_MAX; the address-ordered big list:
-BIG_AO_FIT; populated callocs: CALLOC_POPULATE) each sit behind a knob whose off value is meant to
+BIG_AO_FIT; populated callocs: CALLOC_POPULATE; calloc's kept mappings: CALLOC_MMAP; mapping
+units: MMAP_UNIT) each sit behind a knob whose off value is meant to
 leave HC as it was.  With all of them off, two deterministic single-threaded programs must give,
 counter for counter, the HCMALLOC_STATS that the generic build of commit 32a9840 (the last before
 the layers) gave: tests/golden/paper_path_stats.txt.  The counters (quick-list hits and refills,
@@ -19,7 +20,7 @@ from conftest import PROGRAM_FLAGS, ROOT, _compile_cached, preload_env
 from hctune import knobs
 
 GOLDEN = ROOT / "tests" / "golden" / "paper_path_stats.txt"
-LAYERS_OFF = ["SMALL_MAX=0", "BIG_AO_FIT=0", "CALLOC_POPULATE=0"]
+LAYERS_OFF = ["SMALL_MAX=0", "BIG_AO_FIT=0", "CALLOC_POPULATE=0", "CALLOC_MMAP=0", "MMAP_UNIT=0"]
 CLOCK_OFF = ["DECAY_MS=0"]  # the decay coalesces by the clock: its counters would not repeat
 
 

@@ -299,14 +299,24 @@ void free(void *p)
  * becomes resident, while malloc's blocks of that size stay in the heap (no map and unmap each,
  * no page faults).  Unless mallopt fixed the threshold: then it rules.  In arena 0, like every
  * mapped block (hc_arena.c).  NULL: not mapped here, the caller takes the ordinary path. */
-static void *hc_calloc_mapped(size_t n)
+static void *hc_calloc_mapped(size_t n, int *clean)
 {
     struct hc_state *home = hc_cur;
     hc_use(hc_arenas);
     int held = hc_lock();
     void *p = NULL;
+    *clean = 1;
     if (!hc.os.threshold_fixed || n > hc.mmap_above) {
+#if CALLOC_CACHE > 0
+        /* CALLOC_CACHE (hc_heap.c): lengths by class, a kept mapping of this one first */
+        size_t len = hc_zc_round(n);
+        if (len && (p = hc_zc_take(len)) != NULL)
+            *clean = 0;
+        else if (len)
+            p = hc_zc_map(len);
+#else
         p = hc_mmap_block(n, HC_GRANULE);
+#endif
         if (p)
             hc_account_alloc(hc_mmap_len(p));
     }
@@ -340,12 +350,14 @@ void *calloc(size_t count, size_t size)
     }
     int clean;
     void *p = NULL;
-    if (CALLOC_MMAP && n > HC_MMAP_ABOVE)
-        p = hc_calloc_mapped(n);
-    if (p)
-        clean = 1;
-    else
+    if (CALLOC_MMAP && n > HC_MMAP_ABOVE && (p = hc_calloc_mapped(n, &clean)) != NULL) {
+        if (!clean) { /* a kept mapping: what the program never wrote is zero and not resident */
+            hc_os_zero_scan(p, n);
+            return p;
+        }
+    } else {
         p = hc_malloc_arenas(n, &clean);
+    }
     if (!p) {
         errno = ENOMEM;
         return NULL;

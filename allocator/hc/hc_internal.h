@@ -83,6 +83,7 @@
 #define HC_QUICK 8u
 #define HC_FLAGS 15u
 #define HC_MMAP_TAG 0x6d6d4301u  /* header of an mmapped block: inuse + a tag no heap size has */
+#define HC_MMAP_TAG_Z 0x6d6d4303u /* the same, for calloc's own mapping (CALLOC_CACHE keeps it) */
 
 typedef uint32_t hc_off; /* a block as a granule offset from the heap base; 0 = none */
 

@@ -168,6 +168,32 @@ static void hc_os_calloc(void *p, size_t n, int clean)
     memset(p, 0, n);
 }
 
+/* Zero the n bytes at p writing only what is not zero already (CALLOC_CACHE's reused mappings):
+ * each whole page is read up to its first nonzero word and cleared from there.  A page the
+ * program never wrote reads as the kernel's shared zero page, costs a read fault the first
+ * time, and is never written, so it stays out of the resident set; a written page is cleared
+ * as memset would. */
+static HC_UNUSED void hc_os_zero_scan(void *p, size_t n)
+{
+    char *lo = hc_page_up((char *)p), *hi = hc_page_down((char *)p + n);
+    if (hi <= lo) {
+        memset(p, 0, n);
+        return;
+    }
+    memset(p, 0, (size_t)(lo - (char *)p));
+    memset(hi, 0, (size_t)((char *)p + n - hi));
+    size_t words = hc_page() / 8;
+    for (char *q = lo; q < hi; q += words * 8) {
+        const uint64_t *w = (const uint64_t *)(void *)q;
+        size_t i = 0;
+        for (; i < words; i += 8)
+            if (w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] | w[i + 7])
+                break;
+        if (i < words)
+            memset(q + i * 8, 0, (words - i) * 8);
+    }
+}
+
 static size_t hc_os_release(char *lo, char *hi)
 {
     if (hi <= lo)
@@ -263,6 +289,10 @@ static size_t hc_os_purge(size_t pad, int all)
 #endif
     /* Blocks only seen this time stay counted as unreleased, so the next period comes. */
     hc.os.free_purged = hc_free_bytes() - seen;
+#if CALLOC_CACHE > 0
+    if (hc_cur == hc_arenas) /* calloc's kept mappings: only the pages written are resident */
+        done += hc_zc_drop(all);
+#endif
     hc.os.purges++;
     hc.os.purged_bytes += done;
     return done;

@@ -45,6 +45,8 @@
     X(wilderness_allocs, "allocations carved from the wilderness (§3.9)")                       \
     X(wilderness_grows, "times the wilderness was grown from the OS (§3.9)")                    \
     X(mmaps, "blocks given their own mmap (§3.2)")                                              \
+    X(calloc_maps_reused, "callocs served by a kept mapping of an earlier calloc (CALLOC_CACHE)")  \
+    X(calloc_maps_kept, "bytes of address space in calloc's kept mappings (CALLOC_CACHE) [always]") \
     X(realloc_in_place, "reallocs served in place by merging neighbours (§3.12)")               \
     X(realloc_moved, "reallocs that allocated, copied and freed (§3.12)")                      \
     X(tcache_refills, "thread caches refilled from the heap, half a cache each (hc_tcache.c)")    \
