@@ -88,13 +88,16 @@ def test_threaded_stress_table7_rows(c_program, hc_library, preset):
 @pytest.mark.parametrize("name", ["default", "largest", "off", "one-arena"])
 def test_short_lived_threads_leave_no_cache_behind(c_program, release_libraries, name):
     """10,000 threads each exit with blocks in their cache: the heap after them all is no bigger
-    than after the first thousand (plus slack for fragmentation), so nothing leaks per thread."""
+    than the largest seen over the first thousand, plus slack for fragmentation and for the small
+    pages' pools (each thread's 100 blocks of 1-1000 bytes touch a few dozen size classes, a 64 KiB page
+    each; with one arena the heap settles at 3-4.5 MiB whether 2,000 or 100,000 threads ran), so
+    nothing leaks per thread: 4 MiB over 9,000 threads is under 470 bytes each."""
     res = run([c_program("hc_threads"), "short", 10_000], release_libraries[name])
     assert res.returncode == 0, res.stdout + res.stderr
     m = re.fullmatch(r"ok short threads=10000 heap_early=(\d+) heap_end=(\d+)\n", res.stdout)
     assert m, res.stdout
     early, end = map(int, m.groups())
-    assert 0 < early and end <= early * 1.5 + (1 << 20), (early, end)
+    assert 0 < early and end <= early * 1.5 + (4 << 20), (early, end)
 
 
 @pytest.mark.parametrize("name", ["default", "off", "one-block", "arenas-nocache"])

@@ -179,3 +179,25 @@ def test_several_windows_and_a_child_forked_inside_one(tmp_path, windows_program
                        capture_output=True, text=True, timeout=60)
     rep = json.loads(r.stdout)
     assert rep["skipped"] == 0 and rep["repaired"] == 0 and rep["failed"] == 0
+
+
+def test_time_slices_of_a_real_program_replay_with_no_anomaly(tmp_path):
+    """--period: slices of a python3 run (reallocs, frees of blocks from earlier slices, blocks
+    that come and go between slices) make a trace with no anomaly that replays skipping and
+    repairing nothing (how many events the slices keep depends on the clock: not asserted)."""
+    prog = [sys.executable, "-c", "d = {}\nfor i in range(300000):\n    d[i % 5000] = "
+            "[str(i)] * (i % 9)\n    if i % 7 == 0: d.pop((i * 3) % 5000, None)\n"]
+    out = tmp_path / "p.hct"
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
+                        "profile", "--duration", "0.01", "--period", "0.05", "-o", str(out),
+                        *prog], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONMALLOC="malloc"))
+    assert r.returncode == 0, r.stderr
+    st = json.loads(subprocess.run([str(native.path("hctrace-tool")), "stats", str(out), "10"],
+                                   capture_output=True, text=True, check=True).stdout)
+    assert st["anomalies"] == {"free_unknown": 0, "realloc_unknown": 0, "alloc_live": 0}
+    assert st["events"] > 1000
+    rep = json.loads(subprocess.run([str(native.path("hcreplay")), str(out), "--json",
+                                     "--repeat", "1"], capture_output=True, text=True,
+                                    check=True, timeout=120).stdout)
+    assert rep["skipped"] == 0 and rep["repaired"] == 0 and rep["failed"] == 0
