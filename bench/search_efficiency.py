@@ -95,6 +95,7 @@ def measure_grid(db_path, trace, jobs) -> dict:
 
 def run_study(db_path, trace, objective, sampler, seed, budget, only, jobs):
     opts = _study.Options(objective=objective, metric="instructions", trials=budget,
+                          allocators=("hc",),   # HC's knobs: the efficiency measured here
                           seed=seed, repeat=1, sampler=sampler, jobs=jobs, only=only,
                           study=f"eff-{objective}-{sampler}-{seed}-{'grid' if only else 'full'}")
     _study.run(db_path, [trace], opts)

@@ -60,7 +60,8 @@ def main():
         if d.trace_by_path(trace) is None:
             d.add_trace(trace, "ab" * 32, command="app", events=1)
     r = study.run(a.db, (), study.Options(
-        objective="perf", trials=a.trials, study=a.study, seed=11, repeat=1),
+        objective="perf", trials=a.trials, study=a.study, seed=11, repeat=1,
+        allocators=("hc",)),
         measure_fn=model(a.hang_in_trial, a.sleep),
         notice=lambda line: print(f"hctune: {line}", file=sys.stderr, flush=True))
     print(json.dumps(r))

@@ -12,6 +12,8 @@ from hctune.errors import HctuneError
 from hctune.search import options
 from hctune.search import results, seeds, study
 
+HC = ("hc",)   # these tests measure HC's knobs with a model: HC alone, not the default
+
 
 class Model:
     """A deterministic stand-in for hctune.replay.measure that counts its calls."""
@@ -49,12 +51,12 @@ def trials_of(db_path, name):
 
 def test_seeds_run_first_and_every_trial_is_stored(db):
     m = Model()
-    r = study.run(db, (), study.Options(objective="mem", trials=20, seed=1), measure_fn=m)
+    r = study.run(db, (), study.Options(allocators=HC, objective="mem", trials=20, seed=1), measure_fn=m)
     assert r["finished"] == 20 and r["failed"] == 0
     ts = sorted(trials_of(db, r["study"]), key=lambda t: t.number)
     # the seeds first, in order, as many as leave a quarter of the trials to the sampler
     expected = [label for label, _ in seeds.seeds("mem")][:options.seed_limit(
-        study.Options(trials=20))]
+        study.Options(allocators=HC, trials=20))]
     assert len(expected) == 15
     assert [t.user_attrs.get("seed") for t in ts] == expected + [None] * 5
     with Database(db) as d:   # nothing left waiting in a finished study
@@ -72,12 +74,12 @@ def test_seeds_run_first_and_every_trial_is_stored(db):
 def test_rerun_resumes_without_measuring_again(db):
     m = Model()
     opts = dict(objective="perf", metric="instructions", seed=2)
-    first = study.run(db, (), study.Options(trials=18, **opts), measure_fn=m)
+    first = study.run(db, (), study.Options(allocators=HC, trials=18, **opts), measure_fn=m)
     numbers = [t.number for t in trials_of(db, first["study"])]
     calls = len(m.calls)
-    again = study.run(db, (), study.Options(trials=18, **opts), measure_fn=m)
+    again = study.run(db, (), study.Options(allocators=HC, trials=18, **opts), measure_fn=m)
     assert again["finished"] == 18 and len(m.calls) == calls     # nothing left to do
-    more = study.run(db, (), study.Options(trials=22, **opts), measure_fn=m)
+    more = study.run(db, (), study.Options(allocators=HC, trials=22, **opts), measure_fn=m)
     assert more["finished"] == 22
     after = [t.number for t in trials_of(db, first["study"])]
     assert set(numbers) <= set(after)
@@ -86,7 +88,7 @@ def test_rerun_resumes_without_measuring_again(db):
 
 def test_memory_limit_makes_trials_infeasible_and_best_respects_it(db):
     m = Model()
-    r = study.run(db, (), study.Options(objective="perf", trials=20, seed=3,
+    r = study.run(db, (), study.Options(allocators=HC, objective="perf", trials=20, seed=3,
                                         max_memory_overhead=0), measure_fn=m)
     ts = trials_of(db, r["study"])
     assert any(not study.feasible(t) for t in ts) and any(study.feasible(t) for t in ts)
@@ -99,7 +101,7 @@ def test_memory_limit_makes_trials_infeasible_and_best_respects_it(db):
 
 
 def test_pareto_front_is_not_dominated(db):
-    r = study.run(db, (), study.Options(objective="pareto", trials=24, seed=4),
+    r = study.run(db, (), study.Options(allocators=HC, objective="pareto", trials=24, seed=4),
                   measure_fn=Model())
     ts = trials_of(db, r["study"])
     front = [t for t in ts if t.number in r["front"]]
@@ -113,7 +115,7 @@ def test_pareto_front_is_not_dominated(db):
 
 def test_best_compares_with_glibc_and_generic(db):
     m = Model()
-    r = study.run(db, (), study.Options(objective="mem", trials=12, seed=5), measure_fn=m)
+    r = study.run(db, (), study.Options(allocators=HC, objective="mem", trials=12, seed=5), measure_fn=m)
     b = results.best(db, None, None, measure_fn=m)
     assert b["study"] == r["study"] and b["trial"] == r["best_mem"]["trial"]
     t = b["traces"][0]
@@ -133,21 +135,21 @@ def test_best_compares_with_glibc_and_generic(db):
 ])
 def test_bad_input_is_one_clear_error(db, kwargs, message):
     with pytest.raises(HctuneError, match=message) as e:
-        study.run(db, (), study.Options(**kwargs), measure_fn=Model())
+        study.run(db, (), study.Options(allocators=HC, **kwargs), measure_fn=Model())
     assert "\n" not in str(e.value)
 
 
 def test_no_trace_and_missing_study(tmp_path):
     empty = tmp_path / "empty.db"
     with pytest.raises(HctuneError, match="hctune profile"):
-        study.run(empty, (), study.Options(), measure_fn=Model())
+        study.run(empty, (), study.Options(allocators=HC), measure_fn=Model())
     with pytest.raises(HctuneError, match="no study"):
         results.best(empty, "nope")
     with pytest.raises(HctuneError, match="does not exist"):
-        study.run(empty, [tmp_path / "missing.trace"], study.Options(), measure_fn=Model())
+        study.run(empty, [tmp_path / "missing.trace"], study.Options(allocators=HC), measure_fn=Model())
     (tmp_path / "zero.trace").write_bytes(b"")
     with pytest.raises(HctuneError, match="empty"):
-        study.run(empty, [tmp_path / "zero.trace"], study.Options(), measure_fn=Model())
+        study.run(empty, [tmp_path / "zero.trace"], study.Options(allocators=HC), measure_fn=Model())
 
 
 def test_a_broken_measurement_stops_the_search_with_its_message(db):
@@ -156,12 +158,12 @@ def test_a_broken_measurement_stops_the_search_with_its_message(db):
             raise HctuneError("HC crashed on this trace")
         return Model()(path, allocator, setting)
     with pytest.raises(HctuneError, match="HC crashed"):
-        study.run(db, (), study.Options(trials=10), measure_fn=broken)
+        study.run(db, (), study.Options(allocators=HC, trials=10), measure_fn=broken)
 
 
 def test_parallel_jobs_share_the_database(db):
     m = Model()
-    r = study.run(db, (), study.Options(objective="perf", trials=20, jobs=2, seed=6),
+    r = study.run(db, (), study.Options(allocators=HC, objective="perf", trials=20, jobs=2, seed=6),
                   measure_fn=m)
     assert r["finished"] >= 20 and r["failed"] == 0
     with Database(db) as d:   # every measurement stored once, from both threads
@@ -171,7 +173,7 @@ def test_parallel_jobs_share_the_database(db):
 
 def test_a_subset_of_knobs_keeps_the_rest_at_their_defaults(db):
     only = ("QL_HIGH", "SPLIT")
-    r = study.run(db, (), study.Options(objective="mem", trials=18, seed=7, only=only),
+    r = study.run(db, (), study.Options(allocators=HC, objective="mem", trials=18, seed=7, only=only),
                   measure_fn=Model())
     generic = knobs.preset("generic")
     for t in trials_of(db, r["study"]):
@@ -184,7 +186,7 @@ def test_perf_keeps_peak_rss_within_10_percent_of_glibc_by_default(db):
     """The perf default (issue 10): +10 % peak RSS over glibc unless lifted; best shows what
     the limit cost."""
     m = Model()
-    r = study.run(db, (), study.Options(objective="perf", trials=20, seed=8), measure_fn=m)
+    r = study.run(db, (), study.Options(allocators=HC, objective="perf", trials=20, seed=8), measure_fn=m)
     assert r["study"].endswith("-mem10-gen")
     ts = trials_of(db, r["study"])
     chosen = next(t for t in ts if t.number == r["best_perf"]["trial"])
@@ -195,7 +197,7 @@ def test_perf_keeps_peak_rss_within_10_percent_of_glibc_by_default(db):
         fastest = min(ts, key=lambda t: (t.user_attrs["perf"], t.number))
         if fastest.number != chosen.number:
             assert b["tradeoff"]["unconstrained"]["trial"] == fastest.number
-    lifted = study.run(db, (), study.Options(objective="perf", trials=17, seed=8,
+    lifted = study.run(db, (), study.Options(allocators=HC, objective="perf", trials=17, seed=8,
                                              memory_limit_default=False), measure_fn=m)
     assert "-mem" not in lifted["study"]
     assert study.parse_memory_limit("none") == (None, False)
@@ -207,8 +209,8 @@ def test_perf_keeps_peak_rss_within_10_percent_of_glibc_by_default(db):
 
 def test_objective_without_study_takes_the_latest_study_of_that_objective(db):
     m = Model()
-    perf = study.run(db, (), study.Options(objective="perf", trials=16, seed=9), measure_fn=m)
-    mem = study.run(db, (), study.Options(objective="mem", trials=16, seed=9), measure_fn=m)
+    perf = study.run(db, (), study.Options(allocators=HC, objective="perf", trials=16, seed=9), measure_fn=m)
+    mem = study.run(db, (), study.Options(allocators=HC, objective="mem", trials=16, seed=9), measure_fn=m)
     with Database(db) as d:
         assert results.chosen(d, None, "perf")[0]["name"] == perf["study"]
         assert results.chosen(d, None, "mem")[0]["name"] == mem["study"]
@@ -227,7 +229,7 @@ def test_thread_knobs_are_searched_only_on_multithreaded_traces(db, tmp_path):
     """knobs.toml's `threads = true` knobs join a study whose trace the harness replayed on
     threads, and only such a study."""
     m = ThreadedModel()
-    r = study.run(db, (), study.Options(trials=18, seed=3), measure_fn=m)
+    r = study.run(db, (), study.Options(allocators=HC, trials=18, seed=3), measure_fn=m)
     ts = trials_of(db, r["study"])
     assert m.calls.count(("glibc", None)) == 1
     assert all("TCACHE_COUNT+1" in t.params and "TCACHE_MAX" in t.params for t in ts)
@@ -237,11 +239,11 @@ def test_thread_knobs_are_searched_only_on_multithreaded_traces(db, tmp_path):
     one = tmp_path / "one.db"
     with Database(one) as d:
         d.add_trace(tmp_path / "app.trace", "cd" * 32, command="app", events=1)
-    single = study.run(one, (), study.Options(trials=17, seed=3), measure_fn=Model())
+    single = study.run(one, (), study.Options(allocators=HC, trials=17, seed=3), measure_fn=Model())
     for t in trials_of(one, single["study"]):
         assert not any(p.startswith("TCACHE_") for p in t.params)
     with pytest.raises(HctuneError, match="multi-threaded"):
-        study.run(one, (), study.Options(trials=2, study="only", only=("TCACHE_COUNT",)),
+        study.run(one, (), study.Options(allocators=HC, trials=2, study="only", only=("TCACHE_COUNT",)),
                   measure_fn=Model())
 
 
@@ -252,9 +254,9 @@ def test_a_threaded_trace_measured_on_one_thread_is_not_reused(db):
         def __call__(self, *a, **kw):
             return dict(super().__call__(*a, **kw), threads=4, replay_threads=1,
                         threads_mode="off")
-    study.run(db, (), study.Options(trials=1, seeds=False, study="a"), measure_fn=OneThread())
+    study.run(db, (), study.Options(allocators=HC, trials=1, seeds=False, study="a"), measure_fn=OneThread())
     m = ThreadedModel()
-    study.run(db, (), study.Options(trials=1, seeds=False, study="b"), measure_fn=m)
+    study.run(db, (), study.Options(allocators=HC, trials=1, seeds=False, study="b"), measure_fn=m)
     assert m.calls.count(("glibc", None)) == 1
 
 
@@ -273,7 +275,7 @@ def test_the_thread_decision_is_kept_with_the_study():
 
 def test_parallel_trials_stop_at_the_count(db):
     # --jobs 2: the trial that would start while the other measures the last one is skipped
-    r = study.run(db, (), study.Options(objective="mem", trials=7, jobs=2, seed=3),
+    r = study.run(db, (), study.Options(allocators=HC, objective="mem", trials=7, jobs=2, seed=3),
                   measure_fn=Model())
     with Database(db) as d:
         st = study.load(d, r["study"])[1]
@@ -286,8 +288,13 @@ def test_options_are_said_once_and_checked():
     o = options.Options(trials=12, timeout=30.0, seed=5, validate_runs=4)
     assert options.from_json(json.dumps(options.to_json(o))) == options.Options(
         trials=12, timeout=30.0, seed=5, validate_runs=4)
-    assert options.from_json("{}") == options.Options()          # the defaults, once
-    assert options.from_json('{"unknown": 1}') == options.Options()
+    # the defaults, once; a stored study without allocators was an HC study (older versions)
+    assert options.from_json("{}") == options.Options(allocators=HC)
+    assert options.from_json('{"unknown": 1}') == options.Options(allocators=HC)
+    assert options.stored_defaults()["allocators"] == ["hc"]
+    # a new study without them searches HC and every allocator installed, as `search` does
+    assert options.Options().allocators == options.DEFAULT_ALLOCATORS == ("installed",)
+    assert options.from_json(options.to_json(options.Options())).allocators == ("installed",)
     for bad in ({"timeout": float("inf")}, {"seed": 2**32}, {"trials": 0}, {"repeat": 1.5},
                 {"validate_runs": 2}, {"max_slowdown": float("nan")}, {"trials": "20"}):
         with pytest.raises(HctuneError):
@@ -310,7 +317,7 @@ def test_perf_default_warns_when_generic_hc_is_far_above_glibc(db):
                 r = {**r, "peak_rss_bytes": r["peak_rss_bytes"] * 1.6}
             return r
     heard = []
-    study.run(db, (), study.Options(objective="perf", trials=2, seed=1), measure_fn=Fat(),
+    study.run(db, (), study.Options(allocators=HC, objective="perf", trials=2, seed=1), measure_fn=Fat(),
               notice=heard.append)
     gen = Fat()(None, "hc", study.space.for_search(knobs.preset("generic")))["peak_rss_bytes"]
     ratio = gen / 1_000_000
@@ -322,7 +329,7 @@ def test_perf_default_warns_when_generic_hc_is_far_above_glibc(db):
 
 def test_perf_default_is_quiet_when_generic_hc_is_not_above_glibc(db):
     heard = []
-    study.run(db, (), study.Options(objective="perf", trials=2, seed=1), measure_fn=Model(),
+    study.run(db, (), study.Options(allocators=HC, objective="perf", trials=2, seed=1), measure_fn=Model(),
               notice=heard.append)
     assert heard == []
 
@@ -332,7 +339,7 @@ def test_search_help_states_the_limit_the_code_applies():
     from click.testing import CliRunner
     from hctune.cli import cli
     from hctune.search import objective
-    opts = study.apply_defaults(study.Options(objective="perf"))
+    opts = study.apply_defaults(study.Options(allocators=HC, objective="perf"))
     assert opts.max_memory_overhead == objective.DEFAULT_PERF_MEMORY_OVERHEAD
     assert opts.memory_vs_generic          # over the larger of glibc's and generic HC's
     text = " ".join(CliRunner().invoke(cli, ["search", "--help"]).output.split())
@@ -347,6 +354,6 @@ def test_a_run_stops_when_asked_after_a_trial(db):
     def stop():
         asked.append(1)
         return len(asked) >= 3
-    r = study.run(db, (), study.Options(objective="mem", trials=10, seed=1, stop_when=stop),
+    r = study.run(db, (), study.Options(allocators=HC, objective="mem", trials=10, seed=1, stop_when=stop),
                   measure_fn=Model())
     assert r["finished"] == 3

@@ -30,7 +30,7 @@ def test_upload_study_worker_emit(trace, tmp_path):
         assert status == 200 and [x["id"] for x in lst] == [t["id"]]
         status, s = srv.request("POST", "/api/studies",
                                 {"traces": [t["id"]], "objective": "mem", "trials": 3,
-                                 "name": "api"})
+                                 "name": "api", "allocators": ["hc"]})
         assert status == 201 and s["state"] == "queued", s
         s = srv.wait_study("api")
         assert s["state"] == "done", s
@@ -82,8 +82,9 @@ def test_a_cross_allocator_study(trace, tmp_path):
             assert "\n" not in err["error"]
         status, s = srv.request("POST", "/api/studies", {
             "traces": [t["id"]], "trials": 4, "compare_rounds": 0, "name": "cross",
-            "allocators": ["installed"], "memory_measure": "final"})
+            "memory_measure": "final"})
         assert status == 201, s
+        # no allocators named: the default (HC and every one installed on the worker)
         assert s["options"]["allocators"] == ["installed"]
         assert s["options"]["memory_measure"] == "final"
         seen = set()

@@ -42,6 +42,9 @@ def test_upload_tune_download_in_chromium(tmp_path):
             assert "events" in page.content()
             page.goto(srv.base + "/studies")
             page.fill("input[name=trials]", "4")
+            # HC alone (the default is every allocator installed): ticking its box chooses it
+            page.check("input[name=allocators][value=hc]")
+            assert page.is_checked("input[name=allocators_from][value=ticked]")
             page.click("#start")
             page.wait_for_url("**/studies/web-*")
             first = page.url

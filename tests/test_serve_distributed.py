@@ -38,7 +38,7 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
             f.unlink()
         status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], "trials": TRIALS,
                                                          "name": "split", "compare_rounds": 0,
-                                                         "repeat": 3})
+                                                         "repeat": 3, "allocators": ["hc"]})
         assert status == 201, s
         procs = [worker(pg.url, log=tmp_path / f"worker{i}.log",
                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / f"machine{i}")})

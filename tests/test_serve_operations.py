@@ -12,7 +12,9 @@ import pytest
 
 from hctune import jobs
 from hctune.db import Database
+from hctune.search import study as _study
 from hctune.search.storage import default_url
+from hctune.serve import worker as _worker
 from serve_support import Served, stop_workers, worker
 
 pytestmark = pytest.mark.timeout(120)
@@ -127,6 +129,51 @@ def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
         assert status == 200 and b"waiting for a worker" in page
     finally:
         srv.stop()
+
+
+def test_a_study_stored_without_allocators_stays_hc(tmp_path):
+    """Studies stored before the default became every allocator installed (queued, or run by
+    `hctune search`) have no `allocators` in their options: they were HC studies and stay so;
+    a new study that names none gets the default, which the worker expands on its machine."""
+    db = tmp_path / "h.db"
+    Database(db).close()
+    trace = tmp_path / "t.trace"
+    trace.write_bytes(b"x")
+    with Database(db) as d:
+        tid = d.add_trace(trace, "ef" * 32, command="app", events=1)
+        d.add_study("old-cli", "mem", [tid], default_url(db), {"metric": "time"})
+        jobs.enqueue(d, "old-queued", [tid], {"objective": "mem", "trials": 5})
+    srv = Served(db)          # no local workers
+    try:
+        for name in ("old-cli", "old-queued"):
+            status, s = srv.request("GET", f"/api/studies/{name}?trials=false")
+            assert status == 200 and s["options"]["allocators"] == ["hc"], s
+        status, s = srv.request("POST", "/api/studies", {"traces": [tid], "name": "new"})
+        assert status == 201 and s["options"]["allocators"] == ["installed"], s
+        spec = srv.request("GET", "/openapi.json")[1]
+        assert spec["components"]["schemas"]["StudyRequest"]["properties"]["allocators"][
+            "default"] == ["installed"]
+        # the form offers the default chosen, the single allocators as the alternative
+        status, page = srv.request("GET", "/studies")
+        assert b'name="allocators_from" value="installed" checked' in page, page
+        assert b'value="hc" checked' not in page
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        status, page = srv.request("POST", "/studies", f"traces={tid}&trials=2"
+                                   "&allocators_from=ticked".encode(), form)
+        assert status == 422 and b"tick at least one" in page
+        assert b'value="ticked" checked' in page
+        status, page = srv.request("POST", "/studies", f"traces={tid}&trials=2&allocators=hc"
+                                   "&allocators_from=installed".encode(), form)
+        assert status == 200, page          # the new study's page
+        made = [s for s in srv.request("GET", "/api/studies")[1]
+                if s["name"].startswith("web-")]
+        assert [s["options"]["allocators"] for s in made] == [["installed"]], made
+    finally:
+        srv.stop()
+    with Database(db) as d:
+        old, new = jobs.job(d, "old-queued"), jobs.job(d, "new")
+    assert _worker.options_of(old, None).allocators == ("hc",)
+    assert _worker.options_of(new, None).allocators == _study.default_allocators()
 
 
 def test_cancel_and_delete_studies_and_traces(tmp_path):

@@ -40,7 +40,8 @@ def serve_a_study(app, tmp_path, n: int, study: dict) -> Served:
     try:
         status, t = srv.upload((tmp_path / "app.hct").read_bytes())
         assert status == 201, t
-        status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], **study})
+        status, s = srv.request("POST", "/api/studies", {"traces": [t["id"]], "allocators": ["hc"],
+                                                  **study})
         assert status == 201, s
     except BaseException:
         srv.stop()

@@ -56,7 +56,7 @@ def test_a_study_validated_by_real_runs(app, tmp_path):
         assert f'value="{up["id"]}" data-runnable="0"'.encode() in form
 
         common = {"objective": "perf", "trials": 3, "repeat": 1, "seed": 1, "compare_rounds": 0,
-                  "validate_runs": RUNS, "validate_top": 1}
+                  "validate_runs": RUNS, "validate_top": 1, "allocators": ["hc"]}
         for name, t in (("val", tid), ("val-gone", gone_id)):
             status, s = srv.request("POST", "/api/studies", {"traces": [t], "name": name, **common})
             assert status == 201 and s["options"]["validate_runs"] == RUNS, s

@@ -237,7 +237,7 @@ def test_report_of_a_search_across_allocators(tmp_path):
 
 def test_hc_alone_is_the_search_of_before():
     traces = [type("T", (), {"sha256": "ab" * 32})()]
-    hc = _study.Options(objective="mem")
+    hc = _study.Options(objective="mem", allocators=("hc",))
     assert not hc.cross and hc.mem_field() == "footprint_bytes"
     name = _study.default_name(traces, hc)
     assert name.startswith("mem-time-") and name.count("-") == 2   # as before: no suffix

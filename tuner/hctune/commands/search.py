@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hctune import allocators
+from hctune.errors import HctuneError
 from hctune import validate as _validate
 from hctune.commands import validate as _validate_cmd
 from hctune.search import objective as _obj
@@ -72,11 +73,12 @@ def _bar(opts: _options.Options, console: Console):
 
 def _allocator_list(text: str, notice) -> tuple[str, ...]:
     names = allocators.parse_list(text)
-    if names == ["installed"]:
-        return _study.default_allocators(notice)
     if not names:
         raise click.UsageError("--allocators needs at least one name")
-    return tuple(names)
+    try:
+        return _study.expand_allocators(names, notice)
+    except HctuneError as e:
+        raise click.UsageError(str(e)) from None
 
 
 @click.command("search")
@@ -104,7 +106,8 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
 @click.option("--repeat", type=int, default=_options.default("repeat"), show_default=True,
               help="Replays per measurement (the median is kept).")
 @click.option("--seed", type=int, default=None, help="Sampler seed (reproducible search).")
-@click.option("--allocators", "allocator_list", default="installed", show_default=True,
+@click.option("--allocators", "allocator_list", default=",".join(_options.DEFAULT_ALLOCATORS),
+              show_default=True,
               metavar="hc,glibc,jemalloc,...",
               help="Allocators to search across, each with its own knobs (configs/"
                    "allocators.toml); 'installed': HC and every one installed; 'hc': HC "

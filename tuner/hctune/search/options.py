@@ -25,6 +25,15 @@ VALIDATE_MIN_RUNS = 3      # intervals need several runs
 VALIDATE_RUNS = 10         # `hctune validate`'s and `search --validate`'s default
 VALIDATE_TOP = 3           # how many of the study's best distinct settings are validated
 MAX_SEED = 2**32 - 1       # Optuna's samplers take a 32-bit seed
+# a study's allocators: "installed" is HC and every allocator installed where the search runs
+# (search.study.expand_allocators: `hctune search`'s process, or the service's worker)
+INSTALLED = "installed"
+# what a new study searches when the user names no allocators (the CLI's --allocators, the
+# service's form and JSON API all take it from here)
+DEFAULT_ALLOCATORS = (INSTALLED,)
+# what a study stored without an `allocators` key searched: HC alone (the studies of older
+# versions, and `hctune search`'s HC-only rows in hc_studies, which leave the key out)
+STORED_ALLOCATORS = ("hc",)
 
 
 @dataclasses.dataclass
@@ -55,9 +64,10 @@ class Options:
     # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
     # the thread-cache knobs are searched too, see search/space.py)
     threads: bool = False
-    # the allocators the search picks from: ("hc",) is HC alone (the study of old); more make
-    # the cross-allocator space (search/space.py: pick the allocator, then its knobs)
-    allocators: tuple[str, ...] = ("hc",)
+    # the allocators the search picks from: ("hc",) is HC alone (the paper's study); more make
+    # the cross-allocator space (search/space.py: pick the allocator, then its knobs);
+    # (INSTALLED,) becomes HC and every one installed when the search starts
+    allocators: tuple[str, ...] = DEFAULT_ALLOCATORS
     memory_measure: str = "peak"   # what mem compares (objective.MEMORY_MEASURES)
     # asked after every trial: True stops the run there (the worker: the study was cancelled)
     stop_when: Callable[[], bool] | None = dataclasses.field(default=None, compare=False)
@@ -143,8 +153,9 @@ def to_json(opts: Options) -> dict:
 
 def from_json(text: str | dict | None, **run) -> Options:
     """A queued study's options (hc_queue.options_json), parsed and checked once; keys it
-    lacks take their defaults, keys it does not know are ignored; `run`: how this run goes
-    (study, storage, ...)."""
+    lacks take their defaults (but one without `allocators` was stored as an HC study:
+    STORED_ALLOCATORS), keys it does not know are ignored; `run`: how this run goes (study,
+    storage, ...)."""
     try:
         o = json.loads(text) if isinstance(text, str) else dict(text or {})
     except ValueError:
@@ -157,4 +168,12 @@ def from_json(text: str | dict | None, **run) -> Options:
         if not isinstance(a, (list, tuple)) or not all(isinstance(x, str) for x in a):
             raise HctuneError("allocators: a list of allocator names")
         given["allocators"] = tuple(a)
+    else:
+        given["allocators"] = STORED_ALLOCATORS
     return check(Options(**given, **run))
+
+
+def stored_defaults() -> dict:
+    """What a stored study's options_json lacks reads as (as to_json gives them): the
+    defaults, but HC alone for one without `allocators` (see from_json)."""
+    return {**to_json(Options()), "allocators": list(STORED_ALLOCATORS)}

@@ -232,6 +232,19 @@ def default_allocators(notice=None) -> tuple[str, ...]:
     return check_allocators(["hc", *_xknobs.names()], notice)
 
 
+def expand_allocators(names, notice=None) -> tuple[str, ...]:
+    """A study's allocators as the search uses them: (options.INSTALLED,) becomes HC and every
+    allocator installed on this machine (default_allocators); none: HC alone; others as
+    given (check_allocators checks them when the search starts)."""
+    names = tuple(names or _options.STORED_ALLOCATORS)
+    if _options.INSTALLED in names:
+        if len(names) > 1:
+            raise HctuneError(f"--allocators: {_options.INSTALLED!r} stands alone (HC and every "
+                              "allocator installed)")
+        return default_allocators(notice)
+    return names
+
+
 # ---- running ----
 
 def _worker() -> str:
@@ -389,7 +402,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                           f"{' or '.join(_obj.MEMORY_MEASURES)}"
                           + ("; the time-weighted mean needs the RSS curve of real runs"
                              if opts.memory_measure == "mean" else ""))
-    opts.allocators = tuple(opts.allocators or ("hc",))
+    opts.allocators = expand_allocators(opts.allocators, notice)
     if opts.cross:
         opts.allocators = check_allocators(opts.allocators, notice)
     apply_defaults(opts)

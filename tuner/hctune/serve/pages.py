@@ -130,7 +130,8 @@ def _studies_page(request: Request, svc: Service, form: dict | None = None,
     return svc.page("serve_studies.html.j2", request, status_code=status_code, studies=rows,
                     summaries=st, traces=svc.list_traces(), objectives=_obj.OBJECTIVES,
                     metrics=_obj.METRICS, defaults=_options.Options(), bounds=_options.NUMBERS,
-                    allocators=["hc", *_xknobs.names()], memory_measures=_obj.MEMORY_MEASURES,
+                    allocators=["hc", *_xknobs.names()], installed=_options.INSTALLED,
+                    memory_measures=_obj.MEMORY_MEASURES,
                     form=form, form_error=form_error)
 
 
@@ -138,18 +139,30 @@ _FORM_NUMBERS = ("trials", "timeout", "max_memory_overhead", "max_slowdown", "va
                  "validate_top")
 
 
+def _form_allocators(chosen_from: str, ticked: list[str]) -> list[str]:
+    """The form's allocators: "installed" chosen (the default) is HC and every one installed
+    on the worker's machine; "ticked": the boxes ticked (at least one); a form without the
+    choice (an older page, a script): the boxes ticked, or the default when none is."""
+    if chosen_from == _options.INSTALLED:
+        return [_options.INSTALLED]
+    if chosen_from and not ticked:
+        raise HTTPException(422, "allocators: tick at least one, or choose "
+                                 f"{_options.INSTALLED!r}")
+    return ticked or list(_options.DEFAULT_ALLOCATORS)
+
+
 @router.post("/studies", dependencies=[Depends(need_token)])
 def studies_create(request: Request, traces: list[str] = Form([]), objective: str = Form("mem"),
                    metric: str = Form("time"), trials: str = Form(""), timeout: str = Form(""),
                    max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
                    validate_runs: str = Form(""), validate_top: str = Form(""),
-                   allocators: list[str] = Form([]), memory_measure: str = Form("peak"),
-                   svc: Service = Depends(service)):
+                   allocators: list[str] = Form([]), allocators_from: str = Form(""),
+                   memory_measure: str = Form("peak"), svc: Service = Depends(service)):
     form = {"traces": traces, "objective": objective, "metric": metric, "trials": trials,
             "timeout": timeout, "max_memory_overhead": max_memory_overhead,
             "max_slowdown": max_slowdown, "validate_runs": validate_runs,
             "validate_top": validate_top, "allocators": allocators,
-            "memory_measure": memory_measure}
+            "allocators_from": allocators_from, "memory_measure": memory_measure}
     try:
         given = {}
         for k in _FORM_NUMBERS:
@@ -164,8 +177,7 @@ def studies_create(request: Request, traces: list[str] = Form([]), objective: st
             req = StudyRequest(traces=[int(t) for t in traces if t.strip().isdigit()] or
                                ([-1] if traces else []),
                                objective=objective, metric=metric,
-                               # none ticked (or a form without them): the default
-                               allocators=allocators or list(_options.default("allocators")),
+                               allocators=_form_allocators(allocators_from, allocators),
                                memory_measure=memory_measure, **given)
         except ValidationError as e:
             first = e.errors()[0]

@@ -100,7 +100,7 @@ def _stored(text, kind: type):
     return _finite(v) if isinstance(v, kind) else None
 
 
-_DEFAULTS = _options.to_json(_options.Options())
+_DEFAULTS = _options.stored_defaults()
 
 
 def cli_row(row) -> dict:

@@ -50,8 +50,9 @@ def _request_model() -> type[BaseModel]:
             fields[k] = (list[Annotated[str, Field(max_length=64)]],
                          Field(list(d), min_length=1, max_length=16, description=(
                              "the allocators searched, each with its knobs: hc, "
-                             f"{', '.join(_xknobs.names())}; [\"{INSTALLED}\"]: HC and every "
-                             "one installed on the worker's machine; [\"hc\"]: HC alone")))
+                             f"{', '.join(_xknobs.names())}; [\"{INSTALLED}\"] (the default): "
+                             "HC and every one installed on the worker's machine; [\"hc\"]: HC "
+                             "alone")))
         elif k == "memory_measure":
             fields[k] = (str, Field(d, max_length=16, description="what mem minimises: "
                                     + " or ".join(_obj.MEMORY_MEASURES)))
@@ -62,7 +63,7 @@ def _request_model() -> type[BaseModel]:
     return create_model("StudyRequest", **fields)
 
 
-INSTALLED = "installed"
+INSTALLED = _options.INSTALLED
 
 
 def check_allocators(names: list[str]) -> list[str]:

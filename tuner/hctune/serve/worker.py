@@ -106,16 +106,13 @@ def _measuring(storage, study: str, me: str):
     return trial
 
 
-INSTALLED = "installed"   # a study's allocators: HC and every one installed here
-
-
 def options_of(row, storage: str | None, log=None) -> _options.Options:
     """The queued study's options, parsed once (hctune.search.options, the model the CLI and
-    the service build too); allocators ["installed"] (the service's default, as `search`'s)
-    become HC and every allocator installed on this worker's machine."""
+    the service build too); allocators ["installed"] (options.DEFAULT_ALLOCATORS, the service's
+    default as `search`'s) become HC and every allocator installed on this worker's
+    machine; a study stored without allocators is HC alone (options.from_json)."""
     opts = _options.from_json(row["options_json"], study=row["study"], storage=storage)
-    if INSTALLED in opts.allocators:
-        opts.allocators = _study.default_allocators(log)
+    opts.allocators = _study.expand_allocators(opts.allocators, log)
     return opts
 
 
