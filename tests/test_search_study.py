@@ -295,6 +295,12 @@ def test_options_are_said_once_and_checked():
     # a new study without them searches HC and every allocator installed, as `search` does
     assert options.Options().allocators == options.DEFAULT_ALLOCATORS == ("installed",)
     assert options.from_json(options.to_json(options.Options())).allocators == ("installed",)
+    # `hctune search` takes its defaults from the same model (no second literal)
+    from hctune.commands import search as search_cmd
+    flags = {p.name: p.default for p in search_cmd.command.params}
+    assert flags["allocator_list"] == ",".join(options.DEFAULT_ALLOCATORS)
+    for k in ("objective", "metric", "memory_measure", "repeat"):
+        assert flags[k] == options.default(k), k
     for bad in ({"timeout": float("inf")}, {"seed": 2**32}, {"trials": 0}, {"repeat": 1.5},
                 {"validate_runs": 2}, {"max_slowdown": float("nan")}, {"trials": "20"}):
         with pytest.raises(HctuneError):

@@ -83,7 +83,8 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
 
 @click.command("search")
 @click.argument("traces", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--objective", type=click.Choice(_obj.OBJECTIVES), default="mem", show_default=True,
+@click.option("--objective", type=click.Choice(_obj.OBJECTIVES),
+              default=_options.default("objective"), show_default=True,
               help="mem: least footprint; perf: least time; pareto: keep the front of both.")
 @click.option("--trials", type=int, default=None,
               help=f"Finished trials the study should hold (default {_options.DEFAULT_TRIALS}, "
@@ -101,7 +102,8 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
                    "larger of glibc's and generic HC's; 'none' lifts it.")
 @click.option("--max-slowdown", type=float, default=None, metavar="PCT",
               help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
-@click.option("--metric", type=click.Choice(_obj.METRICS), default="time", show_default=True,
+@click.option("--metric", type=click.Choice(_obj.METRICS), default=_options.default("metric"),
+              show_default=True,
               help="What perf measures: CPU time, or instructions (deterministic).")
 @click.option("--repeat", type=int, default=_options.default("repeat"), show_default=True,
               help="Replays per measurement (the median is kept).")
@@ -112,7 +114,8 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               help="Allocators to search across, each with its own knobs (configs/"
                    "allocators.toml); 'installed': HC and every one installed; 'hc': HC "
                    "alone (its footprint, the paper's measure).")
-@click.option("--memory-measure", type=click.Choice(("peak", "final", "mean")), default="peak",
+@click.option("--memory-measure", type=click.Choice(("peak", "final", "mean")),
+              default=_options.default("memory_measure"),
               show_default=True,
               help="What mem minimises: the peak RSS; mean: the mean of the RSS curve (what a "
                    "long-running program pays for on average); final: the RSS left once the "

@@ -152,12 +152,15 @@ def _form_allocators(chosen_from: str, ticked: list[str]) -> list[str]:
 
 
 @router.post("/studies", dependencies=[Depends(need_token)])
-def studies_create(request: Request, traces: list[str] = Form([]), objective: str = Form("mem"),
-                   metric: str = Form("time"), trials: str = Form(""), timeout: str = Form(""),
-                   max_memory_overhead: str = Form(""), max_slowdown: str = Form(""),
-                   validate_runs: str = Form(""), validate_top: str = Form(""),
-                   allocators: list[str] = Form([]), allocators_from: str = Form(""),
-                   memory_measure: str = Form("peak"), svc: Service = Depends(service)):
+def studies_create(request: Request, traces: list[str] = Form([]),
+                   objective: str = Form(_options.default("objective")),
+                   metric: str = Form(_options.default("metric")), trials: str = Form(""),
+                   timeout: str = Form(""), max_memory_overhead: str = Form(""),
+                   max_slowdown: str = Form(""), validate_runs: str = Form(""),
+                   validate_top: str = Form(""), allocators: list[str] = Form([]),
+                   allocators_from: str = Form(""),
+                   memory_measure: str = Form(_options.default("memory_measure")),
+                   svc: Service = Depends(service)):
     form = {"traces": traces, "objective": objective, "metric": metric, "trials": trials,
             "timeout": timeout, "max_memory_overhead": max_memory_overhead,
             "max_slowdown": max_slowdown, "validate_runs": validate_runs,
