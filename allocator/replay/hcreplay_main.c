@@ -136,6 +136,106 @@ static double median_of(const uint64_t *v, long n)
                  : ((double)sorted[n / 2 - 1] + (double)sorted[n / 2]) / 2;
 }
 
+/* What a replay measured, as the whole load (main) and the streamed replay both report it. */
+struct measured {
+    const char *path;
+    const struct hcr_trace *t;
+    long repeat;
+    int touch;
+    const uint64_t *times, *cpu_times; /* per repeat; the same array when only one clock */
+    const char *clock;                 /* what cpu_times counts: "thread_cpu" or "wall" */
+    int hwm_ok;
+    uint64_t base_rss, hwm_first, hwm, rss_first;
+    size_t n_slots;
+    uint64_t trace_bytes;
+    int streamed;
+    const char *threads_mode;
+    unsigned replay_threads;
+    uint64_t handoffs, failed;
+    int hc;
+    const struct hcr_hc *hc_before, *hc_first, *hc_after;
+};
+
+/* One line of text, or the JSON object the tuner reads (tuner/hctune/replay.py). */
+static int report(const struct measured *m, int json)
+{
+    const struct hcr_trace *t = m->t;
+    long repeat = m->repeat;
+    double median = median_of(m->times, repeat), cpu_median = median_of(m->cpu_times, repeat);
+    uint64_t base = m->base_rss;
+    uint64_t peak = m->hwm_ok && m->hwm_first > base ? m->hwm_first - base : 0;
+    uint64_t peak_all = m->hwm_ok && m->hwm > base ? m->hwm - base : 0;
+    if (!json) {
+        put("%s: %zu ops x %ld repeats%s, median %.1f ns/op, peak RSS over baseline %llu KiB, "
+            "max live %llu KiB",
+            m->path, t->n_ops, repeat, m->streamed ? " (streamed)" : "",
+            median / (double)t->n_ops, (unsigned long long)peak / 1024,
+            (unsigned long long)t->max_live_bytes / 1024);
+        if (m->replay_threads > 1)
+            put(", %u threads (wall time; CPU %.1f ns/op)", m->replay_threads,
+                cpu_median / (double)t->n_ops);
+        if (m->hc)
+            put(", HC footprint %llu KiB", (unsigned long long)m->hc_first->footprint_max / 1024);
+        put("\n");
+        flush_out();
+        return 0;
+    }
+    put("{\"trace\": ");
+    put_json_string(m->path);
+    put(", \"command\": ");
+    put_json_string(t->command);
+    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"touch\": %s", t->n_ops,
+        (unsigned long long)t->events, repeat, m->touch ? "true" : "false");
+    put(", \"times_ns\": [");
+    for (long r = 0; r < repeat; r++)
+        put("%s%llu", r ? ", " : "", (unsigned long long)m->times[r]);
+    put("], \"cpu_times_ns\": [");
+    for (long r = 0; r < repeat; r++)
+        put("%s%llu", r ? ", " : "", (unsigned long long)m->cpu_times[r]);
+    put("], \"clock\": \"%s\", \"cpu_median_ns\": %.1f", m->clock, cpu_median);
+    put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t->n_ops);
+    put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base);
+    if (m->hwm_ok)
+        put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
+            (unsigned long long)peak, (unsigned long long)peak_all);
+    else
+        put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
+    put(", \"final_rss_bytes\": %llu",
+        (unsigned long long)(m->rss_first > base ? m->rss_first - base : 0));
+    /* the time-weighted mean RSS of the first repeat over the baseline, the trace's op order
+       as the clock (hcr_curve) */
+    if (hcr_curve.ops)
+        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
+    else
+        put(", \"mean_rss_bytes\": null");
+    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
+    put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
+        (unsigned long long)t->max_live_bytes, (unsigned long long)t->max_live_objects,
+        m->n_slots);
+    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": %s",
+        (unsigned long long)m->trace_bytes, t->n_sizes, m->streamed ? "true" : "false");
+    put(", \"threads_mode\": \"%s\"", m->threads_mode);
+    put(", \"replay_threads\": %u, \"handoffs\": %llu", m->replay_threads,
+        (unsigned long long)m->handoffs);
+    put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
+        (unsigned long long)t->threads, (unsigned long long)t->skipped,
+        (unsigned long long)t->repaired, (unsigned long long)m->failed);
+    put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
+    if (m->hc) {
+        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
+            ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
+            (unsigned long long)m->hc_first->footprint_max,
+            (unsigned long long)m->hc_after->footprint_max,
+            (unsigned long long)m->hc_before->footprint_max);
+        hcr_hc_json(put);
+    } else {
+        put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
+    }
+    put("}\n");
+    flush_out();
+    return 0;
+}
+
 /* The streamed replay (--stream): the same measures as main's, the trace read again for each
  * repeat a chunk at a time; only hcr_replay_ops and the final frees are timed. */
 static int replay_streamed(const char *path, long repeat, int json, int touch)
@@ -203,71 +303,15 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
     uint64_t hwm = hcr_vm_hwm();
     if (hc)
         hcr_hc_read(&hc_after);
-    double median = median_of(times, repeat);
-    uint64_t peak = hwm_ok && hwm_first > base_rss ? hwm_first - base_rss : 0;
-    uint64_t peak_all = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;
-    t.n_slots = n_slots;
-    if (!json) {
-        put("%s: %zu ops x %ld repeats (streamed), median %.1f ns/op, peak RSS over baseline "
-            "%llu KiB, max live %llu KiB", path, t.n_ops, repeat, median / (double)t.n_ops,
-            (unsigned long long)peak / 1024, (unsigned long long)t.max_live_bytes / 1024);
-        if (hc)
-            put(", HC footprint %llu KiB", (unsigned long long)hc_first.footprint_max / 1024);
-        put("\n");
-        flush_out();
-        return 0;
-    }
-    put("{\"trace\": ");
-    put_json_string(path);
-    put(", \"command\": ");
-    put_json_string(t.command);
-    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"touch\": %s", t.n_ops,
-        (unsigned long long)t.events, repeat, touch ? "true" : "false");
-    put(", \"times_ns\": [");
-    for (long r = 0; r < repeat; r++)
-        put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
-    put("], \"cpu_times_ns\": [");
-    for (long r = 0; r < repeat; r++)
-        put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
-    put("], \"clock\": \"thread_cpu\", \"cpu_median_ns\": %.1f", median);
-    put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t.n_ops);
-    put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base_rss);
-    if (hwm_ok)
-        put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
-            (unsigned long long)peak, (unsigned long long)peak_all);
-    else
-        put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
-    put(", \"final_rss_bytes\": %llu",
-        (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
-    if (hcr_curve.ops)
-        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
-    else
-        put(", \"mean_rss_bytes\": null");
-    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
-    put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
-        (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, n_slots);
-    /* held at once: one chunk of ops and the table of distinct sizes */
-    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": true",
-        (unsigned long long)(HCR_STREAM_CHUNK * sizeof(struct hcr_rop) +
-                             t.n_sizes * (sizeof *t.sizes + sizeof *t.aligns)), t.n_sizes);
-    put(", \"threads_mode\": \"off\", \"replay_threads\": 1, \"handoffs\": 0");
-    put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
-        (unsigned long long)t.threads, (unsigned long long)t.skipped,
-        (unsigned long long)t.repaired, (unsigned long long)failed);
-    put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
-    if (hc) {
-        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
-            ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
-            (unsigned long long)hc_first.footprint_max,
-            (unsigned long long)hc_after.footprint_max,
-            (unsigned long long)hc_before.footprint_max);
-        hcr_hc_json(put);
-    } else {
-        put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
-    }
-    put("}\n");
-    flush_out();
-    return 0;
+    return report(&(struct measured){
+        .path = path, .t = &t, .repeat = repeat, .touch = touch, .times = times,
+        .cpu_times = times, .clock = "thread_cpu", .hwm_ok = hwm_ok, .base_rss = base_rss,
+        .hwm_first = hwm_first, .hwm = hwm, .rss_first = rss_first, .n_slots = n_slots,
+        /* held at once: one chunk of ops and the table of distinct sizes */
+        .trace_bytes = HCR_STREAM_CHUNK * sizeof(struct hcr_rop) +
+                       t.n_sizes * (sizeof *t.sizes + sizeof *t.aligns),
+        .streamed = 1, .threads_mode = "off", .replay_threads = 1, .failed = failed, .hc = hc,
+        .hc_before = &hc_before, .hc_first = &hc_first, .hc_after = &hc_after}, json);
 }
 
 int main(int argc, char **argv)
@@ -388,88 +432,15 @@ int main(int argc, char **argv)
     uint64_t hwm = hcr_vm_hwm();
     if (hc)
         hcr_hc_read(&hc_after);
-
-    uint64_t sorted[MAX_REPEAT];
-    memcpy(sorted, times, sizeof *times * (size_t)repeat);
-    qsort(sorted, (size_t)repeat, sizeof *sorted, cmp_u64);
-    /* median: the middle repeat, or the mean of the two middle ones */
-    double median = repeat % 2 ? (double)sorted[repeat / 2]
-                               : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
-    memcpy(sorted, cpu_times, sizeof *cpu_times * (size_t)repeat);
-    qsort(sorted, (size_t)repeat, sizeof *sorted, cmp_u64);
-    double cpu_median = repeat % 2
-                            ? (double)sorted[repeat / 2]
-                            : ((double)sorted[repeat / 2 - 1] + (double)sorted[repeat / 2]) / 2;
-    unsigned replay_threads = mt ? hcr_mt_threads(mt) : 1;
-    uint64_t peak = hwm_ok && hwm_first > base_rss ? hwm_first - base_rss : 0;
-    uint64_t peak_all = hwm_ok && hwm > base_rss ? hwm - base_rss : 0;
-
-    if (!json) {
-        put("%s: %zu ops x %ld repeats, median %.1f ns/op, peak RSS over baseline %llu KiB, "
-            "max live %llu KiB",
-            path, t.n_ops, repeat, median / (double)t.n_ops, (unsigned long long)peak / 1024,
-            (unsigned long long)t.max_live_bytes / 1024);
-        if (mt)
-            put(", %u threads (wall time; CPU %.1f ns/op)", replay_threads,
-                cpu_median / (double)t.n_ops);
-        if (hc)
-            put(", HC footprint %llu KiB", (unsigned long long)hc_first.footprint_max / 1024);
-        put("\n");
-        flush_out();
-        return 0;
-    }
-    put("{\"trace\": ");
-    put_json_string(path);
-    put(", \"command\": ");
-    put_json_string(t.command);
-    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"touch\": %s", t.n_ops,
-        (unsigned long long)t.events, repeat, touch ? "true" : "false");
-    put(", \"times_ns\": [");
-    for (long r = 0; r < repeat; r++)
-        put("%s%llu", r ? ", " : "", (unsigned long long)times[r]);
-    put("], \"cpu_times_ns\": [");
-    for (long r = 0; r < repeat; r++)
-        put("%s%llu", r ? ", " : "", (unsigned long long)cpu_times[r]);
-    put("], \"clock\": \"%s\", \"cpu_median_ns\": %.1f", mt ? "wall" : "thread_cpu", cpu_median);
-    put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t.n_ops);
-    put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base_rss);
-    if (hwm_ok)
-        put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
-            (unsigned long long)peak, (unsigned long long)peak_all);
-    else
-        put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
-    put(", \"final_rss_bytes\": %llu",
-        (unsigned long long)(rss_first > base_rss ? rss_first - base_rss : 0));
-    /* the time-weighted mean RSS of the first repeat over the baseline, the trace's op order
-       as the clock (hcr_curve) */
-    if (hcr_curve.ops)
-        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
-    else
-        put(", \"mean_rss_bytes\": null");
-    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
-    put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
-        (unsigned long long)t.max_live_bytes, (unsigned long long)t.max_live_objects, t.n_slots);
-    /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */
-    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": false",
-        (unsigned long long)hcr_trace_bytes(&t), t.n_sizes);
-    put(", \"threads_mode\": \"%s\"", threads_mode ? "auto" : "off");
-    put(", \"replay_threads\": %u, \"handoffs\": %llu", replay_threads,
-        (unsigned long long)(mt ? hcr_mt_handoffs(mt) : 0));
-    put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
-        (unsigned long long)t.threads, (unsigned long long)t.skipped,
-        (unsigned long long)t.repaired, (unsigned long long)failed);
-    put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
-    if (hc) {
-        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
-            ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
-            (unsigned long long)hc_first.footprint_max,
-            (unsigned long long)hc_after.footprint_max,
-            (unsigned long long)hc_before.footprint_max);
-        hcr_hc_json(put);
-    } else {
-        put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
-    }
-    put("}\n");
-    flush_out();
-    return 0;
+    return report(&(struct measured){
+        .path = path, .t = &t, .repeat = repeat, .touch = touch, .times = times,
+        .cpu_times = cpu_times, .clock = mt ? "wall" : "thread_cpu", .hwm_ok = hwm_ok,
+        .base_rss = base_rss, .hwm_first = hwm_first, .hwm = hwm, .rss_first = rss_first,
+        .n_slots = t.n_slots,
+        /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */
+        .trace_bytes = hcr_trace_bytes(&t), .streamed = 0,
+        .threads_mode = threads_mode ? "auto" : "off",
+        .replay_threads = mt ? hcr_mt_threads(mt) : 1, .handoffs = mt ? hcr_mt_handoffs(mt) : 0,
+        .failed = failed, .hc = hc, .hc_before = &hc_before, .hc_first = &hc_first,
+        .hc_after = &hc_after}, json);
 }
