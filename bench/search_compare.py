@@ -5,8 +5,10 @@
 
 Every allocator runs in the same replay harness (hctune.replay.measure), so they are measured
 alike: memory is peak RSS during the replay loop (every block's pages touched), time the median
-CPU time of the loop per operation. HC rows: the generic setting (Hasan & Chang 2006, Table 6)
-and the best setting of each study named (default: every study of the trace in the database).
+CPU time of the loop per operation. Tuned rows: the generic HC setting (Hasan & Chang 2006,
+Table 6) and the best trial of each study named (default: every study of the trace in the
+database), on whichever allocator that trial measured (a cross-allocator study's best can be
+jemalloc with its knobs).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import shlex
 import sys
 
-from hctune import knobs, replay
+from hctune import allocators, knobs, replay
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import results, space
@@ -32,14 +34,16 @@ def rows_for(db_path, trace, studies, repeat: int) -> list[dict]:
         if studies is None:
             studies = [r["name"] for r in db.query("SELECT name, trace_ids FROM hc_studies")
                        if trace_row is not None and json.loads(r["trace_ids"]) == [trace_row["id"]]]
-        settings = [("hc generic", space.for_search(knobs.preset("generic")))]
+        settings = [("hc generic", "hc", space.for_search(knobs.preset("generic")))]
         for name in studies:
             row, st = _study.load(db, name)
             objectives = ("mem", "perf") if row["objective"] == "pareto" else (row["objective"],)
             for o in objectives:
                 t = _study.choose(st, o)
                 if t is not None:
-                    settings.append((f"hc tuned {o} ({name})", _study.trial_setting(t)))
+                    alloc = _study.trial_allocator(t)
+                    settings.append((f"{alloc} tuned {o} ({name})", alloc,
+                                     _study.trial_setting(t)))
     with Database(db_path) as db:
         trace_id = _study.register_trace(db, trace).id
         for name in OTHERS:
@@ -51,9 +55,10 @@ def rows_for(db_path, trace, studies, repeat: int) -> list[dict]:
             # stored, so `hctune report` shows every allocator measured on the trace
             db.add_measurement(trace_id, name, None, "time", repeat, r)
             rows.append({"allocator": name, **pick(r)})
-        for label, setting in settings:
-            r = replay.measure(trace, allocator="hc", setting=setting, repeat=repeat)
-            db.add_measurement(trace_id, "hc", knobs.key(setting), "time", repeat, r)
+        for label, alloc, setting in settings:
+            r = replay.measure(trace, allocator=alloc, setting=setting, repeat=repeat)
+            db.add_measurement(trace_id, alloc, allocators.setting_key(alloc, setting), "time",
+                               repeat, r)
             rows.append({"allocator": label, **pick(r)})
     glibc = next((r for r in rows if r["allocator"] == "glibc"), None)
     for r in rows:
