@@ -6,17 +6,25 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t status_kb(const char *field)
+/* The start of a /proc/self file into buf, NUL-terminated; its length, or 0 if unreadable. */
+static size_t read_proc(const char *path, char *buf, size_t size)
 {
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0)
         return 0;
     buf[n] = 0;
+    return (size_t)n;
+}
+
+static uint64_t status_kb(const char *field)
+{
+    char buf[4096];
+    if (!read_proc("/proc/self/status", buf, sizeof buf))
+        return 0;
     size_t len = strlen(field);
     for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, field, len) == 0 && line[len] == ':') {
@@ -53,14 +61,9 @@ static uint64_t statm_rss(void)
     char buf[256];
     if (!page)
         page = sysconf(_SC_PAGESIZE);
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    size_t n = read_proc("/proc/self/statm", buf, sizeof buf);
+    if (!n)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
     const char *c = strchr(buf, ' ');
     uint64_t pages = 0;
     for (c = c ? c + 1 : buf + n; *c >= '0' && *c <= '9'; c++)
