@@ -82,7 +82,7 @@ def test_a_cross_allocator_study(trace, tmp_path):
             assert "\n" not in err["error"]
         status, s = srv.request("POST", "/api/studies", {
             "traces": [t["id"]], "trials": 4, "compare_rounds": 0, "name": "cross",
-            "memory_measure": "final"})
+            "memory_measure": "final", "repeat": 20})   # trials long enough to be seen running
         assert status == 201, s
         # no allocators named: the default (HC and every one installed on the worker)
         assert s["options"]["allocators"] == ["installed"]
@@ -92,7 +92,7 @@ def test_a_cross_allocator_study(trace, tmp_path):
                 ("done", "failed"):
             seen |= {(w["state"], w["study"], w["trial"] is not None)
                      for w in srv.request("GET", "/api/workers")[1]}
-            time.sleep(0.2)
+            time.sleep(0.05)
         s = srv.wait_study("cross")
         assert s["state"] == "done", (s, srv.output())
         assert ("running", "cross", True) in seen, seen

@@ -38,7 +38,8 @@ ORIGIN_ENV = "HCTUNE_WORKER_ORIGIN"   # `serve --workers N` names its local work
 
 class Presence:
     """This worker's row in hc_workers (the service's /workers page): what it does (idle, or a
-    state of hctune.jobs on a study, and the trial it measures), said at once when it changes
+    state of hctune.jobs on a study, and the trial it measures or, between two, measured last),
+    said at once when it changes
     and every heartbeat interval by a thread, so a worker whose beats stop is seen as dead.
     A beat that fails (the database is away) is skipped: the next one says it again."""
 
@@ -49,25 +50,30 @@ class Presence:
         self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.state, self.study = "idle", None
         self._trial = None          # () -> the trial number this worker measures, or None
+        self._last = None           # the trial it last said it started, in this state
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = None
 
     def set(self, state: str, study: str | None = None, trial=None):
         with self._lock:
-            self.state, self.study, self._trial = state, study, trial
+            self.state, self.study, self._trial, self._last = state, study, trial, None
         self.beat()
 
     def measuring(self, trial: int):
         """Said by the search as it starts a trial (Options.on_trial)."""
+        with self._lock:
+            self._last = trial
         self.beat(trial)
 
     def beat(self, trial: int | None = None):
         with self._lock:
-            state, study, trial_of = self.state, self.study, self._trial
+            state, study, trial_of, last = self.state, self.study, self._trial, self._last
         with contextlib.suppress(Exception):   # a missed beat is not worth a failure
             if trial is None and trial_of is not None:
                 trial = trial_of()
+        if trial is None:       # between two trials: the one it measured last
+            trial = last
         with contextlib.suppress(Exception):
             with Database(self.db_path) as db:
                 jobs.worker_beat(db, self.id, socket.gethostname(), os.getpid(), self.started,
