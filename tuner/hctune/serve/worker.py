@@ -39,8 +39,8 @@ ORIGIN_ENV = "HCTUNE_WORKER_ORIGIN"   # `serve --workers N` names its local work
 class Presence:
     """This worker's row in hc_workers (the service's /workers page): what it does (idle, or a
     state of hctune.jobs on a study, and the trial it measures or, between two, measured last),
-    said at once when it changes
-    and every heartbeat interval by a thread, so a worker whose beats stop is seen as dead.
+    said at once when it changes and every heartbeat interval by a thread, so a worker whose
+    beats stop is seen as dead.
     A beat that fails (the database is away) is skipped: the next one says it again."""
 
     def __init__(self, db_path, origin: str | None = None):
