@@ -9,11 +9,12 @@ the moment last until the test acts, so the test waits on a file, not a clock.
 GATE_MEET=DIR:N      this process's first trial (its parameters drawn, nothing measured yet)
                      waits until N processes are each in their first trial (one file a process
                      in DIR), so each of them runs at least one trial of a shared study.
-GATE_HANG=STEP:FILE  at STEP, create FILE and hang until killed: `trial:K` (this process's K-th
-                     trial, from 1, mid-measurement: the trial is RUNNING in the storage) or
-                     `compare` (the closing worker measuring the other allocators).
+GATE_HANG=STEP:FILE  at STEP, create FILE and wait there until the test kills the process or
+                     lets it go on (release(FILE)): `trial:K` (this process's K-th trial, from
+                     1, before it measures: the trial is RUNNING in the storage) or `compare`
+                     (the closing worker, before it measures the other allocators).
 
-The tests use worker()/popen() and wait_for() from here."""
+The tests use env(), serve_support.worker() or popen(), wait_for() and release() from here."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ def argv(*args) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
 
 
+def popen(db, *args, env) -> subprocess.Popen:
+    """`hctune --db DB ARGS` through the gates of `env` (from env()), output piped as text."""
+    return subprocess.Popen(argv("--db", db, *args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
 def wait_for(path: Path, *procs: subprocess.Popen, what: str = "") -> None:
     """Until `path` exists (a gate reached); fails at once if one of `procs` ends first."""
     deadline = time.time() + GUARD_SECONDS
@@ -53,17 +60,24 @@ def wait_for(path: Path, *procs: subprocess.Popen, what: str = "") -> None:
         time.sleep(0.02)
 
 
+def release(path: Path) -> None:
+    """Let the process waiting at the gate that made `path` go on."""
+    Path(f"{path}.go").write_text("")
+
+
 # ---- in the gated process ----
 
 def _hang(marker: str):
     with open(marker, "w") as f:
         f.write(str(os.getpid()))
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # stop_workers' terminate() ends it
-    except ValueError:                                  # not the main thread
-        pass
-    while True:
-        time.sleep(3600)
+        old = signal.signal(signal.SIGTERM, signal.SIG_DFL)   # stop_workers' terminate()
+    except ValueError:                                        # not the main thread
+        old = None
+    while not os.path.exists(f"{marker}.go"):
+        time.sleep(0.02)
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _meet(spec: str):
@@ -95,7 +109,12 @@ def _install():
         objective.Evaluator.evaluate = gated
     if step == "compare":
         from hctune.serve import worker
-        worker.compare_others = lambda *a, **kw: _hang(marker)
+        compare = worker.compare_others
+
+        def gated_compare(*a, **kw):
+            _hang(marker)
+            return compare(*a, **kw)
+        worker.compare_others = gated_compare
 
 
 if __name__ == "__main__":
