@@ -3,12 +3,14 @@ throw-away PostgreSQL server."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,29 +65,32 @@ def _free_port() -> int:
 
 class Postgres:
     """initdb + pg_ctl in a temporary directory, on 127.0.0.1, trust authentication. PostgreSQL
-    refuses to run as root (CI runs as root), so then it runs as the `postgres` user."""
+    refuses to run as root (CI runs as root), so then it runs as the `postgres` user, in a
+    directory of its own under the system's temporary directory: pytest's own
+    (/tmp/pytest-of-root) is made 0700 again by every pytest that starts, which locks the
+    `postgres` user out of a server's files mid-test (initdb: Permission denied). Its log is
+    copied to `base` when it stops."""
 
     def __init__(self, base: Path):
         self.bin = _pg_bin()
         if self.bin is None:
             pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed; the Debian "
                         "package postgresql provides them")
-        self.base = base
-        self.data = base / "pgdata"
         self.port = _free_port()
         self.user = "postgres" if os.geteuid() == 0 else None
+        self.logs = base
         if self.user is not None:
-            os.chmod(base, 0o777)
-            for parent in list(base.parents)[:-1]:  # the server must be able to reach its dir
-                try:
-                    os.chmod(parent, os.stat(parent).st_mode | 0o011)
-                except PermissionError:
-                    pass
+            base = Path(tempfile.mkdtemp(prefix="hctune-pg-"))
+            owner = pwd.getpwnam(self.user)
+            os.chown(base, owner.pw_uid, owner.pw_gid)
+        self.base = base
+        self.data = base / "pgdata"
 
     def _run(self, *cmd, check=True):
         if self.user is not None:
             cmd = ("runuser", "-u", self.user, "--", *cmd)
-        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120,
+                              cwd=self.base)   # a directory the server's user may enter
 
     def start(self):
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
@@ -102,9 +107,16 @@ class Postgres:
             time.sleep(0.5)
         raise AssertionError(f"could not create the database: {r.stderr}")
 
-    def stop(self):
+    def stop(self, keep=False):
+        """Stop the server; keep: its files stay for restart(), else they go (its own
+        directory, as root)."""
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
                   "stop", check=False)
+        if keep or self.base == self.logs:
+            return
+        with contextlib.suppress(OSError):
+            shutil.copy(self.base / "pg.log", self.logs / "pg.log")
+        shutil.rmtree(self.base, ignore_errors=True)
 
     def restart(self):
         """Start again after stop(): the same data, port and database."""

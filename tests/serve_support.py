@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import gate
 from search_support import _free_port
 
 
@@ -107,9 +108,11 @@ def stop_workers(procs):
 
 
 def worker(db, *args, log: Path, env=None):
-    return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "worker",
-                             *map(str, args)], stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            env=env)
+    """`hctune worker` on `db`; an environment from gate.env() runs it through tests/gate.py."""
+    cmd = ["--db", str(db), "worker", *map(str, args)]
+    gated = env is not None and ("GATE_MEET" in env or "GATE_HANG" in env)
+    return subprocess.Popen(gate.argv(*cmd) if gated else [sys.executable, "-m", "hctune", *cmd],
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
 
 
 def compiles(source: bytes, tmp: Path) -> None:
