@@ -11,7 +11,8 @@ PROGRAMs: wordpool (bench/wordpool.c: a word table beside a churning buffer pool
 bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz), and two long-running
 ones: phased_server (bench/phased_server.c: four threads on the machine's cores serving bursts
 of requests with quiet spells between them) and phased_service (bench/phased_service.py: a
-Python service that loads a cache, evicts most of it and goes on serving); default: all. The
+Python service that loads a cache, evicts most of it and goes on serving), also as
+phased_service_t4 (the same script with a pool of four threads); default: all. The
 batch programs' RSS is what they keep live; the long-running ones also hold memory they freed,
 which is where the decay and trim knobs act, so their mem objective is the time-weighted mean
 RSS (`--memory-measure auto`: mean for them, peak for the rest) and they have no perf row (their
@@ -40,7 +41,7 @@ _spec = importlib.util.spec_from_file_location("headline_real", ROOT / "bench" /
 headline_real = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(headline_real)
 
-LONG_RUNNING = ("phased_server", "phased_service")
+LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4")
 PROGRAMS = ("wordpool", *headline_real.PROGRAMS, *LONG_RUNNING)
 DEFAULTS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 MEASURE = {"mem": "peak_rss_bytes", "perf": "wall_s"}
@@ -59,10 +60,11 @@ def command(name: str, out: Path, tag: str, seed: int, scale: float):
             subprocess.run(["cc", "-O2", "-pthread", "-o", str(exe),
                             str(ROOT / "bench" / "phased_server.c")], check=True)
         return [str(exe), "4", "6", str(max(100, int(6000 * scale))), str(seed)], {}
-    if name == "phased_service":
+    if name in ("phased_service", "phased_service_t4"):
         py = headline_real.command("python3", out, tag, seed, scale)[0][0]
         return ([py, str(ROOT / "bench" / "phased_service.py"), str(seed),
-                 str(max(1000, int(40000 * scale)))], {"PYTHONMALLOC": "malloc"})
+                 str(max(1000, int(40000 * scale))), "4" if name.endswith("_t4") else "1"],
+                {"PYTHONMALLOC": "malloc"})
     return headline_real.command(name, out, tag, seed, scale)
 
 
