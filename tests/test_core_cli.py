@@ -116,7 +116,7 @@ def test_studies_name_the_memory_their_best_compares(tmp_path, capsys):
         tid = d.add_trace(tmp_path / "t.hct", "ab" * 32, command="app", events=1)
         for name, opts in (("hc", {}), ("cross", {"allocators": ["hc", "glibc"]}),
                            ("final", {"allocators": ["hc", "glibc"], "memory_measure": "final"})):
-            d.add_study(name, "mem", [tid], "sqlite:///nowhere", opts)
+            d.add_study(name, "mem", [tid], f"sqlite:///{tmp_path / 'optuna.db'}", opts)
     rows = listing.studies(db)
     assert [r["memory"] for r in rows] == ["footprint", "peak RSS", "final RSS"]
     best = {"mem": {"trial": 3, "mem_ratio": 0.8, "perf_ratio": 1.1}}
