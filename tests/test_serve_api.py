@@ -101,6 +101,11 @@ def test_a_cross_allocator_study(trace, tmp_path):
         assert sum(1 for x in s["trials"] if x["seed"]) <= 3      # 3/4 of 4 trials
         status, page = srv.request("GET", "/studies/cross")
         assert status == 200 and b'data-key="allocator"' in page
+        # the allocators as asked and as the worker expanded them; mem is the final RSS
+        used = s["allocators_searched"]
+        assert used[0] == "hc" and "glibc" in used and "installed" not in used, used
+        assert f'<span id="allocators">installed: {", ".join(used)}</span>'.encode() in page
+        assert s["memory"] == "final RSS" and b"final RSS vs glibc" in page
         # a trial of another allocator: its environment file, no malloc.c; HC's: the reverse
         by = {x["allocator"]: x["number"] for x in done}
         status, env = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['glibc']}")
