@@ -41,16 +41,20 @@ def main() -> int:
     seed, n = int(sys.argv[1]), int(sys.argv[2])
     threads = int(sys.argv[3]) if len(sys.argv) == 4 else 1
     cache, served = {}, 0
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for r in range(5):
-            step = -(-n // threads)
-            list(pool.map(lambda t: load(cache, seed, r, t, t * step, min(n, (t + 1) * step)),
-                          range(threads)))
-            for k in list(cache):
-                if int(k.rsplit("-", 1)[1]) % 32:
-                    del cache[k]
-            served += sum(pool.map(lambda t: serve(seed, r, t, n // threads, 100),
-                                   range(threads)))
+    # one thread: the main thread does the work, as a single-threaded service's does (with glibc
+    # its main arena, not a thread's)
+    pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+    each = pool.map if pool else map
+    for r in range(5):
+        step = -(-n // threads)
+        list(each(lambda t: load(cache, seed, r, t, t * step, min(n, (t + 1) * step)),
+                  range(threads)))
+        for k in list(cache):
+            if int(k.rsplit("-", 1)[1]) % 32:
+                del cache[k]
+        served += sum(each(lambda t: serve(seed, r, t, n // threads, 100), range(threads)))
+    if pool:
+        pool.shutdown()
     print(len(cache), served)
     return 0
 
