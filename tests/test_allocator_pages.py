@@ -5,7 +5,8 @@
   and with its neighbours changed (thread cache off, one arena, 16 arenas, quick lists up to
   1 KiB).
 - Every request size: usable size, alignment, calloc of dirty memory, realloc across the bound,
-  the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES.
+  the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES
+  (MID_CLASSES' stretched classes above 1 KiB included).
 - A producer thread allocating and consumers freeing keeps a bounded resident size; the owner
   gets back every block other threads freed (counted from HC's statistics); an exited thread's
   pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
@@ -35,6 +36,8 @@ SETTINGS = [
     ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
     ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
     ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8}),
+    ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16}),
+    ("2500-c8-m8", {"SMALL_MAX": 2500, "SMALL_CLASSES": 8, "MID_CLASSES": 8}),
     ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
     ("512-c2-ql1016", {"SMALL_MAX": 512, "SMALL_CLASSES": 2, "QL_HIGH": 1016}),
     ("1024-nocache", {"SMALL_MAX": 1024, "TCACHE_COUNT": 0}),
@@ -82,7 +85,8 @@ def test_stress_debug(c_program, debug_libraries, name, threads):
 
 
 @pytest.mark.parametrize("name,limit,per2", [("256-c4", 256, 4), ("1024-c4", 1024, 4),
-                                             ("4096-c8", 4096, 8), ("1024-c1", 1024, 1)])
+                                             ("4096-c8", 4096, 8), ("1024-c1", 1024, 1),
+                                             ("4096-m16", 4096, 4), ("2500-c8-m8", 2500, 8)])
 def test_every_size(c_program, release_libraries, debug_libraries, name, limit, per2):
     for library in (release_libraries[name], debug_libraries[name]):
         res = run([c_program("hc_pages"), "sizes", limit], library)

@@ -16,10 +16,11 @@ from hctune import native, paths
 from hctune.trace import open_trace, spec
 
 TRACER = paths.BUILD / "libhctrace.so"
-# The window opens 0.3 s into the first pause and shuts 0.7 s after the pause ends (so phase 2
-# has 0.7 s to run on a loaded machine); phase 3 starts after the second pause, past the window.
-PAUSE_MS = 800
-START, DURATION = 0.3, 1.2
+# The window opens halfway through the first 2 s pause and shuts halfway through the second:
+# phase 1, and phases 1 and 2 together, have 1 s to run on a loaded machine (they take
+# milliseconds), and phase 3 starts 1 s after the window shut.
+PAUSE_MS = 2000
+START, DURATION = 1.0, 2.0
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,10 @@
  *    classes per power of two (SMALL_CLASSES = 4: ..., 128, 160, 192, 224, 256, 320, ...), so a
  *    block wastes less than 1/SMALL_CLASSES of its size.  Every class is a multiple of 16: every
  *    block is 16-byte aligned, and a power-of-two class is aligned to its size up to 256 bytes
- *    (the memalign family of small sizes is served here).
+ *    (the memalign family of small sizes is served here).  Above 1 KiB, MID_CLASSES (when not
+ *    0) sets the classes per power of two instead, each class stretched to fill its page
+ *    (hc_sp_classes): a 64 KiB page holds only 15 blocks of 4 KiB, so the coarse spacing and the
+ *    page's tail were where SMALL_MAX = 4096 lost memory against a heap of 16-byte steps.
  *  - Pages.  A page is HC_SP_PAGE (64 KiB) of one class: a 256-byte page header, then blocks
  *    with no per-block header.  Pages are carved upwards from one region (aligned to the page
  *    size, PROT_READ|PROT_WRITE with MAP_NORESERVE: the kernel gives a page on first touch),
@@ -76,6 +79,11 @@
 
 #define HC_SP_LIMIT ((size_t)((SMALL_MAX) < 4096 ? (SMALL_MAX) : 4096))
 #define HC_SP_PER2 ((SMALL_CLASSES) >= 8 ? 8u : (SMALL_CLASSES) >= 4 ? 4u : (SMALL_CLASSES) >= 2 ? 2u : 1u)
+/* Classes per power of two from HC_SP_MID_FROM up (MID_CLASSES; 0: HC_SP_PER2's spacing
+ * throughout, the class sizes unstretched). */
+#define HC_SP_MID ((MID_CLASSES) >= 16 ? 16u : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u \
+                   : (MID_CLASSES) >= 2 ? 2u : (MID_CLASSES) >= 1 ? 1u : 0u)
+#define HC_SP_MID_FROM 1024u
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
 #define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
@@ -84,7 +92,9 @@
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000         /* Linux 4.17; older kernels take it as a hint */
 #endif
-#define HC_SP_NCLS 64u                       /* classes at most (8 per power of two to 4 KiB: 48) */
+/* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
+ * MID_CLASSES 16: 64) */
+#define HC_SP_NCLS (HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
@@ -189,16 +199,29 @@ static void hc_sp_red_check(char *b, size_t size)
 
 /* ---- set-up ---- */
 
+/* The class sizes (slot 0 unused), then the request-to-class table.  With MID_CLASSES, each
+ * class above HC_SP_MID_FROM is stretched to the largest multiple of 16 that still fits as many
+ * blocks in a page: the page's tail, which no block could use, goes to the blocks, so requests
+ * just above the unstretched size take this class, not the next (4096: 15 blocks and a
+ * 3,840-byte tail; stretched to 4352, no tail).  Stretching keeps the sizes increasing (a
+ * larger class fits fewer blocks, and a class that fits as many as the one below is the same
+ * stretched size: it is dropped). */
 static void hc_sp_classes(void)
 {
-    unsigned c = 0;
-    size_t s = 16;
-    for (; c + 1 < HC_SP_NCLS; c++) {
-        hc_sp_size[c + 1] = (uint32_t)s;
+    unsigned c = 0; /* the last slot filled */
+    for (size_t s = 16; c + 1 < HC_SP_NCLS;) {
+        size_t fit = s;
+        if (HC_SP_MID && s > HC_SP_MID_FROM) {
+            size_t per_page = (HC_SP_PAGE - HC_SP_HEAD) / s;
+            fit = (HC_SP_PAGE - HC_SP_HEAD) / per_page & ~(size_t)15;
+        }
+        if (c == 0 || fit > hc_sp_size[c])
+            hc_sp_size[++c] = (uint32_t)fit;
         if (s >= HC_SP_LIMIT)
             break;
         size_t p2 = (size_t)1 << (63 - __builtin_clzll((unsigned long long)s));
-        size_t step = p2 / HC_SP_PER2 > 16 ? p2 / HC_SP_PER2 : 16;
+        unsigned per = HC_SP_MID && s >= HC_SP_MID_FROM ? HC_SP_MID : HC_SP_PER2;
+        size_t step = p2 / per > 16 ? p2 / per : 16;
         s += step;
     }
     unsigned k = 1;
