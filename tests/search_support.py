@@ -95,10 +95,15 @@ class Postgres:
     def start(self):
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
                   "hctune", "--no-sync")
-        log = self.base / "pg.log"
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-w",
-                  "-t", "60", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start")
-        deadline = time.time() + 30
+        for attempt in range(5):
+            if self._pg_ctl_start().returncode == 0:
+                break
+            # the free port was taken in between (another process, an outgoing connection)
+            log = (self.base / "pg.log").read_text(errors="replace")
+            if "already in use" not in log or attempt == 4:
+                raise AssertionError(f"PostgreSQL did not start:\n{log[-2000:]}")
+            self.port = _free_port()
+        deadline = time.time() + 120       # a guard: pg_ctl -w waited for it to be ready
         while time.time() < deadline:
             r = self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
                           "-U", "hctune", "hctune", check=False)
@@ -118,11 +123,15 @@ class Postgres:
             shutil.copy(self.base / "pg.log", self.logs / "pg.log")
         shutil.rmtree(self.base, ignore_errors=True)
 
+    def _pg_ctl_start(self):
+        return self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
+                         str(self.base / "pg.log"), "-w", "-t", "60", "-o",
+                         f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start", check=False)
+
     def restart(self):
         """Start again after stop(): the same data, port and database."""
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
-                  str(self.base / "pg.log"), "-w", "-t", "60", "-o",
-                  f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start")
+        r = self._pg_ctl_start()
+        assert r.returncode == 0, (self.base / "pg.log").read_text(errors="replace")[-2000:]
         return self
 
     @property
