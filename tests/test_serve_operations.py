@@ -106,13 +106,18 @@ def test_the_workers_page_and_api(tmp_path):
         srv.stop()
 
 
-def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
+def _a_database_with_a_trace(tmp_path):
+    """(database, trace id): a new database holding one stand-in trace (its file exists)."""
     db = tmp_path / "h.db"
-    Database(db).close()
     trace = tmp_path / "t.trace"
     trace.write_bytes(b"x")
     with Database(db) as d:
-        tid = d.add_trace(trace, "ab" * 32, command="app", events=1)
+        return db, d.add_trace(trace, "ab" * 32, command="app", events=1)
+
+
+def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
+    db, tid = _a_database_with_a_trace(tmp_path)
+    with Database(db) as d:
         d.add_study("from-the-cli", "perf", [tid], default_url(db), {"metric": "time"})
     srv = Served(db)          # no local workers
     try:
@@ -135,12 +140,8 @@ def test_a_study_stored_without_allocators_stays_hc(tmp_path):
     """Studies stored before the default became every allocator installed (queued, or run by
     `hctune search`) have no `allocators` in their options: they were HC studies and stay so;
     a new study that names none gets the default, which the worker expands on its machine."""
-    db = tmp_path / "h.db"
-    Database(db).close()
-    trace = tmp_path / "t.trace"
-    trace.write_bytes(b"x")
+    db, tid = _a_database_with_a_trace(tmp_path)
     with Database(db) as d:
-        tid = d.add_trace(trace, "ef" * 32, command="app", events=1)
         d.add_study("old-cli", "mem", [tid], default_url(db), {"metric": "time"})
         jobs.enqueue(d, "old-queued", [tid], {"objective": "mem", "trials": 5})
     srv = Served(db)          # no local workers
@@ -185,12 +186,7 @@ def test_a_study_stored_without_allocators_stays_hc(tmp_path):
 
 
 def test_cancel_and_delete_studies_and_traces(tmp_path):
-    db = tmp_path / "h.db"
-    Database(db).close()
-    trace = tmp_path / "t.trace"
-    trace.write_bytes(b"x")
-    with Database(db) as d:
-        tid = d.add_trace(trace, "cd" * 32, command="app", events=1)
+    db, tid = _a_database_with_a_trace(tmp_path)
     srv = Served(db)
     try:
         assert srv.request("POST", "/api/studies", {"traces": [tid], "name": "s"})[0] == 201
@@ -209,7 +205,7 @@ def test_cancel_and_delete_studies_and_traces(tmp_path):
         assert srv.request("GET", "/api/studies/s")[0] == 404
         status, d = srv.request("DELETE", f"/api/traces/{tid}")
         assert status == 200 and d["deleted"]["file"] is False, d   # not the server's file
-        assert trace.exists() and srv.request("GET", "/api/traces")[1] == []
+        assert (tmp_path / "t.trace").exists() and srv.request("GET", "/api/traces")[1] == []
         # the buttons, and their requests carry the header the CSRF rule asks for
         assert srv.request("POST", "/api/studies", {"traces": [1], "name": "t"})[0] == 404
         page = srv.request("GET", "/traces")[1]

@@ -214,18 +214,9 @@ def test_the_token_guards_reads_and_the_cookie_is_a_session(tmp_path):
             opener.open(req)
         assert e.value.code == 303 and e.value.headers["Location"] == "/login"
         # log in through the form: the cookie is a signed session id, not the token
-        with urllib.request.urlopen(srv.base + "/login") as r:
-            csrf = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
-        req = urllib.request.Request(
-            f"{srv.base}/login?csrf={csrf}", data=f"token={TOKEN}".encode(), method="POST",
-            headers={"Content-Type": "application/x-www-form-urlencoded",
-                     "Cookie": f"hctune_csrf={csrf}"})
-        with pytest.raises(urllib.error.HTTPError) as e:
-            opener.open(req)
-        assert e.value.code == 303
-        session = SimpleCookie(e.value.headers["Set-Cookie"])["hctune_session"].value
+        cookie = _login(srv)
+        session = cookie["Cookie"].removeprefix("hctune_session=")
         assert TOKEN not in session and session
-        cookie = {"Cookie": f"hctune_session={session}"}
         assert srv.request("GET", "/api/studies", headers=cookie) == (200, [])
         forged = session.rsplit(".", 1)[0] + ".0" * 8
         assert srv.request("GET", "/api/studies", headers={"Cookie":

@@ -87,6 +87,22 @@ def test_a_window_replays_with_no_anomaly_and_the_right_live_bytes(tmp_path, win
     assert rep["max_live_bytes"] == st["max_live_bytes"]
 
 
+def _signal_at_each_pause(argv, env, pauses):
+    """Run a test program that says "pause" and waits for a line: at each of its `pauses`,
+    send HCTRACE_SIGNAL's signal (SIGUSR2), then let it go on (the signal is pending before
+    the program reads the line: no race); it says "done" and exits 0."""
+    import signal
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    for _ in range(pauses):
+        assert p.stdout.readline().strip() == "pause"
+        p.send_signal(signal.SIGUSR2)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    assert p.stdout.readline().strip() == "done"
+    assert p.wait(timeout=60) == 0
+
+
 def test_a_signal_opens_and_shuts_the_window(tmp_path, window_program):
     """HCTRACE_SIGNAL: the first signal opens the window, the second shuts it (a service that
     cannot say in advance when its interesting part comes)."""
@@ -94,15 +110,7 @@ def test_a_signal_opens_and_shuts_the_window(tmp_path, window_program):
     out = tmp_path / "s.hct"
     env = dict(os.environ, HCTRACE_OUT=str(out), HCTRACE_SIGNAL=str(int(signal.SIGUSR2)),
                LD_PRELOAD=str(TRACER))
-    p = subprocess.Popen([str(window_program), "wait", "0"], env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    for _ in range(2):
-        assert p.stdout.readline().strip() == "pause"
-        p.send_signal(signal.SIGUSR2)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    assert p.stdout.readline().strip() == "done"
-    assert p.wait(timeout=60) == 0
+    _signal_at_each_pause([str(window_program), "wait", "0"], env, 2)
     events = list(open_trace(out))
     sizes = [e.size for e in events if e.op != spec.FREE]
     assert sorted(s for s in sizes if 1000 <= s < 1100) == list(range(1050, 1100))
@@ -150,15 +158,7 @@ def test_several_windows_and_a_child_forked_inside_one(tmp_path, windows_program
     out = tmp_path / "w.hct"
     env = dict(os.environ, HCTRACE_OUT=str(out), HCTRACE_SIGNAL=str(int(signal.SIGUSR2)),
                LD_PRELOAD=str(TRACER))
-    p = subprocess.Popen([str(windows_program)], env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    for _ in range(4):
-        assert p.stdout.readline().strip() == "pause"
-        p.send_signal(signal.SIGUSR2)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    assert p.stdout.readline().strip() == "done"
-    assert p.wait(timeout=60) == 0
+    _signal_at_each_pause([str(windows_program)], env, 4)
     (child,) = [f for f in tmp_path.glob("w.hct.*")]
     for trace in (out, child):
         st = json.loads(subprocess.run([str(native.path("hctrace-tool")), "stats", str(trace),
