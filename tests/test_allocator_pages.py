@@ -35,7 +35,7 @@ SETTINGS = [
     ("off", {"SMALL_MAX": 0}),
     ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
     ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
-    ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8}),
+    ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8, "MID_CLASSES": 0}),
     ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16}),
     ("2500-c8-m8", {"SMALL_MAX": 2500, "SMALL_CLASSES": 8, "MID_CLASSES": 8}),
     ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
