@@ -199,6 +199,15 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
         found.append(Workload("xz", [xz, "-T4", "--block-size=262144", "-6", "-c",
                                      str(workdir / "words.txt")], {},
                               "xz -T4 -6: four threads compressing 256 KiB blocks"))
+        # the same on the first MiB: one block per thread, whose match-finder tables (17 MB
+        # each, zeroed by calloc) are written only in part (CALLOC_POPULATE's RSS cost)
+        small = workdir / "words-1m.txt"
+        if not small.exists():
+            with open(workdir / "words.txt", "rb") as src:
+                small.write_bytes(src.read(1 << 20))
+        found.append(Workload("xz-small", [xz, "-T4", "--block-size=262144", "-6", "-c",
+                                           str(small)], {},
+                              "xz -T4 -6 on 1 MiB: one 256 KiB block per thread"))
     if only:
         found = [w for w in found if w.name in only]
     return found

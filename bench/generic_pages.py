@@ -29,22 +29,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hctune import knobs  # noqa: E402
 from hctune.render import render_malloc  # noqa: E402
 from workloads import GAWK_PROGRAM, programs, python3, words_file  # noqa: E402  (the tests' workloads, said once)
+from headline_real import PY_WORK  # noqa: E402  (bench/: this script's folder)
 
 PRESETS = ("paper-generic", "generic")
-PY_DICTS = """
-import random, sys
-rng = random.Random(1)
-n = int(sys.argv[1])
-keep = []
-for r in range(8):
-    d = {f"k{i}-{r}-{rng.random()}": [i] * (i % 7) for i in range(n)}
-    s = {(i, str(i)) for i in range(0, n + n // 2, 3)}
-    keep.append([d[k] for k in list(d)[::400]])
-    if len(keep) > 5:
-        keep.pop(rng.randrange(len(keep)))
-    del d, s
-print(sum(len(x) for x in keep))
-"""
 
 
 def build(work: Path) -> dict[str, Path]:
@@ -88,10 +75,11 @@ def main(argv=None) -> int:
         work = Path(tmp)
         libs = build(work)
         progs = programs(work)
-        (work / "dicts.py").write_text(PY_DICTS)
+        (work / "dicts.py").write_text(PY_WORK)
         words = words_file(work / "words.txt", int(40000 * a.scale))
         progs["gawk words"] = (["gawk", GAWK_PROGRAM, str(words)], {})
-        progs["python3 dicts"] = ([python3(), str(work / "dicts.py"), str(int(60000 * a.scale))],
+        progs["python3 dicts"] = ([python3(), str(work / "dicts.py"), "1",   # its random seed
+                                   str(int(60000 * a.scale))],
                                   {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"})
         got = {(p, n): [] for p in progs for n in PRESETS}
         for rep in range(a.reps):

@@ -346,6 +346,22 @@ def shown(lib: Path) -> str:
         return lib.name
 
 
+def thread_table(allocs, threads, cell) -> list[str]:
+    """A table with an allocator a row and a thread count a column: cell(label, threads) is
+    the text of one cell; then a blank line."""
+    return ["| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
+                                          for t in threads) + " |",
+            "|---|" + "---:|" * len(threads),
+            *(f"| {label} | " + " | ".join(cell(label, t) for t in threads) + " |"
+              for label in allocs), ""]
+
+
+def failed(runs: list[dict]) -> str:
+    """The cell of runs of which some failed: the first error."""
+    errs = [r.get("error", "") for r in runs if r.get("rc") != 0]
+    return f"failed: {errs[0] if errs else '?'}"
+
+
 def report(results, pair_results, allocs, args, meta, instr=None) -> str:
     threads = args.threads
     lines = [
@@ -360,65 +376,46 @@ def report(results, pair_results, allocs, args, meta, instr=None) -> str:
                                      if k not in SYSTEM_LIBS and k != "glibc") + ".",
         "",
     ]
+
+    def of(label, shape, t):
+        return summarize(results[(label, shape, t)]) if label in allocs else None
+
+    def refs(label, shape, t, field):   # glibc's and mimalloc's, to compare label with
+        return [x[field] if x and field in x and other != label else None
+                for other, x in ((o, of(o, shape, t)) for o in ("glibc", "mimalloc"))]
+
     for shape in args.shapes:
         what, _, _, higher = SHAPES[shape]
+
+        def timed(label, t):
+            s = of(label, shape, t)
+            if s is None:
+                return failed(results[(label, shape, t)])
+            return (f"{fmt_num(s['median'])} [{fmt_num(s['min'])}-{fmt_num(s['max'])}]"
+                    + ratios(s["median"], refs(label, shape, t, "median"), higher))
+
+        def per_cpu(label, t):
+            s = of(label, shape, t)
+            if not s or "cpu_median" not in s:
+                return ""
+            return (f"{fmt_num(s['cpu_median'])} [{fmt_num(s['cpu_min'])}-"
+                    f"{fmt_num(s['cpu_max'])}]"
+                    + ratios(s["cpu_median"], refs(label, shape, t, "cpu_median"), True))
+
+        def shared(label, t):
+            x = of(label, shape, t)
+            return f"{x['shared']:.2f}" if x and "shared" in x else ""
+
         lines += [f"#### {shape}: {what} ({'higher' if higher else 'lower'} is better)", "",
-                  "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
-                                                for t in threads) + " |",
-                  "|---|" + "---:|" * len(threads)]
-        for label in allocs:
-            cells = []
-            for t in threads:
-                s = summarize(results[(label, shape, t)])
-                ref = summarize(results[("glibc", shape, t)]) if "glibc" in allocs else None
-                if s is None:
-                    errs = [r.get("error", "") for r in results[(label, shape, t)]
-                            if r.get("rc") != 0]
-                    cells.append(f"failed: {errs[0] if errs else '?'}")
-                    continue
-                mim = summarize(results[("mimalloc", shape, t)]) if "mimalloc" in allocs else None
-                cell = f"{fmt_num(s['median'])} [{fmt_num(s['min'])}-{fmt_num(s['max'])}]"
-                refs = [x["median"] if x and other != label else None
-                        for x, other in ((ref, "glibc"), (mim, "mimalloc"))]
-                cell += ratios(s["median"], refs, higher)
-                cells.append(cell)
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines.append("")
+                  *thread_table(allocs, threads, timed)]
         if higher:
             lines += [f"{shape}, operations per CPU second (user + system time of the whole "
                       "process; vs glibc / vs mimalloc):", "",
-                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
-                                                    for t in threads) + " |",
-                      "|---|" + "---:|" * len(threads)]
-            for label in allocs:
-                cells = []
-                for t in threads:
-                    s = summarize(results[(label, shape, t)])
-                    if not s or "cpu_median" not in s:
-                        cells.append("")
-                        continue
-                    refs = []
-                    for other in ("glibc", "mimalloc"):
-                        x = summarize(results[(other, shape, t)]) if other in allocs else None
-                        refs.append(x["cpu_median"] if x and "cpu_median" in x
-                                    and other != label else None)
-                    cells.append(f"{fmt_num(s['cpu_median'])} [{fmt_num(s['cpu_min'])}-"
-                                 f"{fmt_num(s['cpu_max'])}]" + ratios(s["cpu_median"], refs,
-                                                                     True))
-                lines.append(f"| {label} | " + " | ".join(cells) + " |")
-            lines.append("")
+                      *thread_table(allocs, threads, per_cpu)]
         if shape.startswith("false-share"):
             lines += ["Fraction of the blocks that share a 64-byte cache line with another "
                       "thread's block (the allocator's part in false sharing; exact, no timing):",
-                      "",
-                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
-                                                    for t in threads) + " |",
-                      "|---|" + "---:|" * len(threads)]
-            for label in allocs:
-                sums = [summarize(results[(label, shape, t)]) for t in threads]
-                lines.append(f"| {label} | " + " | ".join(
-                    f"{x['shared']:.2f}" if x and "shared" in x else "" for x in sums) + " |")
-            lines.append("")
+                      "", *thread_table(allocs, threads, shared)]
     top = max(threads)
     lines += [f"#### Peak RSS at {top} threads, MiB (median; ratio to glibc)", "",
               "| allocator | " + " | ".join(args.shapes) + " |",
@@ -445,25 +442,14 @@ def report(results, pair_results, allocs, args, meta, instr=None) -> str:
                   "[min-max] of the runs, and the whole process's instructions per operation "
                   "(the shape's own work included):", ""]
         for shape in ishapes:
-            lines += [f"{shape}:", "",
-                      "| allocator | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}"
-                                                    for t in threads) + " |",
-                      "|---|" + "---:|" * len(threads)]
-            for label in allocs:
-                cells = []
-                for t in threads:
-                    x = summarize_instructions(instr.get((label, shape, t), []))
-                    if x is None:
-                        errs = [r.get("error", "") for r in instr.get((label, shape, t), [])
-                                if r.get("rc") != 0]
-                        cells.append(f"failed: {errs[0] if errs else '?'}")
-                        continue
-                    cell = f"{x['pair']:.0f} [{x['pair_min']:.0f}-{x['pair_max']:.0f}]"
-                    if x["per_op"]:
-                        cell += f"; {x['per_op']:.0f}/op"
-                    cells.append(cell)
-                lines.append(f"| {label} | " + " | ".join(cells) + " |")
-            lines.append("")
+            def counted(label, t):
+                runs = instr.get((label, shape, t), [])
+                x = summarize_instructions(runs)
+                if x is None:
+                    return failed(runs)
+                cell = f"{x['pair']:.0f} [{x['pair_min']:.0f}-{x['pair_max']:.0f}]"
+                return cell + (f"; {x['per_op']:.0f}/op" if x["per_op"] else "")
+            lines += [f"{shape}:", "", *thread_table(allocs, threads, counted)]
     if pair_results:
         lines += [f"#### Instructions per malloc(32)/free pair (callgrind, "
                   f"{meta['pairs']} pairs after a warm-up; loop overhead included)", "",

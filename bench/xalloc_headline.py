@@ -5,12 +5,20 @@ runs of each allocator's best setting, HC's best, generic HC, glibc, jemalloc, m
 tcmalloc as they come), and compare the validated winner with the best allocator as it comes.
 
     .venv/bin/python bench/xalloc_headline.py [--out bench-out/xalloc-headline] [--trials 30]
-        [--runs 7] [--top 1] [--scale 1.0] [PROGRAM ...]
+        [--runs 7] [--top 1] [--scale 1.0] [--memory-measure auto] [PROGRAM ...]
 
-PROGRAMs: wordpool (bench/wordpool.c: a word table beside a churning buffer pool) and those of
-bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz); default: all. Long: a
-benchmark, never a test. Prints one Markdown table per objective and writes
-xalloc-headline.json; every figure comes from the validations stored in <out>/hctune.db.
+PROGRAMs: wordpool (bench/wordpool.c: a word table beside a churning buffer pool), those of
+bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz), and two long-running
+ones: phased_server (bench/phased_server.c: four threads on the machine's cores serving bursts
+of requests with quiet spells between them) and phased_service (bench/phased_service.py: a
+Python service that loads a cache, evicts most of it and goes on serving), also as
+phased_service_t4 (the same script with a pool of four threads); default: all. The
+batch programs' RSS is what they keep live; the long-running ones also hold memory they freed,
+which is where the decay and trim knobs act, so their mem objective is the time-weighted mean
+RSS (`--memory-measure auto`: mean for them, peak for the rest) and they have no perf row (their
+wall time is mostly their sleeps). Long: a benchmark, never a test. Prints one Markdown table per
+objective and writes xalloc-headline.json; every figure comes from the validations stored in
+<out>/hctune.db.
 
 Goals of issue 18: on every program the winner is at least as good as the best default on its
 objective; mem significantly smaller than the best default on at least half of the programs, by
@@ -33,7 +41,8 @@ _spec = importlib.util.spec_from_file_location("headline_real", ROOT / "bench" /
 headline_real = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(headline_real)
 
-PROGRAMS = ("wordpool", *headline_real.PROGRAMS)
+LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4")
+PROGRAMS = ("wordpool", *headline_real.PROGRAMS, *LONG_RUNNING)
 DEFAULTS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 MEASURE = {"mem": "peak_rss_bytes", "perf": "wall_s"}
 
@@ -45,7 +54,26 @@ def command(name: str, out: Path, tag: str, seed: int, scale: float):
             subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "bench" / "wordpool.c")],
                            check=True)
         return [str(exe), str(out / f"text-{tag}.txt")], {}
+    if name == "phased_server":
+        exe = out / "phased_server"
+        if not exe.exists():
+            subprocess.run(["cc", "-O2", "-pthread", "-o", str(exe),
+                            str(ROOT / "bench" / "phased_server.c")], check=True)
+        return [str(exe), "4", "6", str(max(100, int(6000 * scale))), str(seed)], {}
+    if name in ("phased_service", "phased_service_t4"):
+        py = headline_real.command("python3", out, tag, seed, scale)[0][0]
+        return ([py, str(ROOT / "bench" / "phased_service.py"), str(seed),
+                 str(max(1000, int(40000 * scale))), "4" if name.endswith("_t4") else "1"],
+                {"PYTHONMALLOC": "malloc"})
     return headline_real.command(name, out, tag, seed, scale)
+
+
+def measure_of(name: str, asked: str) -> str:
+    """The memory measure of `name`'s mem objective: `asked`, or with auto the mean RSS for a
+    long-running program and the peak for a batch one."""
+    if asked != "auto":
+        return asked
+    return "mean" if name in LONG_RUNNING else "peak"
 
 
 def compare(s: dict, objective: str) -> dict:
@@ -84,6 +112,7 @@ def table(results: dict, objective: str) -> str:
     first = next((v[objective] for v in results.values() if v.get(objective)), {})
     what = {"peak_rss_bytes": "peak RSS", "rss_mean_bytes": "mean RSS",
             "rss_final_bytes": "final RSS"}.get(first.get("measure"), "wall time")
+    what = "measure" if objective == "mem" else what
     lines = [f"| program | validated winner | best default | {what} winner / best default "
              "| significant | verdict |", "|---|---|---|---|---|---|"]
     for name, v in results.items():
@@ -94,6 +123,9 @@ def table(results: dict, objective: str) -> str:
         r = f"{c['ratio']:.3f}" if c.get("ratio") else "-"
         if c.get("ci"):
             r += f" ({c['ci'][0]:.3f}–{c['ci'][1]:.3f})"
+        if objective == "mem":
+            r = {"rss_mean_bytes": "mean RSS ", "rss_final_bytes": "final RSS "}.get(
+                s.get("measure"), "peak RSS ") + r
         lines.append(f"| {name} | {c['winner']} | {c['best_default']} | {r} | "
                      f"{'yes' if c.get('significant') else 'no'} | {s['verdict']} |")
     return "\n".join(lines)
@@ -122,16 +154,17 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=1)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--objectives", default="mem,perf")
-    ap.add_argument("--memory-measure", default="peak", choices=("peak", "mean", "final"),
+    ap.add_argument("--memory-measure", default="auto", choices=("auto", "peak", "mean", "final"),
                     help="what mem minimises and validation chooses on (search "
-                         "--memory-measure)")
+                         "--memory-measure); auto: mean for the long-running programs, peak "
+                         "for the rest")
     ap.add_argument("--tables-only", action="store_true")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
     objectives = [o for o in a.objectives.split(",") if o]
     # one file per memory measure: a mean run does not mix with a peak one
-    done = out / ("xalloc-headline.json" if a.memory_measure == "peak"
+    done = out / ("xalloc-headline.json" if a.memory_measure in ("auto", "peak")
                   else f"xalloc-headline-{a.memory_measure}.json")
     results = json.loads(done.read_text()) if done.exists() else {}
     if not a.tables_only:
@@ -147,11 +180,14 @@ def main(argv=None) -> int:
                 headline_real.hctune(db, "profile", "-o", trace, *argv_a, env=env)
             results.setdefault(name, {})
             for objective in objectives:
+                if objective != "mem" and name in LONG_RUNNING:
+                    continue            # their wall time is mostly their sleeps
                 study = f"x-{name}-{objective}"
                 more = []
-                if objective == "mem" and a.memory_measure != "peak":
-                    study += f"-{a.memory_measure}"
-                    more = ["--memory-measure", a.memory_measure]
+                measure = measure_of(name, a.memory_measure)
+                if objective == "mem" and measure != "peak":
+                    study += f"-{measure}"
+                    more = ["--memory-measure", measure]
                 headline_real.hctune(db, "search", trace, "--objective", objective,
                                      "--allocators", "installed", "--trials", a.trials,
                                      "--seed", 1, "--study", study, *more)
@@ -162,7 +198,7 @@ def main(argv=None) -> int:
                 done.write_text(json.dumps(results, indent=1, sort_keys=True))
     print(f"# .venv/bin/python bench/xalloc_headline.py --out {a.out} --trials {a.trials} "
           f"--runs {a.runs} --top {a.top} --scale {a.scale} --objectives {a.objectives} "
-          + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "peak" else "")
+          + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "auto" else "")
           + " ".join(a.programs))
     for objective in objectives:
         print(f"\n## {objective}: the validated winner on input b (searched on input a) against "

@@ -93,6 +93,37 @@ def build_hc_libraries(settings: list[dict], debug: bool = False) -> list[Path]:
         return list(pool.map(lambda s: build_hc_library(s, debug), settings))
 
 
+def generic_with(overrides: dict) -> dict:
+    """HC's generic preset with `overrides`, every knob set."""
+    from hctune import knobs
+    return knobs.complete(dict(knobs.preset("generic"), **overrides))
+
+
+def libraries_by_id(settings: list[tuple[str, dict]]):
+    """Two module fixtures, release_libraries and debug_libraries, each {id: generic HC with
+    that id's overrides, built} for `settings` [(id, overrides)]; a test module takes them as
+    `release_libraries, debug_libraries = libraries_by_id(SETTINGS)`."""
+    def built(debug: bool) -> dict:
+        return dict(zip([i for i, _ in settings],
+                        build_hc_libraries([generic_with(o) for _, o in settings], debug)))
+
+    @pytest.fixture(scope="module")
+    def release_libraries():
+        return built(False)
+
+    @pytest.fixture(scope="module")
+    def debug_libraries():
+        return built(True)
+    return release_libraries, debug_libraries
+
+
+def run_preloaded(argv, library: Path | None, timeout=180, **extra) -> subprocess.CompletedProcess:
+    """`argv` (str() of each) on `library` (LD_PRELOAD; None: glibc), output as text; `extra`:
+    more environment."""
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout, env=preload_env(library, **extra))
+
+
 def preload_env(library: Path | None, **extra: str) -> dict:
     """The environment for running a program on `library` (None: the system's glibc malloc)."""
     env = dict(os.environ)

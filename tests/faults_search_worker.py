@@ -2,11 +2,12 @@
 stand-in trace with a synthetic cost model in place of the replay harness, so a trial takes a
 few milliseconds to a second and the tests can kill it anywhere, fast.
 
-    python faults_search_worker.py DB STUDY TRIALS [--start-at T] [--hang-in-trial FILE]
+    python faults_search_worker.py DB STUDY TRIALS [--meet DIR N] [--hang-in-trial FILE]
                                                    [--sleep S]
 
---start-at: wait until time.time() >= T before opening the database (processes started
-together reach the empty database together); --hang-in-trial: after the glibc baseline,
+--meet: once imported, put a file in DIR and wait until N processes have (processes started
+together reach the empty database together, however long each takes to import Optuna);
+--hang-in-trial: after the glibc baseline,
 create FILE at the first HC measurement of a trial (not generic HC's, the
 reference measured before any trial) and hang there (the test kills the process);
 --sleep: seconds each HC measurement takes. Prints the summary as JSON; notices on stderr.
@@ -14,6 +15,7 @@ reference measured before any trial) and hang there (the test kills the process)
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,13 +49,17 @@ def main():
     ap.add_argument("db")
     ap.add_argument("study")
     ap.add_argument("trials", type=int)
-    ap.add_argument("--start-at", type=float, default=0)
+    ap.add_argument("--meet", nargs=2)
     ap.add_argument("--hang-in-trial")
     ap.add_argument("--sleep", type=float, default=0.02)
     a = ap.parse_args()
     trace = Path(a.db).with_name("app.trace")
-    while time.time() < a.start_at:
-        time.sleep(0.005)
+    if a.meet:
+        folder, parties = Path(a.meet[0]), int(a.meet[1])
+        (folder / str(os.getpid())).write_text("")
+        deadline = time.time() + 300      # a guard: the others are starting
+        while len(list(folder.iterdir())) < parties and time.time() < deadline:
+            time.sleep(0.005)
     if not trace.exists():
         trace.write_bytes(b"stand-in; the model never reads it")
     with Database(a.db) as d:

@@ -3,12 +3,14 @@ throw-away PostgreSQL server."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,37 +65,45 @@ def _free_port() -> int:
 
 class Postgres:
     """initdb + pg_ctl in a temporary directory, on 127.0.0.1, trust authentication. PostgreSQL
-    refuses to run as root (CI runs as root), so then it runs as the `postgres` user."""
+    refuses to run as root (CI runs as root), so then it runs as the `postgres` user, in a
+    directory of its own under the system's temporary directory: pytest's own
+    (/tmp/pytest-of-root) is made 0700 again by every pytest that starts, which locks the
+    `postgres` user out of a server's files mid-test (initdb: Permission denied). Its log is
+    copied to `base` when it stops."""
 
     def __init__(self, base: Path):
         self.bin = _pg_bin()
         if self.bin is None:
             pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed; the Debian "
                         "package postgresql provides them")
-        self.base = base
-        self.data = base / "pgdata"
         self.port = _free_port()
         self.user = "postgres" if os.geteuid() == 0 else None
+        self.logs = base
         if self.user is not None:
-            os.chmod(base, 0o777)
-            for parent in list(base.parents)[:-1]:  # the server must be able to reach its dir
-                try:
-                    os.chmod(parent, os.stat(parent).st_mode | 0o011)
-                except PermissionError:
-                    pass
+            base = Path(tempfile.mkdtemp(prefix="hctune-pg-"))
+            owner = pwd.getpwnam(self.user)
+            os.chown(base, owner.pw_uid, owner.pw_gid)
+        self.base = base
+        self.data = base / "pgdata"
 
     def _run(self, *cmd, check=True):
         if self.user is not None:
             cmd = ("runuser", "-u", self.user, "--", *cmd)
-        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120,
+                              cwd=self.base)   # a directory the server's user may enter
 
     def start(self):
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
                   "hctune", "--no-sync")
-        log = self.base / "pg.log"
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-w",
-                  "-t", "60", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start")
-        deadline = time.time() + 30
+        for attempt in range(5):
+            if self._pg_ctl_start().returncode == 0:
+                break
+            # the free port was taken in between (another process, an outgoing connection)
+            log = (self.base / "pg.log").read_text(errors="replace")
+            if "already in use" not in log or attempt == 4:
+                raise AssertionError(f"PostgreSQL did not start:\n{log[-2000:]}")
+            self.port = _free_port()
+        deadline = time.time() + 120       # a guard: pg_ctl -w waited for it to be ready
         while time.time() < deadline:
             r = self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
                           "-U", "hctune", "hctune", check=False)
@@ -102,15 +112,26 @@ class Postgres:
             time.sleep(0.5)
         raise AssertionError(f"could not create the database: {r.stderr}")
 
-    def stop(self):
+    def stop(self, keep=False):
+        """Stop the server; keep: its files stay for restart(), else they go (its own
+        directory, as root)."""
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
                   "stop", check=False)
+        if keep or self.base == self.logs:
+            return
+        with contextlib.suppress(OSError):
+            shutil.copy(self.base / "pg.log", self.logs / "pg.log")
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def _pg_ctl_start(self):
+        return self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
+                         str(self.base / "pg.log"), "-w", "-t", "60", "-o",
+                         f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start", check=False)
 
     def restart(self):
         """Start again after stop(): the same data, port and database."""
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
-                  str(self.base / "pg.log"), "-w", "-t", "60", "-o",
-                  f"-h 127.0.0.1 -p {self.port} -k {self.base} -F", "start")
+        r = self._pg_ctl_start()
+        assert r.returncode == 0, (self.base / "pg.log").read_text(errors="replace")[-2000:]
         return self
 
     @property

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import gate
 from search_support import _free_port
 
 
@@ -21,23 +22,34 @@ class Served:
     """`hctune serve` on 127.0.0.1:<free port>; stop() ends it and the workers it started."""
 
     def __init__(self, db, *args, env=None, log_dir: Path | None = None):
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
         self.db = db
-        self.log = open((log_dir or Path(db).parent) / f"serve-{self.port}.log", "w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hctune", "--db", str(db), "serve", "--port", str(self.port),
-             *map(str, args)], stdout=self.log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True)
-        deadline = time.time() + 30
+        for attempt in range(5):
+            # a free port, but free only until someone else binds it: a port taken in between
+            # (another process, a client's outgoing connection) is tried again with another
+            self.port = _free_port()
+            self.base = f"http://127.0.0.1:{self.port}"
+            self.log = open((log_dir or Path(db).parent) / f"serve-{self.port}.log", "w+")
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hctune", "--db", str(db), "serve", "--port",
+                 str(self.port), *map(str, args)], stdout=self.log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True)
+            if self._started():
+                return
+            if "address already in use" not in self.output().lower() or attempt == 4:
+                raise AssertionError(f"serve exited {self.proc.returncode}: {self.output()}")
+            self.log.close()
+
+    def _started(self) -> bool:
+        """True once it answers; False when it exited (its output says why)."""
+        deadline = time.time() + 120      # a guard: it answers or exits long before
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"serve exited {self.proc.returncode}: {self.output()}")
+                return False
             try:
                 urllib.request.urlopen(self.base + "/openapi.json", timeout=2).read()
-                return
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.2)
+                return True
+            except OSError:     # URLError, a refused or timed-out connection
+                time.sleep(0.1)
         raise AssertionError(f"serve did not start: {self.output()}")
 
     def output(self) -> str:
@@ -107,9 +119,11 @@ def stop_workers(procs):
 
 
 def worker(db, *args, log: Path, env=None):
-    return subprocess.Popen([sys.executable, "-m", "hctune", "--db", str(db), "worker",
-                             *map(str, args)], stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            env=env)
+    """`hctune worker` on `db`; an environment from gate.env() runs it through tests/gate.py."""
+    cmd = ["--db", str(db), "worker", *map(str, args)]
+    gated = env is not None and ("GATE_MEET" in env or "GATE_HANG" in env)
+    return subprocess.Popen(gate.argv(*cmd) if gated else [sys.executable, "-m", "hctune", *cmd],
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
 
 
 def compiles(source: bytes, tmp: Path) -> None:

@@ -21,11 +21,10 @@
 
 import re
 import shutil
-import subprocess
 
 import pytest
 
-from conftest import build_hc_libraries, preload_env, wordfreq
+from conftest import generic_with, libraries_by_id, run_preloaded, wordfreq
 from conftest import stress as _stress
 from hctune import knobs
 from workloads import GAWK_PROGRAM, sqlite_script, words_file
@@ -49,23 +48,8 @@ ON = "1024-c4"
 THREADS = 4
 
 
-def _setting(overrides):
-    return knobs.complete(dict(knobs.preset("generic"), **overrides))
-
-
-@pytest.fixture(scope="module")
-def release_libraries():
-    return dict(zip(IDS, build_hc_libraries([_setting(o) for _, o in SETTINGS], debug=False)))
-
-
-@pytest.fixture(scope="module")
-def debug_libraries():
-    return dict(zip(IDS, build_hc_libraries([_setting(o) for _, o in SETTINGS], debug=True)))
-
-
-def run(argv, library, timeout=120, **env):
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
-                          timeout=timeout, env=preload_env(library, **env))
+release_libraries, debug_libraries = libraries_by_id(SETTINGS)
+run = run_preloaded
 
 
 def stress(program, library, ops, seed, slots, threads):
@@ -181,7 +165,7 @@ def test_off_is_the_papers_allocator(c_program, release_libraries, hc_library):
     program = c_program("hc_stress")
     off = _stats(release_libraries["off"], program, 100_000, 3, 2000)
     assert off["small_pages"] == 0 and off["ql_hits"] > 0
-    plain = _stats(hc_library(_setting({"SMALL_MAX": 0, "SMALL_CLASSES": 8})), program, 100_000, 3,
+    plain = _stats(hc_library(generic_with({"SMALL_MAX": 0, "SMALL_CLASSES": 8})), program, 100_000, 3,
                    2000)
     assert off == plain
     on = _stats(release_libraries[ON], program, 100_000, 3, 2000)

@@ -21,7 +21,8 @@ import sys
 
 import pytest
 
-from conftest import BUILD, build_hc_libraries, preload_env, same_output, stress, wordfreq
+from conftest import (BUILD, build_hc_libraries, generic_with, libraries_by_id, run_preloaded,
+                      same_output, stress, wordfreq)
 from hctune import knobs
 
 THREADS = 6  # more than this machine's (and CI's) 2 cores
@@ -45,25 +46,11 @@ SETTINGS = [
 IDS = [name for name, _ in SETTINGS]
 
 
-def _setting(overrides):
-    # SMALL_MAX=768 (generic's bound before issue 17's third pass): generic's pages take every
-    # size up to 4 KiB, above TCACHE_MAX, so at its own bound no block would reach the cache.
-    return knobs.complete(dict(knobs.preset("generic"), **dict({"SMALL_MAX": 768}, **overrides)))
-
-
-@pytest.fixture(scope="module")
-def debug_libraries():
-    return dict(zip(IDS, build_hc_libraries([_setting(o) for _, o in SETTINGS], debug=True)))
-
-
-@pytest.fixture(scope="module")
-def release_libraries():
-    return dict(zip(IDS, build_hc_libraries([_setting(o) for _, o in SETTINGS], debug=False)))
-
-
-def run(argv, library, timeout=180, **extra):
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
-                          timeout=timeout, env=preload_env(library, **extra))
+# SMALL_MAX=768 (generic's bound before issue 17's third pass): generic's pages take every size up
+# to 4 KiB, above TCACHE_MAX, so at its own bound no block would reach the cache.
+CACHED = {"SMALL_MAX": 768}
+release_libraries, debug_libraries = libraries_by_id([(i, dict(CACHED, **o)) for i, o in SETTINGS])
+run = run_preloaded
 
 
 def test_threaded_stress_glibc_reference(c_program):
@@ -172,7 +159,7 @@ def test_single_threaded_program_never_uses_the_cache(c_program):
     three: the decay is timed, and on a loaded machine its purges (complete coalescings) fell
     at different points of the run, so the statistics differed with or without the cache."""
     libs = dict(zip(("default", "off", "one-arena"), build_hc_libraries(
-        [_setting(dict(o, DECAY_MS=0)) for o in ({}, {"TCACHE_COUNT": 0}, {"ARENAS": 1})])))
+        [generic_with(dict(CACHED, DECAY_MS=0, **o)) for o in ({}, {"TCACHE_COUNT": 0}, {"ARENAS": 1})])))
 
     def stats(name):
         res = run([c_program("hc_stress"), 200_000, 3, 2000], libs[name], HCMALLOC_STATS="1")

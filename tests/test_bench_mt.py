@@ -55,14 +55,14 @@ def test_shape_runs_and_parses(mt_bench, programs, hcmalloc_so, allocator, shape
 def test_bad_arguments_exit_2(programs):
     for args in (["nope", "2", "1"], ["mixed", "0", "10"], ["mixed", "2", "x"]):
         proc = subprocess.run([str(programs["mt_shapes"]), *args], capture_output=True,
-                              text=True, timeout=10)
+                              text=True, timeout=60)
         assert proc.returncode == 2 and "usage" in proc.stderr
 
 
 def test_pair_program_runs_without_valgrind(programs, hcmalloc_so):
     for mode in ("none", "sleeping", "joined"):
         proc = subprocess.run([str(programs["mt_pair"]), mode, "1000"], capture_output=True,
-                              text=True, timeout=10, env=preload_env(hcmalloc_so))
+                              text=True, timeout=60, env=preload_env(hcmalloc_so))
         assert proc.returncode == 0 and proc.stdout.startswith(f"mode={mode} ")
 
 

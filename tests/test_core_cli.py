@@ -103,3 +103,25 @@ def test_studies_without_any(tmp_path):
     from click.testing import CliRunner
     r = CliRunner().invoke(cli, ["--db", str(tmp_path / "h.db"), "studies"])
     assert r.exit_code == 0 and "no study yet" in r.output
+
+
+def test_studies_name_the_memory_their_best_compares(tmp_path, capsys):
+    """`hctune studies`: an HC study's best is its footprint; one across allocators, its peak
+    RSS in the replay; a --memory-measure study, that RSS (issue 18)."""
+    from hctune.commands import studies
+    from hctune.db import Database
+    from hctune.search import listing
+    db = tmp_path / "h.db"
+    with Database(db) as d:
+        tid = d.add_trace(tmp_path / "t.hct", "ab" * 32, command="app", events=1)
+        for name, opts in (("hc", {}), ("cross", {"allocators": ["hc", "glibc"]}),
+                           ("final", {"allocators": ["hc", "glibc"], "memory_measure": "final"})):
+            d.add_study(name, "mem", [tid], f"sqlite:///{tmp_path / 'optuna.db'}", opts)
+    rows = listing.studies(db)
+    assert [r["memory"] for r in rows] == ["footprint", "peak RSS", "final RSS"]
+    best = {"mem": {"trial": 3, "mem_ratio": 0.8, "perf_ratio": 1.1}}
+    studies.show([{**r, "error": None, "trials": 4, "failed": 0, "feasible": 4, "best": best}
+                  for r in rows])
+    out = capsys.readouterr().out
+    for memory in ("footprint", "peak RSS", "final RSS"):
+        assert f"mem: trial 3 ({memory} 0.800x glibc, time 1.100x)" in out

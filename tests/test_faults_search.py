@@ -52,8 +52,9 @@ def trials(db, name):
 
 def test_two_searches_started_together_on_a_new_database(tmp_path):
     db = tmp_path / "new.db"
-    at = time.time() + 4          # after both have imported Optuna: they meet the empty file
-    ps = [start(db, name, 6, "--start-at", at) for name in ("left", "right")]
+    meet = tmp_path / "meet"      # once both have imported Optuna: they meet the empty file
+    meet.mkdir()
+    ps = [start(db, name, 6, "--meet", meet, 2) for name in ("left", "right")]
     for p, name in zip(ps, ("left", "right")):
         out, err = finish(p)
         assert out["finished"] == 6 and out["failed"] == 0, err

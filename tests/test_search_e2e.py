@@ -10,6 +10,7 @@ import time
 import optuna
 import pytest
 
+import gate
 from search_support import (Postgres, hctune, hctune_popen, need_hc, record_gawk_trace)
 
 pytestmark = pytest.mark.timeout(300)
@@ -119,9 +120,11 @@ def test_bad_input_is_one_line_and_exit_2(trace, tmp_path, args, message):
 def test_two_processes_share_one_study_on_postgresql(trace, tmp_path):
     pg = Postgres(tmp_path).start()
     try:
-        procs = [hctune_popen(tmp_path / f"worker{i}.db", "search", trace, "--objective", "mem",
-                              "--storage", pg.url, "--study", "shared", "--trials", 8,
-                              "--repeat", 1, "--allocators", "hc", "--json")
+        # each runs at least one trial: their first ones wait for each other (tests/gate.py)
+        meet = gate.env(meet=(tmp_path / "meet", 2))
+        procs = [gate.popen(tmp_path / f"worker{i}.db", "search", trace, "--objective", "mem",
+                            "--storage", pg.url, "--study", "shared", "--trials", 8,
+                            "--repeat", 1, "--allocators", "hc", "--json", env=meet)
                  for i in range(2)]
         outs = [p.communicate(timeout=240) for p in procs]
         for p, (out, err) in zip(procs, outs):
@@ -130,6 +133,7 @@ def test_two_processes_share_one_study_on_postgresql(trace, tmp_path):
         workers = {t.user_attrs["worker"] for t in done}
         assert len(done) >= 8
         assert len(workers) == 2, workers       # both processes ran trials of the one study
+        assert len(list((tmp_path / "meet").iterdir())) == 2
         for out, _ in outs:                     # and each sees every trial, its own and the other's
             assert json.loads(out)["finished"] >= 8
     finally:

@@ -313,6 +313,23 @@ def test_options_are_said_once_and_checked():
     assert options.seed_limit(options.Options(trials=None, timeout=5)) is None
 
 
+def test_mem_is_named_for_what_it_compares():
+    """mem's ratio is HC's own footprint in an HC study (the paper's measure), the replay's
+    peak RSS across allocators, or its mean or final RSS: every listing names it so."""
+    named = {(a, m): options.Options(allocators=a, memory_measure=m).mem_name()
+             for a in (HC, ("installed",), ("hc", "jemalloc")) for m in ("peak", "mean", "final")}
+    assert named == {(HC, "peak"): "footprint", (HC, "mean"): "mean RSS",
+                     (HC, "final"): "final RSS",
+                     (("installed",), "peak"): "peak RSS", (("installed",), "mean"): "mean RSS",
+                     (("installed",), "final"): "final RSS",
+                     (("hc", "jemalloc"), "peak"): "peak RSS",
+                     (("hc", "jemalloc"), "mean"): "mean RSS",
+                     (("hc", "jemalloc"), "final"): "final RSS"}
+    assert options.mem_name_of("{}") == "footprint"            # stored before allocators
+    assert options.mem_name_of({"allocators": ["installed"]}) == "peak RSS"
+    assert options.mem_name_of("[1") == "memory"                # unreadable: no claim
+
+
 def test_perf_default_warns_when_generic_hc_is_far_above_glibc(db):
     """The perf default's memory limit is over the larger of glibc's and generic HC's peak RSS:
     when generic HC is well above glibc, the search says how much over glibc that allows."""

@@ -1,15 +1,14 @@
 """`hctune serve` over HTTP: a real server on a loopback port, a real trace (gawk under the
 LD_PRELOAD tracer), a worker that runs the study, and the tuned malloc.c that comes back."""
 
-import os
 import subprocess
 import sys
-import time
 
 import pytest
 
+import gate
 from search_support import need_hc, record_gawk_trace
-from serve_support import Served, compiles
+from serve_support import Served, compiles, stop_workers, worker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -66,9 +65,12 @@ def test_a_cross_allocator_study(trace, tmp_path):
     """allocators and memory_measure through the API (the options of `hctune search`): names
     checked by the server, "installed" expanded by the worker on its machine, seeds at most
     three quarters of the trials across the allocators, each trial's allocator shown."""
-    # the worker beats every second: /api/workers shows the trial it measures
-    srv = Served(tmp_path / "hctune.db", "--workers", 1,
-                 env={**os.environ, "HCTUNE_HEARTBEAT_SECONDS": "1"})
+    srv = Served(tmp_path / "hctune.db")
+    # a worker started by hand, held at its second trial (tests/gate.py) while the test reads
+    # /api/workers: the trial it measures is there
+    held = tmp_path / "held"
+    procs = [worker(tmp_path / "hctune.db", log=tmp_path / "worker.log",
+                    env=gate.env(hang=("trial:2", held)))]
     try:
         status, t = srv.upload(trace.read_bytes())
         assert status == 201, t
@@ -82,26 +84,28 @@ def test_a_cross_allocator_study(trace, tmp_path):
             assert "\n" not in err["error"]
         status, s = srv.request("POST", "/api/studies", {
             "traces": [t["id"]], "trials": 4, "compare_rounds": 0, "name": "cross",
-            "memory_measure": "final", "repeat": 20})   # trials long enough to be seen running
+            "memory_measure": "final", "repeat": 1})
         assert status == 201, s
         # no allocators named: the default (HC and every one installed on the worker)
         assert s["options"]["allocators"] == ["installed"]
         assert s["options"]["memory_measure"] == "final"
-        seen = set()
-        while (s := srv.request("GET", "/api/studies/cross?trials=false")[1])["state"] not in \
-                ("done", "failed"):
-            seen |= {(w["state"], w["study"], w["trial"] is not None)
-                     for w in srv.request("GET", "/api/workers")[1]}
-            time.sleep(0.05)
+        gate.wait_for(held, *procs, what="the worker's second trial")
+        (w,) = srv.request("GET", "/api/workers")[1]
+        assert (w["state"], w["study"], w["trial"]) == ("running", "cross", 1), w
+        gate.release(held)
         s = srv.wait_study("cross")
         assert s["state"] == "done", (s, srv.output())
-        assert ("running", "cross", True) in seen, seen
         done = [x for x in s["trials"] if x["state"] == "complete"]
         assert len(done) == 4
         assert {"hc", "glibc"} <= {x["allocator"] for x in s["trials"]}, s["trials"]
         assert sum(1 for x in s["trials"] if x["seed"]) <= 3      # 3/4 of 4 trials
         status, page = srv.request("GET", "/studies/cross")
         assert status == 200 and b'data-key="allocator"' in page
+        # the allocators as asked and as the worker expanded them; mem is the final RSS
+        used = s["allocators_searched"]
+        assert used[0] == "hc" and "glibc" in used and "installed" not in used, used
+        assert f'<span id="allocators">installed: {", ".join(used)}</span>'.encode() in page
+        assert s["memory"] == "final RSS" and b"final RSS vs glibc" in page
         # a trial of another allocator: its environment file, no malloc.c; HC's: the reverse
         by = {x["allocator"]: x["number"] for x in done}
         status, env = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['glibc']}")
@@ -118,6 +122,7 @@ def test_a_cross_allocator_study(trace, tmp_path):
                                    {"Content-Type": "application/x-www-form-urlencoded"})
         assert status == 422 and b"unknown allocator" in page and b'value="hc" checked' in page
     finally:
+        stop_workers(procs)
         srv.stop()
 
 

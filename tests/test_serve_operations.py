@@ -34,12 +34,12 @@ def children(pid: int) -> set[int]:
 def test_a_killed_local_worker_is_restarted(tmp_path):
     srv = Served(tmp_path / "h.db", "--workers", 1)
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + 120
         while not children(srv.proc.pid) and time.time() < deadline:
             time.sleep(0.2)
         (first,) = children(srv.proc.pid)
         os.kill(first, signal.SIGKILL)
-        deadline = time.time() + 30
+        deadline = time.time() + 120
         while time.time() < deadline:
             now = children(srv.proc.pid) - {first}
             if now:
@@ -51,7 +51,7 @@ def test_a_killed_local_worker_is_restarted(tmp_path):
         srv.stop()
 
 
-def _until(srv, check, what, timeout=30):
+def _until(srv, check, what, timeout=120):
     """The workers list once check(list) holds."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -106,13 +106,18 @@ def test_the_workers_page_and_api(tmp_path):
         srv.stop()
 
 
-def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
+def _a_database_with_a_trace(tmp_path):
+    """(database, trace id): a new database holding one stand-in trace (its file exists)."""
     db = tmp_path / "h.db"
-    Database(db).close()
     trace = tmp_path / "t.trace"
     trace.write_bytes(b"x")
     with Database(db) as d:
-        tid = d.add_trace(trace, "ab" * 32, command="app", events=1)
+        return db, d.add_trace(trace, "ab" * 32, command="app", events=1)
+
+
+def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
+    db, tid = _a_database_with_a_trace(tmp_path)
+    with Database(db) as d:
         d.add_study("from-the-cli", "perf", [tid], default_url(db), {"metric": "time"})
     srv = Served(db)          # no local workers
     try:
@@ -135,12 +140,8 @@ def test_a_study_stored_without_allocators_stays_hc(tmp_path):
     """Studies stored before the default became every allocator installed (queued, or run by
     `hctune search`) have no `allocators` in their options: they were HC studies and stay so;
     a new study that names none gets the default, which the worker expands on its machine."""
-    db = tmp_path / "h.db"
-    Database(db).close()
-    trace = tmp_path / "t.trace"
-    trace.write_bytes(b"x")
+    db, tid = _a_database_with_a_trace(tmp_path)
     with Database(db) as d:
-        tid = d.add_trace(trace, "ef" * 32, command="app", events=1)
         d.add_study("old-cli", "mem", [tid], default_url(db), {"metric": "time"})
         jobs.enqueue(d, "old-queued", [tid], {"objective": "mem", "trials": 5})
     srv = Served(db)          # no local workers
@@ -150,6 +151,14 @@ def test_a_study_stored_without_allocators_stays_hc(tmp_path):
             assert status == 200 and s["options"]["allocators"] == ["hc"], s
         status, s = srv.request("POST", "/api/studies", {"traces": [tid], "name": "new"})
         assert status == 201 and s["options"]["allocators"] == ["installed"], s
+        # no worker has expanded "installed" yet: the page says what it will be; mem is the
+        # peak RSS of a search across allocators, the footprint of an HC one
+        status, page = srv.request("GET", "/studies/new")
+        assert b"installed (HC and every one installed on the machine of the worker" in page
+        assert b"memory: peak RSS in the replay" in page
+        assert srv.request("GET", "/api/studies/new")[1]["allocators_searched"] is None
+        assert srv.request("GET", "/api/studies/old-cli")[1]["allocators_searched"] == ["hc"]
+        assert b"memory: footprint in the replay" in srv.request("GET", "/studies/old-cli")[1]
         spec = srv.request("GET", "/openapi.json")[1]
         assert spec["components"]["schemas"]["StudyRequest"]["properties"]["allocators"][
             "default"] == ["installed"]
@@ -177,12 +186,7 @@ def test_a_study_stored_without_allocators_stays_hc(tmp_path):
 
 
 def test_cancel_and_delete_studies_and_traces(tmp_path):
-    db = tmp_path / "h.db"
-    Database(db).close()
-    trace = tmp_path / "t.trace"
-    trace.write_bytes(b"x")
-    with Database(db) as d:
-        tid = d.add_trace(trace, "cd" * 32, command="app", events=1)
+    db, tid = _a_database_with_a_trace(tmp_path)
     srv = Served(db)
     try:
         assert srv.request("POST", "/api/studies", {"traces": [tid], "name": "s"})[0] == 201
@@ -201,7 +205,7 @@ def test_cancel_and_delete_studies_and_traces(tmp_path):
         assert srv.request("GET", "/api/studies/s")[0] == 404
         status, d = srv.request("DELETE", f"/api/traces/{tid}")
         assert status == 200 and d["deleted"]["file"] is False, d   # not the server's file
-        assert trace.exists() and srv.request("GET", "/api/traces")[1] == []
+        assert (tmp_path / "t.trace").exists() and srv.request("GET", "/api/traces")[1] == []
         # the buttons, and their requests carry the header the CSRF rule asks for
         assert srv.request("POST", "/api/studies", {"traces": [1], "name": "t"})[0] == 404
         page = srv.request("GET", "/traces")[1]

@@ -16,10 +16,11 @@ from hctune import native, paths
 from hctune.trace import open_trace, spec
 
 TRACER = paths.BUILD / "libhctrace.so"
-# The window opens 0.3 s into the first pause and shuts 0.7 s after the pause ends (so phase 2
-# has 0.7 s to run on a loaded machine); phase 3 starts after the second pause, past the window.
-PAUSE_MS = 800
-START, DURATION = 0.3, 1.2
+# The window opens halfway through the first 2 s pause and shuts halfway through the second:
+# phase 1, and phases 1 and 2 together, have 1 s to run on a loaded machine (they take
+# milliseconds), and phase 3 starts 1 s after the window shut.
+PAUSE_MS = 2000
+START, DURATION = 1.0, 2.0
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +87,22 @@ def test_a_window_replays_with_no_anomaly_and_the_right_live_bytes(tmp_path, win
     assert rep["max_live_bytes"] == st["max_live_bytes"]
 
 
+def _signal_at_each_pause(argv, env, pauses):
+    """Run a test program that says "pause" and waits for a line: at each of its `pauses`,
+    send HCTRACE_SIGNAL's signal (SIGUSR2), then let it go on (the signal is pending before
+    the program reads the line: no race); it says "done" and exits 0."""
+    import signal
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    for _ in range(pauses):
+        assert p.stdout.readline().strip() == "pause"
+        p.send_signal(signal.SIGUSR2)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    assert p.stdout.readline().strip() == "done"
+    assert p.wait(timeout=60) == 0
+
+
 def test_a_signal_opens_and_shuts_the_window(tmp_path, window_program):
     """HCTRACE_SIGNAL: the first signal opens the window, the second shuts it (a service that
     cannot say in advance when its interesting part comes)."""
@@ -93,15 +110,7 @@ def test_a_signal_opens_and_shuts_the_window(tmp_path, window_program):
     out = tmp_path / "s.hct"
     env = dict(os.environ, HCTRACE_OUT=str(out), HCTRACE_SIGNAL=str(int(signal.SIGUSR2)),
                LD_PRELOAD=str(TRACER))
-    p = subprocess.Popen([str(window_program), "wait", "0"], env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    for _ in range(2):
-        assert p.stdout.readline().strip() == "pause"
-        p.send_signal(signal.SIGUSR2)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    assert p.stdout.readline().strip() == "done"
-    assert p.wait(timeout=60) == 0
+    _signal_at_each_pause([str(window_program), "wait", "0"], env, 2)
     events = list(open_trace(out))
     sizes = [e.size for e in events if e.op != spec.FREE]
     assert sorted(s for s in sizes if 1000 <= s < 1100) == list(range(1050, 1100))
@@ -149,15 +158,7 @@ def test_several_windows_and_a_child_forked_inside_one(tmp_path, windows_program
     out = tmp_path / "w.hct"
     env = dict(os.environ, HCTRACE_OUT=str(out), HCTRACE_SIGNAL=str(int(signal.SIGUSR2)),
                LD_PRELOAD=str(TRACER))
-    p = subprocess.Popen([str(windows_program)], env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    for _ in range(4):
-        assert p.stdout.readline().strip() == "pause"
-        p.send_signal(signal.SIGUSR2)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    assert p.stdout.readline().strip() == "done"
-    assert p.wait(timeout=60) == 0
+    _signal_at_each_pause([str(windows_program)], env, 4)
     (child,) = [f for f in tmp_path.glob("w.hct.*")]
     for trace in (out, child):
         st = json.loads(subprocess.run([str(native.path("hctrace-tool")), "stats", str(trace),

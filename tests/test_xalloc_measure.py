@@ -52,6 +52,35 @@ def test_the_replay_reports_the_mean_of_its_rss_curve(tmp_path):
     assert 0 <= r["mean_rss_bytes"] < r["peak_rss_bytes"] / 2, r
 
 
+def test_a_threaded_replay_samples_its_curve_on_the_busiest_thread(tmp_path):
+    """A server's main thread only starts its workers: the curve is sampled by the worker that
+    does the work, so the mean is the worker's tail, not the RSS before anything ran."""
+    from hctune import replay
+    rnd = random.Random(6)
+    with Writer(tmp_path / "server.hct", command="server") as w:
+        w.malloc(0x10, 64, thread=0)
+        p, big, live = 0x100000, [], []
+        for _ in range(640):
+            p += 0x10
+            w.malloc(p, 65536, thread=1)
+            big.append(p)
+        for _ in range(60000):
+            p += 0x10
+            w.malloc(p, rnd.choice((16, 32, 48, 64)), thread=1)
+            live.append(p)
+            if len(live) > 200:
+                w.free(live.pop(rnd.randrange(len(live))), thread=1)
+        for q in big[::2]:       # half of the spike is freed late: the tail holds 20 MiB
+            w.free(q, thread=1)
+        for q in live + big[1::2]:
+            w.free(q, thread=1)
+        w.free(0x10, thread=0)
+    r = replay.measure(tmp_path / "server.hct", "glibc", repeat=1)
+    assert r["replay_threads"] == 2 and r["rss_samples"] >= 32, r
+    # most of the worker's ops run with the 40 MiB spike resident
+    assert r["mean_rss_bytes"] > r["peak_rss_bytes"] / 2, r
+
+
 def test_a_search_minimises_the_mean_and_old_measurements_are_measured_again(tmp_path):
     trace = _spike_then_small(tmp_path / "spike.hct")
     db = tmp_path / "r.db"

@@ -132,7 +132,7 @@ uint64_t hcr_mt_replay_once(struct hcr_mt *mt, void **slots, int touch, uint64_t
 void *hcr_map(size_t bytes);
 void hcr_unmap(void *p, size_t bytes);
 
-/* The RSS curve of the first repeat: the replay loop (and a threaded replay's main thread)
+/* The RSS curve of the first repeat: the replay loop (and a threaded replay's busiest thread)
  * stops every `every` ops to read the RSS (hcr_curve_sample), so the time-weighted mean RSS of
  * the program can be told apart from its peak; the trace's op order is the clock, so an
  * allocator's own speed does not weigh its samples.  every == 0: off (later repeats). */

@@ -136,7 +136,8 @@ static double median_of(const uint64_t *v, long n)
                  : ((double)sorted[n / 2 - 1] + (double)sorted[n / 2]) / 2;
 }
 
-/* What a replay measured, as the whole load (main) and the streamed replay both report it. */
+/* What a replay measured, as the whole load (main) and the streamed replay both report it;
+ * measure_before and measure_after take its memory readings. */
 struct measured {
     const char *path;
     const struct hcr_trace *t;
@@ -144,7 +145,7 @@ struct measured {
     int touch;
     const uint64_t *times, *cpu_times; /* per repeat; the same array when only one clock */
     const char *clock;                 /* what cpu_times counts: "thread_cpu" or "wall" */
-    int hwm_ok;
+    int hwm_ok;                                  /* the high-water mark could be reset */
     uint64_t base_rss, hwm_first, hwm, rss_first;
     size_t n_slots;
     uint64_t trace_bytes;
@@ -152,9 +153,35 @@ struct measured {
     const char *threads_mode;
     unsigned replay_threads;
     uint64_t handoffs, failed;
-    int hc;
-    const struct hcr_hc *hc_before, *hc_first, *hc_after;
+    int hc;                                      /* HC's statistics are there */
+    struct hcr_hc hc_before, hc_first, hc_after;
 };
+
+/* Before the first repeat: the baseline RSS, the high-water mark reset, HC's counters. */
+static void measure_before(struct measured *m)
+{
+    m->hwm_ok = hcr_reset_hwm() == 0;
+    m->base_rss = hcr_vm_rss();
+    m->hc = hcr_hc_read(&m->hc_before);
+}
+
+/* After repeat r, outside the timed part: after the first, its high-water mark, what the
+ * allocator still holds once the repeat has freed its blocks (the decay and trim knobs show
+ * here, not in the peak) and HC's counters; after the last, the same for all repeats. */
+static void measure_after(struct measured *m, long r)
+{
+    if (r == 0) {
+        m->hwm_first = hcr_vm_hwm();
+        m->rss_first = hcr_vm_rss();
+        if (m->hc)
+            hcr_hc_read(&m->hc_first);
+    }
+    if (r == m->repeat - 1) {
+        m->hwm = hcr_vm_hwm();
+        if (m->hc)
+            hcr_hc_read(&m->hc_after);
+    }
+}
 
 /* One line of text, or the JSON object the tuner reads (tuner/hctune/replay.py). */
 static int report(const struct measured *m, int json)
@@ -175,7 +202,7 @@ static int report(const struct measured *m, int json)
             put(", %u threads (wall time; CPU %.1f ns/op)", m->replay_threads,
                 cpu_median / (double)t->n_ops);
         if (m->hc)
-            put(", HC footprint %llu KiB", (unsigned long long)m->hc_first->footprint_max / 1024);
+            put(", HC footprint %llu KiB", (unsigned long long)m->hc_first.footprint_max / 1024);
         put("\n");
         flush_out();
         return 0;
@@ -224,9 +251,9 @@ static int report(const struct measured *m, int json)
     if (m->hc) {
         put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
             ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
-            (unsigned long long)m->hc_first->footprint_max,
-            (unsigned long long)m->hc_after->footprint_max,
-            (unsigned long long)m->hc_before->footprint_max);
+            (unsigned long long)m->hc_first.footprint_max,
+            (unsigned long long)m->hc_after.footprint_max,
+            (unsigned long long)m->hc_before.footprint_max);
         hcr_hc_json(put);
     } else {
         put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
@@ -256,14 +283,15 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
         (n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0)
         die("%s", err);
     uint64_t times[MAX_REPEAT], failed = 0;
-    int hwm_ok = hcr_reset_hwm() == 0;
-    uint64_t base_rss = hcr_vm_rss();
-    struct hcr_hc hc_before, hc_first, hc_after;
-    int hc = hcr_hc_read(&hc_before);
-    uint64_t hwm_first = 0, rss_first = 0;
+    struct measured m;
+    m = (struct measured){.path = path, .t = &t, .repeat = repeat, .touch = touch,
+                          .times = times, .cpu_times = times, .clock = "thread_cpu",
+                          .n_slots = n_slots, .streamed = 1, .threads_mode = "off",
+                          .replay_threads = 1};
+    measure_before(&m);
     /* the first repeat's RSS curve as main's (hcr_curve), sampled between chunks */
     uint64_t every = t.n_ops / 128 > 1024 ? t.n_ops / 128 : 1024, since = 0;
-    hcr_curve = (struct hcr_curve){.every = every, .base = base_rss};
+    hcr_curve = (struct hcr_curve){.every = every, .base = m.base_rss};
     for (long r = 0; r < repeat; r++) {
         if (r > 0 && (hcr_stream_rewind(s, &t, err, sizeof err) ||
                       (n = hcr_stream_next(s, &t, &ops, err, sizeof err)) < 0))
@@ -293,25 +321,13 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
             hcr_curve_sample(since);
         CALLGRIND_STOP_INSTRUMENTATION;
         times[r] = spent + now_ns() - t0;
-        if (r == 0) {
-            hwm_first = hcr_vm_hwm();
-            rss_first = hcr_vm_rss();
-            if (hc)
-                hcr_hc_read(&hc_first);
-        }
+        measure_after(&m, r);
     }
-    uint64_t hwm = hcr_vm_hwm();
-    if (hc)
-        hcr_hc_read(&hc_after);
-    return report(&(struct measured){
-        .path = path, .t = &t, .repeat = repeat, .touch = touch, .times = times,
-        .cpu_times = times, .clock = "thread_cpu", .hwm_ok = hwm_ok, .base_rss = base_rss,
-        .hwm_first = hwm_first, .hwm = hwm, .rss_first = rss_first, .n_slots = n_slots,
-        /* held at once: one chunk of ops and the table of distinct sizes */
-        .trace_bytes = HCR_STREAM_CHUNK * sizeof(struct hcr_rop) +
-                       t.n_sizes * (sizeof *t.sizes + sizeof *t.aligns),
-        .streamed = 1, .threads_mode = "off", .replay_threads = 1, .failed = failed, .hc = hc,
-        .hc_before = &hc_before, .hc_first = &hc_first, .hc_after = &hc_after}, json);
+    m.failed = failed;
+    /* held at once: one chunk of ops and the table of distinct sizes */
+    m.trace_bytes = HCR_STREAM_CHUNK * sizeof(struct hcr_rop) +
+                    t.n_sizes * (sizeof *t.sizes + sizeof *t.aligns);
+    return report(&m, json);
 }
 
 int main(int argc, char **argv)
@@ -391,18 +407,19 @@ int main(int argc, char **argv)
         die("out of memory for %zu slots", t.n_slots);
 
     uint64_t times[MAX_REPEAT], cpu_times[MAX_REPEAT], failed = 0;
-    int hwm_ok = hcr_reset_hwm() == 0;
-    uint64_t base_rss = hcr_vm_rss();
-    struct hcr_hc hc_before;
-    int hc = hcr_hc_read(&hc_before);
-    uint64_t hwm_first = 0, rss_first = 0;
-    struct hcr_hc hc_first, hc_after;
+    struct measured m;
+    m = (struct measured){.path = path, .t = &t, .repeat = repeat, .touch = touch,
+                          .times = times, .cpu_times = cpu_times,
+                          .clock = mt ? "wall" : "thread_cpu", .n_slots = t.n_slots,
+                          .threads_mode = threads_mode ? "auto" : "off",
+                          .replay_threads = mt ? hcr_mt_threads(mt) : 1};
+    measure_before(&m);
     /* the first repeat's RSS curve: about CURVE_SAMPLES samples, at least CURVE_MIN_OPS ops
        apart (each sample is a read of /proc/self/statm inside the loop) */
     enum { CURVE_SAMPLES = 128, CURVE_MIN_OPS = 1024 };
     hcr_curve = (struct hcr_curve){.every = t.n_ops / CURVE_SAMPLES > CURVE_MIN_OPS
                                                 ? t.n_ops / CURVE_SAMPLES : CURVE_MIN_OPS,
-                                   .base = base_rss};
+                                   .base = m.base_rss};
     for (long r = 0; r < repeat; r++) {
         if (r == 1)
             hcr_curve.every = 0;
@@ -420,27 +437,11 @@ int main(int argc, char **argv)
             CALLGRIND_STOP_INSTRUMENTATION;
             times[r] = cpu_times[r] = now_ns() - t0;
         }
-        if (r == 0) { /* outside the timed part */
-            hwm_first = hcr_vm_hwm();
-            /* what the allocator still holds once the repeat has freed its blocks: the decay
-               and trim knobs show here, not in the peak */
-            rss_first = hcr_vm_rss();
-            if (hc)
-                hcr_hc_read(&hc_first);
-        }
+        measure_after(&m, r);
     }
-    uint64_t hwm = hcr_vm_hwm();
-    if (hc)
-        hcr_hc_read(&hc_after);
-    return report(&(struct measured){
-        .path = path, .t = &t, .repeat = repeat, .touch = touch, .times = times,
-        .cpu_times = cpu_times, .clock = mt ? "wall" : "thread_cpu", .hwm_ok = hwm_ok,
-        .base_rss = base_rss, .hwm_first = hwm_first, .hwm = hwm, .rss_first = rss_first,
-        .n_slots = t.n_slots,
-        /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */
-        .trace_bytes = hcr_trace_bytes(&t), .streamed = 0,
-        .threads_mode = threads_mode ? "auto" : "off",
-        .replay_threads = mt ? hcr_mt_threads(mt) : 1, .handoffs = mt ? hcr_mt_handoffs(mt) : 0,
-        .failed = failed, .hc = hc, .hc_before = &hc_before, .hc_first = &hc_first,
-        .hc_after = &hc_after}, json);
+    m.failed = failed;
+    m.handoffs = mt ? hcr_mt_handoffs(mt) : 0;
+    /* the loaded trace's own memory: 8 bytes per op plus the table of distinct sizes */
+    m.trace_bytes = hcr_trace_bytes(&t);
+    return report(&m, json);
 }

@@ -61,6 +61,7 @@ struct hcr_mt {
     unsigned n_threads;          /* replay threads: streams 0..n_threads-1 (some may be empty) */
     size_t n_slots;
     const struct hcr_trace *t;   /* the loaded trace (its table of sizes) */
+    unsigned sampler;            /* the stream with the most ops: it samples the RSS curve */
     _Atomic uint32_t *turn;      /* by slot: the replay thread whose op on it is next */
     uint32_t *first_turn;        /* by slot: turn at the start of a repeat */
     uint64_t handoffs;
@@ -115,8 +116,14 @@ __attribute__((noinline)) static uint64_t run_stream(struct hcr_mt *mt, unsigned
     const uint8_t *aligns = mt->t->aligns;
     _Atomic uint32_t *turn = mt->turn;
     uint64_t failed = 0;
-    /* the main thread samples the RSS curve (hcr_curve) between chunks of its own ops */
-    const uint64_t every = me == 0 && hcr_curve.every ? hcr_curve.every : UINT64_MAX;
+    /* the busiest stream samples the RSS curve (hcr_curve) between chunks of its own ops, as
+     * many samples as a single-thread replay takes (its share of `every`); not the main
+     * thread, which in a server may do nothing but start the workers and join them */
+    uint64_t every = UINT64_MAX;
+    if (me == mt->sampler && hcr_curve.every && mt->t->n_ops) {
+        every = (uint64_t)((double)hcr_curve.every * (double)mt->s[me].n / (double)mt->t->n_ops);
+        every = every ? every : 1;
+    }
     while (op < end) {
         const struct hcr_rop *stop = (uint64_t)(end - op) > every ? op + every : end;
         const uint64_t n = (uint64_t)(stop - op);
@@ -167,6 +174,9 @@ struct hcr_mt *hcr_mt_prepare(const struct hcr_trace *t)
     }
     mt->n_slots = t->n_slots;
     mt->t = t;
+    for (unsigned c = 1; c < HCR_MAX_THREADS; c++)
+        if (count[c] > count[mt->sampler])
+            mt->sampler = c;
     mt->turn = hcr_map(t->n_slots * sizeof *mt->turn);
     mt->first_turn = hcr_map(t->n_slots * sizeof *mt->first_turn);
     /* by slot: the last op on it so far (its stream and index), to give it a hand */

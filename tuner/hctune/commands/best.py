@@ -72,14 +72,17 @@ def show(r: dict, console: Console):
     t = r.get("tradeoff")
     if t:
         u, c, lim = t["unconstrained"], t["chosen"], t["limits"]
+        mem = r.get("memory", "footprint")
+
+        def figures(x, vs=""):     # peak RSS once when it is also what mem compares
+            rss = "" if mem == "peak RSS" else f", peak RSS {_fmt(x['rss_ratio'], '.3f')}x"
+            return f"time {x['perf_ratio']:.3f}x{vs}, {mem} {x['mem_ratio']:.3f}x{rss}"
         limits = ", ".join(f"{k.replace('_', '-')} {v:g} %" for k, v in lim.items()
                            if v is not None)
         console.print(escape(
             f"trade-off ({limits}): the fastest/smallest trial without limits is trial "
-            f"{u['trial']}: time {u['perf_ratio']:.3f}x glibc, footprint {u['mem_ratio']:.3f}x, "
-            f"peak RSS {_fmt(u['rss_ratio'], '.3f')}x; the chosen trial {c['trial']}: time "
-            f"{c['perf_ratio']:.3f}x, footprint {c['mem_ratio']:.3f}x, peak RSS "
-            f"{_fmt(c['rss_ratio'], '.3f')}x (replay). Lift with --max-memory-overhead none."))
+            f"{u['trial']}: {figures(u, ' glibc')}; the chosen trial {c['trial']}: "
+            f"{figures(c)} (replay). Lift with --max-memory-overhead none."))
     if r.get("validation"):
         from hctune.commands import validate as _validate_cmd  # deferred: rich, when validated
         _validate_cmd.show(r["validation"], console)

@@ -185,12 +185,8 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
         b = result.get(f"best_{o}")
         if b:
             who = f" ({b['allocator']})" if b.get("allocator") else ""
-            # HC alone: its own footprint (the paper's measure); across allocators, or with
-            # --memory-measure mean|final: that RSS figure, measured alike for all
-            mem = {"mean": "mean RSS", "final": "final RSS"}.get(
-                opts.memory_measure, "peak RSS" if opts.cross else "footprint")
-            click.echo(f"best {o}: trial {b['trial']}{who}: {mem} {b['mem_ratio']:.4f}x "
-                       f"glibc, {metric} {b['perf_ratio']:.4f}x glibc"
+            click.echo(f"best {o}: trial {b['trial']}{who}: {opts.mem_name()} "
+                       f"{b['mem_ratio']:.4f}x glibc, {metric} {b['perf_ratio']:.4f}x glibc"
                        + (f" (seed: {b['seed']})" if b.get("seed") else ""))
             click.echo(f"  {b['setting'] or '(the library defaults)'}")
     if result.get("per_allocator"):

@@ -10,8 +10,8 @@ import click
 from hctune.search import listing
 
 
-def _best(b: dict) -> str:
-    parts = [f"{o}: trial {e['trial']} (footprint {e['mem_ratio']:.3f}x glibc, time "
+def _best(b: dict, memory: str) -> str:
+    parts = [f"{o}: trial {e['trial']} ({memory} {e['mem_ratio']:.3f}x glibc, time "
              f"{e['perf_ratio']:.3f}x)" for o, e in b.items()]
     return "; ".join(parts) or "none within the limits"
 
@@ -31,7 +31,8 @@ def show(rows: list[dict]) -> None:
             click.echo(f"  cannot open: {r['error']}")
         else:
             click.echo(f"  {r['trials']} finished trials ({r['failed']} failed, {r['feasible']} "
-                       f"within the limits); best in replay: {_best(r['best'])}")
+                       f"within the limits); best in replay: "
+                       f"{_best(r['best'], r.get('memory') or 'memory')}")
         v = r["validation"]
         click.echo(f"  validated (#{v['id']}, {v['runs']} runs): {v['verdict']}" if v
                    else f"  not validated: hctune validate --study {r['name']}")

@@ -8,6 +8,7 @@ import json
 from hctune import realruns
 from hctune.db import Database
 from hctune.errors import HctuneError
+from hctune.search import options as _options
 from hctune.search import study as _study
 
 
@@ -24,7 +25,8 @@ def _best(st, objective: str) -> dict:
 def studies(db_path) -> list[dict]:
     """One dict per study, oldest first: name, objective, traces [{id, path, command}],
     options, created, trials (finished), failed, feasible, best {mem|perf: {trial, mem_ratio,
-    perf_ratio}} (ratios to glibc in replay), validation (the latest finished one: id, runs,
+    perf_ratio}} (ratios to glibc in replay), memory (what mem_ratio compares: "footprint",
+    "peak RSS", "mean RSS" or "final RSS"; Options.mem_name), validation (the latest finished one: id, runs,
     winner, recommendation, verdict; None when not validated), error (a study that cannot be
     opened here, e.g. a server's without its password)."""
     from optuna.trial import TrialState   # deferred: optuna is heavy
@@ -40,7 +42,8 @@ def studies(db_path) -> list[dict]:
             entry = {"name": row["name"], "objective": row["objective"], "traces": traces,
                      "options": json.loads(row["options_json"] or "{}"),
                      "created": row["created"], "trials": None, "failed": None,
-                     "feasible": None, "best": {}, "validation": None, "error": None}
+                     "feasible": None, "best": {}, "validation": None, "error": None,
+                     "memory": _options.mem_name_of(row["options_json"] or "{}")}
             try:
                 _, st = _study.load(db, row["name"])
                 states = [t.state for t in st.get_trials(deepcopy=False)]

@@ -84,6 +84,13 @@ class Options:
             return _obj.MEMORY_FIELDS[self.memory_measure]
         return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
+    def mem_name(self) -> str:
+        """What mem's ratio to glibc compares (mem_field), in words: HC's own footprint in an
+        HC study (the paper's measure); across allocators the replay's peak RSS; or its mean
+        or final RSS (memory_measure)."""
+        return {_obj.MEM_FIELD: "footprint", _obj.RSS_FIELD: "peak RSS",
+                "mean_rss_bytes": "mean RSS", "final_rss_bytes": "final RSS"}[self.mem_field()]
+
 
 USER = ("objective", "metric", "trials", "timeout", "max_memory_overhead", "max_slowdown",
         "repeat", "seed", "compare_rounds", "validate_runs", "validate_top", "allocators",
@@ -171,6 +178,15 @@ def from_json(text: str | dict | None, **run) -> Options:
     else:
         given["allocators"] = STORED_ALLOCATORS
     return check(Options(**given, **run))
+
+
+def mem_name_of(stored) -> str:
+    """Options.mem_name() of a study's stored options (JSON text or a dict); "memory" when
+    they do not read."""
+    try:
+        return from_json(stored).mem_name()
+    except (HctuneError, TypeError, KeyError):
+        return "memory"
 
 
 def stored_defaults() -> dict:

@@ -14,6 +14,7 @@ from hctune import realruns
 from hctune.db import Database
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
+from hctune.search import options as _options
 from hctune.search import space
 from hctune.search import study as _study
 
@@ -143,6 +144,8 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "replay_best_trial": replay_best, "tradeoff": tradeoff(st, row, objective),
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
         "metric": metric, "trial": trial.number if trial is not None else None,
+        # what the trials' mem_ratio compares (the trade-off's): footprint, peak/mean/final RSS
+        "memory": _options.mem_name_of(row["options_json"] or "{}"),
         "seed": trial.user_attrs.get("seed") if trial is not None else None,
         "allocator": alloc, "setting": setting,
         "changed_from_generic": _knobs.diff_from(setting, generic) if alloc == "hc" else setting,

@@ -30,7 +30,9 @@ HEARTBEAT_SECONDS = 10
 GRACE_SECONDS = 30
 
 
-def _seconds(var: str, default: int) -> int:
+def env_seconds(var: str, default: int) -> int:
+    """The environment's `var` in whole seconds (at least 1), else `default`; anything else
+    is a one-line HctuneError."""
     text = os.environ.get(var, "").strip()
     if not text:
         return default
@@ -47,8 +49,8 @@ def heartbeat_seconds() -> tuple[int, int]:
     """(heartbeat interval, grace period) in seconds: HCTUNE_HEARTBEAT_SECONDS and
     HCTUNE_GRACE_SECONDS, else HEARTBEAT_SECONDS and GRACE_SECONDS. The grace period is kept
     longer than the interval (Optuna fails a live trial otherwise)."""
-    beat = _seconds("HCTUNE_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS)
-    grace = _seconds("HCTUNE_GRACE_SECONDS", GRACE_SECONDS)
+    beat = env_seconds("HCTUNE_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS)
+    grace = env_seconds("HCTUNE_GRACE_SECONDS", GRACE_SECONDS)
     if grace <= beat:
         raise HctuneError(f"HCTUNE_GRACE_SECONDS ({grace}) must be longer than the heartbeat "
                           f"interval ({beat} s)")

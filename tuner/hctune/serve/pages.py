@@ -16,7 +16,7 @@ from hctune import templating
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
-from hctune.serve.state import Service, service, study_brief
+from hctune.serve.state import Service, allocators_searched, service, study_brief
 from hctune.serve.studies import MAX_ID, StudyRequest, create_study, not_modified
 from hctune.serve.traces import upload
 from hctune.trace import report as trace_report
@@ -200,6 +200,8 @@ async def study_page(request: Request, name: str):
     # (async: no thread for a page that is read from memory; its JavaScript fills it in)
     svc = service(request)
     study = study_brief(svc.queue_row(name), svc.fleet())
+    # the allocators as asked ("installed") and as the worker expanded them on its machine
+    study["allocators_searched"] = svc.read(lambda db: allocators_searched(db, name))
     key = (json.dumps(study, sort_keys=True), svc.authorised(request),
            svc.session_cookie(request) is not None)
     body = svc.rendered.get(key)

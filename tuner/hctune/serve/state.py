@@ -103,6 +103,16 @@ def _stored(text, kind: type):
 _DEFAULTS = _options.stored_defaults()
 
 
+def allocators_searched(db: Database, name: str) -> list[str] | None:
+    """The allocators a study's search runs over, as hc_studies has them once a worker (or
+    `hctune search`) started it: "installed" expanded on that machine (HC and every allocator
+    installed there), ["hc"] for an HC study; None before that."""
+    row = db.study(name)
+    if row is None:
+        return None
+    return list((_stored(row["options_json"], dict) or {}).get("allocators") or ["hc"])
+
+
 def cli_row(row) -> dict:
     """A study `hctune search` ran (an hc_studies row, not queued) as the queue's rows read:
     state "cli" (it runs, or ran, in that command; the page shows its trials as they come)."""
@@ -115,9 +125,11 @@ def cli_row(row) -> dict:
 
 def study_brief(q, fleet: Fleet | None = None) -> dict:
     """A study as the API and the pages show it; a queued one says what it waits for (fleet:
-    the workers as hc_workers has them, Service.fleet())."""
+    the workers as hc_workers has them, Service.fleet()); memory: what its mem ratios compare
+    (Options.mem_name: footprint, peak RSS, mean RSS or final RSS)."""
     options = _stored(q["options_json"], dict)
     return {"name": q["study"], "state": q["state"],
+            "memory": _options.mem_name_of(options or {}),
             "error": q["error"] if options is not None else
             (q["error"] or "its stored options are not readable"),
             "traces": _stored(q["trace_ids"], list) or [],

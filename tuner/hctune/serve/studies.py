@@ -22,7 +22,7 @@ from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve import views
-from hctune.serve.state import Service, service, study_brief
+from hctune.serve.state import Service, allocators_searched, service, study_brief
 from hctune.trace import store
 from hctune import report as _report
 
@@ -154,6 +154,7 @@ def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
     as the cache's bytes, not decoded and encoded again."""
     out = study_brief(q, svc.fleet())
+    out["allocators_searched"] = svc.read(lambda db: allocators_searched(db, q["study"]))
     snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)

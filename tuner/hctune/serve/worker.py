@@ -26,13 +26,13 @@ from hctune.db import Database
 from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line, is_database_error
 from hctune.search import options as _options
 from hctune.search import study as _study
-from hctune.search.storage import (OWNER, default_url, fail_orphans, heartbeat_seconds,
-                                   open_storage, this_worker, worker_is_gone)
+from hctune.search.storage import (OWNER, default_url, env_seconds, fail_orphans,
+                                   heartbeat_seconds, open_storage, this_worker, worker_is_gone)
 from hctune import allocators, compare
 from hctune import validate as _validate
 
 IDLE_SECONDS = 1.0
-MAX_WAIT_SECONDS = 30.0
+MAX_WAIT_SECONDS = 30   # the longest wait for a lost database; HCTUNE_WORKER_MAX_WAIT_SECONDS
 ORIGIN_ENV = "HCTUNE_WORKER_ORIGIN"   # `serve --workers N` names its local workers with it
 
 
@@ -281,15 +281,21 @@ def _lost_database(e: BaseException) -> bool:
 
 def loop(db_path, storage: str | None = None, once: bool = False, log=print) -> int:
     """Claim and run studies until interrupted (or, with once, until the queue is empty). While
-    the database is unreachable the worker waits, longer each time up to MAX_WAIT_SECONDS, and
+    the database is unreachable the worker waits, longer each time up to max_wait_seconds(), and
     a study it was running stays queued for the next claim. The worker beats in hc_workers
     all along (Presence) and says "stopped" when it ends."""
     with Presence(db_path) as presence:
         return _loop(db_path, storage, once, log, presence)
 
 
+def max_wait_seconds() -> int:
+    """The longest wait between two tries of a lost database: HCTUNE_WORKER_MAX_WAIT_SECONDS,
+    else MAX_WAIT_SECONDS (a test that restarts the database shortens it)."""
+    return env_seconds("HCTUNE_WORKER_MAX_WAIT_SECONDS", MAX_WAIT_SECONDS)
+
+
 def _loop(db_path, storage, once, log, presence: Presence) -> int:
-    done, wait = 0, IDLE_SECONDS
+    done, wait, longest = 0, IDLE_SECONDS, max_wait_seconds()
     while True:
         try:
             requeue_stuck(db_path, log)
@@ -300,7 +306,7 @@ def _loop(db_path, storage, once, log, presence: Presence) -> int:
                 raise
             log(f"worker: database unreachable ({_one_line(e)}); trying again in {wait:.0f} s")
             time.sleep(wait)
-            wait = min(wait * 2, MAX_WAIT_SECONDS)
+            wait = min(wait * 2, longest)
             continue
         wait = IDLE_SECONDS
         if row is None:
