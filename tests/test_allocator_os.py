@@ -182,3 +182,39 @@ def test_stress_with_constant_purging(c_program, hc_library, debug):
                          capture_output=True, text=True, timeout=120, env=preload_env(lib))
     assert res.returncode == 0 and res.stdout.startswith(f"ok ops={ops} "), \
         res.stdout + res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("sets,bounded", [([], True), (["SMALL_EMPTY=0"], False)])
+def test_empty_small_pages_beyond_the_bound_are_released(c_program, hc_library, sets, bounded):
+    """SMALL_EMPTY: 14 emptied 64 KiB pages (less than DECAY_BYTES, so the decay alone keeps them
+    for good: gawk's 0.6 MiB over glibc) -- with the bound, all but 4 go back once they have
+    been empty for DECAY_MS / 8 (~160 OS pages fewer resident; measured 152-180 against
+    285-315). The program sleeps past that time, so a slow machine cannot change the outcome."""
+    import re
+    lib = hc_library(knobs.resolve("generic", sets))
+    out = subprocess.run([str(c_program("sp_empty"))], capture_output=True, text=True,
+                         timeout=60, env=preload_env(lib))
+    assert out.returncode == 0, out.stderr[-2000:]
+    resident = int(re.fullmatch(r"resident (-?\d+)\n", out.stdout).group(1))
+    if bounded:
+        assert resident <= 230, resident
+    else:
+        assert resident >= 250, resident
+
+
+def test_heap_reserves_address_space_as_it_grows(c_program, hc_library, tmp_path):
+    """The paper's heap reserves 64 MiB of address space at first (it took 64 GiB when first
+    used) and grows in place: one block leaves the process under 512 MiB of VmSize, and 300 MiB
+    of 40 KiB blocks (past the first 64 MiB, several growths) all come from the heap, with
+    their contents kept."""
+    lib = hc_library(knobs.resolve("paper-generic", []))
+    stats = tmp_path / "stats.txt"
+    res = subprocess.run([str(c_program("hc_os")), "reserve", "300"], capture_output=True,
+                         text=True, timeout=60, env=preload_env(lib, HCMALLOC_STATS=str(stats)))
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    first, after = (int(line.split()[1]) for line in res.stdout.splitlines())
+    assert first < 512 * 1024, first
+    assert after < first + 512 * 1024, (first, after)
+    counters = dict(line.split()[:2] for line in stats.read_text().splitlines()[1:] if " " in line)
+    assert int(counters["heap_bytes"]) >= 300 << 20, counters
+    assert int(counters["mmaps"]) == 0, counters

@@ -52,6 +52,12 @@ release_libraries, debug_libraries = libraries_by_id(SETTINGS)
 run = run_preloaded
 
 
+@pytest.fixture(params=["release", "debug"])
+def pages_on(request):
+    """(kind, the library with the pages on, built release or debug)."""
+    return request.param, request.getfixturevalue(f"{request.param}_libraries")[ON]
+
+
 def stress(program, library, ops, seed, slots, threads):
     _stress(program, library, ops, seed, slots, threads, timeout=120, HCMALLOC_CHECK="1")
 
@@ -88,40 +94,36 @@ def test_producer_consumers_bounded(c_program, release_libraries):
     assert res.stdout == "ok prodcons blocks=many\n"
 
 
-@pytest.mark.parametrize("kind", ["release", "debug"])
-def test_owner_gets_its_blocks_back(c_program, release_libraries, debug_libraries, kind):
+def test_owner_gets_its_blocks_back(c_program, pages_on):
     """Every block freed by another thread (4096 a round, 3 consumers): the owner's pages in
     use stop growing after the first round, and after malloc_trim no freed block is still
     counted live (HC's statistics: the pages' blocks in allocs_current)."""
-    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    kind, library = pages_on
     rounds = 200 if kind == "release" else 30
     res = run([c_program("hc_pages"), "handback", rounds, 3], library)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     assert res.stdout == f"ok handback rounds={rounds} threads=3\n"
 
 
-@pytest.mark.parametrize("kind", ["release", "debug"])
-def test_orphans_freed_later_become_empty(c_program, release_libraries, debug_libraries, kind):
+def test_orphans_freed_later_become_empty(c_program, pages_on):
     """A thread allocates 4096 blocks and exits; the main thread frees them onto the orphaned
     pages' atomic lists and makes no other call: the purge thread (started by that exit) sweeps
     the orphans, so every page is empty within 5 s (about DECAY_MS / 2 here)."""
-    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+    _, library = pages_on
     res = run([c_program("hc_pages"), "orphans", 5000], library)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     assert res.stdout == "ok orphans pages=many\n"
 
 
-@pytest.mark.parametrize("kind", ["release", "debug"])
-def test_ten_thousand_short_threads(c_program, release_libraries, debug_libraries, kind):
-    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+def test_ten_thousand_short_threads(c_program, pages_on):
+    _, library = pages_on
     res = run([c_program("hc_pages"), "short", 10_000], library)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     assert res.stdout == "ok short threads=10000\n"
 
 
-@pytest.mark.parametrize("kind", ["release", "debug"])
-def test_ring_and_fork(c_program, release_libraries, debug_libraries, kind):
-    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+def test_ring_and_fork(c_program, pages_on):
+    kind, library = pages_on
     items, forks = (50_000, 20) if kind == "release" else (5_000, 10)
     res = run([c_program("hc_threads"), "ring", items], library)
     assert res.returncode == 0 and res.stdout == f"ok ring threads=8 blocks={items * 8}\n", \
@@ -146,9 +148,8 @@ def test_regions_reserved_on_demand(c_program, release_libraries):
     assert vm[ON] - vm["off"] <= 128, vm
 
 
-@pytest.mark.parametrize("kind", ["release", "debug"])
-def test_double_free_aborts(c_program, release_libraries, debug_libraries, kind):
-    library = (release_libraries if kind == "release" else debug_libraries)[ON]
+def test_double_free_aborts(c_program, pages_on):
+    _, library = pages_on
     res = run([c_program("hc_pages"), "doublefree"], library)
     assert res.returncode < 0 and "double free" in res.stderr, res.stdout + res.stderr
 

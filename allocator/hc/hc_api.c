@@ -299,7 +299,7 @@ void free(void *p)
  * becomes resident, while malloc's blocks of that size stay in the heap (no map and unmap each,
  * no page faults).  Unless mallopt fixed the threshold: then it rules.  In arena 0, like every
  * mapped block (hc_arena.c).  NULL: not mapped here, the caller takes the ordinary path. */
-static void *hc_calloc_mapped(size_t n, int *clean)
+static void *hc_calloc_mapped(size_t n, int *clean, size_t *scan)
 {
     struct hc_state *home = hc_cur;
     hc_use(hc_arenas);
@@ -310,10 +310,10 @@ static void *hc_calloc_mapped(size_t n, int *clean)
 #if CALLOC_CACHE > 0
         /* CALLOC_CACHE (hc_heap.c): lengths by class, a kept mapping of this one first */
         size_t len = hc_zc_round(n);
-        if (len && (p = hc_zc_take(len)) != NULL)
+        if (len && (p = hc_zc_take(len, n, scan)) != NULL)
             *clean = 0;
         else if (len)
-            p = hc_zc_map(len);
+            p = hc_zc_map(len, n);
 #else
         p = hc_mmap_block(n, HC_GRANULE);
 #endif
@@ -349,10 +349,11 @@ void *calloc(size_t count, size_t size)
         return p;
     }
     int clean;
+    size_t scan = n;
     void *p = NULL;
-    if (CALLOC_MMAP && n > HC_MMAP_ABOVE && (p = hc_calloc_mapped(n, &clean)) != NULL) {
+    if (CALLOC_MMAP && n > HC_MMAP_ABOVE && (p = hc_calloc_mapped(n, &clean, &scan)) != NULL) {
         if (!clean) { /* a kept mapping: what the program never wrote is zero and not resident */
-            hc_os_zero_scan(p, n);
+            hc_os_zero_scan(p, scan);
             return p;
         }
     } else {
@@ -426,6 +427,7 @@ void *realloc(void *p, size_t n)
             hc_fail("realloc(): invalid pointer");
         old = hc_mmap_len(p) - hc_mmap_off(p);
         if (n > hc.mmap_above && n <= old && n >= old / 2) {
+            hc_zc_written(p);
             q = p;
             goto done;
         }
@@ -596,5 +598,6 @@ size_t malloc_usable_size(void *p)
     /* The caller owns the block, so its size bits do not change under us: no lock. */
     if (hc_arena_of(p) != NULL)
         return hc_size(hc_block_of(p)) - HC_HDR;
+    hc_zc_written(p);
     return hc_mmap_len(p) - hc_mmap_off(p);
 }

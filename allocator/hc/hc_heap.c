@@ -1,8 +1,15 @@
 /* hc_heap.c -- memory from the OS: the contiguous heap and its wilderness (Hasan & Chang 2006,
  * §3.9), and mmapped blocks for huge requests (§3.2).
  *
- * The heap is reserved once (no memory is committed by that) and grown upward in multiples of
- * HEAP_UNIT, like sbrk but private to this allocator; hc_os.c says how pages get committed.  The
+ * The heap is one contiguous region grown upward in multiples of HEAP_UNIT, like sbrk but
+ * private to this allocator; hc_os.c says how pages get committed.  Its address space is
+ * reserved HC_HEAP_GROW (64 MiB) at first, at the low end of a hole of HC_RESERVE_MAX (64 GiB,
+ * what 32-bit granule offsets address) found when the heap is first used, and grown in place,
+ * doubling, with MAP_FIXED_NOREPLACE as the heap needs it: the kernel places other mappings
+ * from the hole's other end (it maps downwards), so the heap meets one only when both have used
+ * the hole.  (It reserved the whole 64 GiB at once before: address space only, but every
+ * process under HC showed a 64 GiB VmSize per arena used, and ulimit -v had to allow it.)  The
+ * small pages' region does the same (hc_page.c).  The
  * wilderness is the committed space from hc.top (its header) to hc.end.  Its header holds only
  * the prev-inuse bit: the wilderness's size is hc.end - hc.top, so it is never on a list and
  * never limited by the 32-bit header.
@@ -11,6 +18,7 @@
 
 #define HC_RESERVE_MAX ((size_t)1 << 36) /* 64 GiB: what 32-bit granule offsets can address */
 #define HC_RESERVE_MIN ((size_t)1 << 26) /* below this (a tight ulimit -v) use mmap only */
+#define HC_HEAP_GROW ((size_t)1 << 26)   /* reserved at first, and the least growth after */
 
 static size_t hc_page(void)
 {
@@ -34,11 +42,20 @@ static HC_COLD int hc_heap_init(void)
     hc.st.version = HC_STATS_VERSION;
     hc.st.monitor = MONITOR;
     for (size_t sz = HC_RESERVE_MAX; sz >= HC_RESERVE_MIN; sz >>= 1) {
-        char *m = hc_os_reserve(sz);
+        /* A hole of sz: a probe, never touched and at once unmapped. */
+        char *hole = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (hole == MAP_FAILED)
+            continue;
+        munmap(hole, sz);
+        size_t first = sz < HC_HEAP_GROW ? sz : HC_HEAP_GROW;
+        char *m = hc_os_reserve(hole, first);
+        if (!m && (m = hc_os_reserve(NULL, sz)) != NULL) /* the hole was taken meanwhile */
+            first = sz;
         if (!m)
             continue;
         hc.base = m;
-        hc.limit = hc.base + sz;
+        hc.limit = hc.base + first;
+        hc.cap = hc.base + sz;
         hc.end = hc.base;
         /* Granule 0 is never a block (offset 0 means "none"): the first block is at offset 1. */
         hc.first = hc.top = hc_at(1);
@@ -46,6 +63,28 @@ static HC_COLD int hc_heap_init(void)
         return 1;
     }
     return 0;
+}
+
+/* Reserve at least `more` bytes of address space above hc.limit, in place: as much again as is
+ * reserved (doubling), or less down to what is needed when the space above is shorter.  1 when
+ * it grew.  limit is read without the lock (hc_arena_of): it only grows, and a block above the
+ * old limit reaches another thread only after this store. */
+static int hc_heap_reserve_more(size_t more)
+{
+    size_t room = (size_t)(hc.cap - hc.limit), have = (size_t)(hc.limit - hc.base);
+    more = (more + HC_HEAP_GROW - 1) & ~(HC_HEAP_GROW - 1);
+    if (more > room)
+        return 0;
+    for (size_t add = have > more ? have : more;; add = add / 2 > more ? add / 2 : more) {
+        if (add > room)
+            add = room;
+        if (hc_os_reserve(hc.limit, add)) {
+            __atomic_store_n(&hc.limit, hc.limit + add, __ATOMIC_RELEASE);
+            return 1;
+        }
+        if (add == more)
+            return 0;
+    }
 }
 
 /* Grow the heap by at least `need` bytes at hc.end, in whole HEAP_UNITs (the accounting of
@@ -56,7 +95,9 @@ static int hc_heap_grow(size_t need)
     size_t page = hc_page();
     size_t unit = ((size_t)(HEAP_UNIT) + page - 1) & ~(page - 1); /* whole pages */
     size_t n = (need + unit - 1) / unit * unit;
-    if (n < need || (size_t)(hc.limit - hc.end) < n)
+    if (n < need || (size_t)(hc.cap - hc.end) < n)
+        return 0;
+    if ((size_t)(hc.limit - hc.end) < n && !hc_heap_reserve_more(n - (size_t)(hc.limit - hc.end)))
         return 0;
     if (!hc_os_commit(hc.end + n))
         return 0;
@@ -129,7 +170,12 @@ static inline size_t hc_map_unit(size_t page)
     return u > page && (u & (u - 1)) == 0 ? u : page;
 }
 
-static inline char *hc_mmap_start(char *p) { return *(char **)(void *)(p - 16); }
+/* A calloc mapping (tag HC_MMAP_TAG_Z) always has its payload 16 bytes in, so its first word
+ * holds instead how far the program may have written it (hc_zc_dirty). */
+static inline char *hc_mmap_start(char *p)
+{
+    return *(uint32_t *)(void *)(p - 4) == HC_MMAP_TAG_Z ? p - 16 : *(char **)(void *)(p - 16);
+}
 static inline size_t hc_mmap_len(char *p) { return (size_t)*(uint32_t *)(void *)(p - 8) * hc_page(); }
 static inline size_t hc_mmap_off(char *p) { return (size_t)(p - hc_mmap_start(p)); }
 static inline int hc_is_mmapped(char *p)
@@ -155,15 +201,38 @@ static inline void hc_mmap_header(char *p, char *m, size_t len)
  * never wrote stays the kernel's shared zero page (not resident), as in a fresh mapping.  Only
  * what the program wrote stays resident while kept, as in glibc's heap.  Arena 0's (mapped
  * blocks all live there), under its lock; malloc_trim unmaps them all, the decay's purges
- * those unused for a whole period (hc_zc_drop). */
+ * those unused for a whole period (hc_zc_drop).
+ *
+ * What a kept mapping holds resident: every page a user of it wrote stays resident (cleared by
+ * the scan, never given back) until the mapping is unmapped.  Reused at sizes that vary, a
+ * mapping collects them: python3's bytes(n) writes its header and the page of its last byte,
+ * a different page at each size, so the kept mappings of python-pymalloc came to hold a third
+ * of their pages resident (read from /proc/self/pagemap), ~10 MiB the program never touched
+ * again -- 43 % of them past the end of the request the mapping was serving.  So each mapping
+ * carries its dirty extent (bytes from its start that may hold written pages: the largest
+ * request served since it was made or last released, page-rounded; the whole mapping once
+ * realloc grew the block in place or malloc_usable_size was asked), and a reuse:
+ *  - scans only up to that extent (the pages past it were never written: zero, not resident);
+ *  - with CALLOC_SHRINK = k > 0, takes the fitting mapping with the fewest dirty bytes past the
+ *    request, and releases them (MADV_DONTNEED, one call) when they are more than 1/k of the
+ *    mapping.  Each release is a system call, so it is off by default (docs/allocator.md). */
 #define HC_ZC_SLOTS 64u
 #define HC_ZC_STEPS 2u /* lengths: 2 per power of two */
+static inline size_t *hc_zc_dirty(char *p) { return (size_t *)(void *)(p - 16); }
+/* Mapped block p may now be written up to its mapping's end (realloc kept it in place for a
+ * larger size; malloc_usable_size told the program it may). */
+static inline void hc_zc_written(char *p)
+{
+    if (*(uint32_t *)(void *)(p - 4) == HC_MMAP_TAG_Z)
+        *hc_zc_dirty(p) = hc_mmap_len(p);
+}
 
 static struct {
     unsigned n;
     size_t bytes;
     char *map[HC_ZC_SLOTS];
     size_t len[HC_ZC_SLOTS];
+    size_t dirty[HC_ZC_SLOTS];       /* hc_zc_dirty of each */
     unsigned char seen[HC_ZC_SLOTS]; /* kept at a decay purge: unmapped at the next if still here */
 } hc_zc;
 
@@ -191,6 +260,7 @@ static int hc_zc_put(char *p)
         hc_zc.bytes > (size_t)(CALLOC_CACHE))
         return 0;
     hc_zc.map[hc_zc.n] = hc_mmap_start(p);
+    hc_zc.dirty[hc_zc.n] = *hc_zc_dirty(p);
     hc_zc.seen[hc_zc.n] = 0;
     hc_zc.len[hc_zc.n++] = len;
     hc_zc.bytes += len;
@@ -198,53 +268,75 @@ static int hc_zc_put(char *p)
     return 1;
 }
 
-/* Mapping m of len bytes as a calloc's block (payload 16 bytes in, as hc_mmap_block's). */
-static char *hc_zc_place(char *m, size_t len)
+/* Mapping m of len bytes as the block of a calloc of n bytes (payload 16 bytes in, as
+ * hc_mmap_block's), whose pages up to dirty may have been written before. */
+static char *hc_zc_place(char *m, size_t len, size_t n, size_t dirty)
 {
     char *p = m + 16;
     hc_mmap_header(p, m, len);
     *(uint32_t *)(void *)(p - 4) = HC_MMAP_TAG_Z;
+    size_t page = hc_page(), need = (16 + n + page - 1) & ~(page - 1);
+    *hc_zc_dirty(p) = need > dirty ? need : dirty;
     hc.st.mapped_bytes += len;
     hc.st.mapped_blocks++;
     hc_note_footprint();
     return p;
 }
 
-/* A new mapping of len bytes (hc_zc_round's) for a calloc: its payload, zero; NULL if the OS
- * refuses. */
-static HC_UNUSED void *hc_zc_map(size_t len)
+/* A new mapping of len bytes (hc_zc_round's) for a calloc of n: its payload, zero; NULL if
+ * the OS refuses. */
+static HC_UNUSED void *hc_zc_map(size_t len, size_t n)
 {
     char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     hc.last_clean = 1;
     HC_COUNT(mmaps, 1);
-    return hc_zc_place(m, len);
+    return hc_zc_place(m, len, n, 0);
 }
 
-/* The smallest kept mapping of at least len bytes as a calloc's block: its
- * payload (contents NOT zero), or NULL.  A longer one costs no memory: its pages that the
- * program never wrote are not resident. */
-static HC_UNUSED void *hc_zc_take(size_t len)
+/* A kept mapping of at least len bytes as the block of a calloc of n bytes: its payload, or
+ * NULL.  The smallest that fits (the least dirty of those), or with CALLOC_SHRINK the one with
+ * the fewest dirty bytes past the request (then the smallest).  Its contents are NOT zero: the
+ * caller zeroes the first *scan bytes (past them the pages were never written).  A longer
+ * mapping costs no memory for its pages never written. */
+static HC_UNUSED void *hc_zc_take(size_t len, size_t n, size_t *scan)
 {
+    size_t page = hc_page(), need = (16 + n + page - 1) & ~(page - 1);
     unsigned best = HC_ZC_SLOTS;
-    for (unsigned i = hc_zc.n; i-- > 0;)
-        if (hc_zc.len[i] >= len && (best == HC_ZC_SLOTS || hc_zc.len[i] < hc_zc.len[best]))
+    size_t best_past = 0;
+    for (unsigned i = hc_zc.n; i-- > 0;) {
+        if (hc_zc.len[i] < len)
+            continue;
+        size_t past = CALLOC_SHRINK > 0 && hc_zc.dirty[i] > need ? hc_zc.dirty[i] - need : 0;
+        if (best == HC_ZC_SLOTS || past < best_past ||
+            (past == best_past && (hc_zc.len[i] < hc_zc.len[best] ||
+                                   (hc_zc.len[i] == hc_zc.len[best] && hc_zc.dirty[i] < hc_zc.dirty[best])))) {
             best = i;
-    if (best < HC_ZC_SLOTS) {
-        unsigned i = best;
-        len = hc_zc.len[i];
-        char *m = hc_zc.map[i];
-        hc_zc.n--;
-        hc_zc.map[i] = hc_zc.map[hc_zc.n];
-        hc_zc.len[i] = hc_zc.len[hc_zc.n];
-        hc_zc.seen[i] = hc_zc.seen[hc_zc.n];
-        hc_zc.bytes -= len;
-        hc.st.calloc_maps_kept = hc_zc.bytes;
-        HC_COUNT(calloc_maps_reused, 1);
-        return hc_zc_place(m, len);
+            best_past = past;
+        }
     }
-    return NULL;
+    if (best == HC_ZC_SLOTS)
+        return NULL;
+    unsigned i = best;
+    len = hc_zc.len[i];
+    char *m = hc_zc.map[i];
+    size_t dirty = hc_zc.dirty[i];
+    hc_zc.n--;
+    hc_zc.map[i] = hc_zc.map[hc_zc.n];
+    hc_zc.len[i] = hc_zc.len[hc_zc.n];
+    hc_zc.dirty[i] = hc_zc.dirty[hc_zc.n];
+    hc_zc.seen[i] = hc_zc.seen[hc_zc.n];
+    hc_zc.bytes -= len;
+    hc.st.calloc_maps_kept = hc_zc.bytes;
+    HC_COUNT(calloc_maps_reused, 1);
+#if CALLOC_SHRINK > 0
+    if (dirty > need && dirty - need > len / (size_t)(CALLOC_SHRINK) &&
+        madvise(m + need, dirty - need, MADV_DONTNEED) == 0)
+        dirty = need;
+#endif
+    *scan = dirty > 16 ? (dirty - 16 < n ? dirty - 16 : n) : 0;
+    return hc_zc_place(m, len, n, dirty);
 }
 
 /* Unmap kept mappings: all of them (malloc_trim), or (the decay's purge) those already kept at
@@ -264,6 +356,7 @@ static HC_UNUSED size_t hc_zc_drop(int all)
         hc_zc.n--;
         hc_zc.map[i] = hc_zc.map[hc_zc.n];
         hc_zc.len[i] = hc_zc.len[hc_zc.n];
+        hc_zc.dirty[i] = hc_zc.dirty[hc_zc.n];
         hc_zc.seen[i] = hc_zc.seen[hc_zc.n];
     }
     hc.st.calloc_maps_kept = hc_zc.bytes;

@@ -111,7 +111,8 @@ struct hc_os_state {
 
 struct hc_state {
     char *base;        /* start of the reserved region */
-    char *limit;       /* its end */
+    char *limit;       /* its end: reserved so far (grows in place, hc_heap_grow) */
+    char *cap;         /* the most it may grow to: the end of the hole it started in */
     char *first;       /* the first block */
     char *top;         /* the wilderness: its header (§3.9) */
     char *end;         /* end of the committed heap */
@@ -194,7 +195,7 @@ static void hc_coalesce_complete(void);
 static void hc_account_alloc(size_t bytes);
 static void hc_account_free(size_t bytes);
 static size_t hc_page(void);
-static char *hc_os_reserve(size_t sz);
+static char *hc_os_reserve(char *at, size_t sz);
 static int hc_os_commit(char *upto);
 static inline void hc_os_mapped_freed(size_t usable);
 static inline void hc_os_tick(void);

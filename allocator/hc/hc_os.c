@@ -56,22 +56,41 @@ static int hc_os_strict_overcommit(void)
     return c == '2';
 }
 
-/* Reserve sz bytes of address space for the heap; NULL when the OS refuses. */
-static char *hc_os_reserve(size_t sz)
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */
+#endif
+
+/* Map sz bytes of reservation at exactly `at` (MAP_FIXED_NOREPLACE: never over another
+ * mapping), or anywhere if at is NULL; NULL when the OS refuses or the place is taken. */
+static char *hc_os_map_at(char *at, size_t sz, int prot)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED_NOREPLACE : 0);
+    char *m = mmap(at, sz, prot, flags, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (at && m != at) { /* an old kernel took the address as a hint */
+        munmap(m, sz);
+        return NULL;
+    }
+    return m;
+}
+
+/* Reserve sz bytes of address space for the heap, at `at` if not NULL; NULL when the OS
+ * refuses.  The first reservation (hc.base still NULL) decides whether the heap is writable
+ * from the start (HEAP_LAZY); the growths of hc_heap_grow map theirs alike. */
+static char *hc_os_reserve(char *at, size_t sz)
 {
     static int strict = -1;
+    if (hc.base)
+        return hc_os_map_at(at, sz, hc.os.lazy ? PROT_READ | PROT_WRITE : PROT_NONE);
     if (HEAP_LAZY && strict < 0)
         strict = hc_os_strict_overcommit();
-    if (HEAP_LAZY && !strict) {
-        void *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
-        if (m != MAP_FAILED) {
-            hc.os.lazy = 1;
-            return m;
-        }
+    char *m;
+    if (HEAP_LAZY && !strict && (m = hc_os_map_at(at, sz, PROT_READ | PROT_WRITE)) != NULL) {
+        hc.os.lazy = 1;
+        return m;
     }
-    void *m = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED)
+    if ((m = hc_os_map_at(at, sz, PROT_NONE)) == NULL)
         return NULL;
     hc.os.lazy = 0;
     hc.os.committed = m;

@@ -8,6 +8,13 @@
  *   calloc_os sparse      calloc of a 16 MiB table, every fourth page read then written (xz's
  *                         match finder on a small input): prints "resident R written W", the
  *                         pages the process's resident set grew by and the pages written
+ *   calloc_os reuse       callocs of 120 KiB .. 1 MiB whose users write them (their last byte,
+ *                         every page, past a realloc in place, up to malloc_usable_size), freed
+ *                         and calloc'd again: exit 3 if a calloc ever returns a nonzero byte;
+ *                         prints "ok"
+ *   calloc_os shrink      a 1 MiB calloc written whole and freed, then a 128 KiB calloc (the
+ *                         kept mapping is reused): prints "resident R", the pages the resident
+ *                         set shrank by at the second calloc
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -25,16 +32,19 @@ static long minflt(void)
     return u.ru_minflt;
 }
 
-/* The process's resident pages (/proc/self/statm's second field). */
+/* The process's resident pages, counted by a walk of its page tables (/proc/self/smaps_rollup;
+ * statm's count is a per-CPU estimate that lags by dozens of pages). */
 static long resident(void)
 {
-    long size = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f || fscanf(f, "%ld %ld", &size, &rss) != 2)
-        rss = -1;
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Rss: %ld kB", &kib) == 1)
+            break;
     if (f)
         fclose(f);
-    return rss;
+    return kib < 0 ? -1 : kib * 1024 / sysconf(_SC_PAGESIZE);
 }
 
 /* A mapped block's pointer is a page plus 16 bytes into its mapping (HC, glibc). */
@@ -89,6 +99,56 @@ int main(int argc, char **argv)
         free((void *)t);
         return 0;
     }
-    fputs("usage: calloc_os threshold|table|sparse\n", stderr);
+    if (argc == 2 && strcmp(argv[1], "reuse") == 0) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        unsigned seed = 1;
+        char *live[8] = { 0 };
+        for (int round = 0; round < 400; round++) {
+            int k = round % 8;
+            free(live[k]);
+            seed = seed * 1103515245u + 12345u;
+            size_t n = ((120u << 10) + (seed >> 8) % (900u << 10)) & ~(size_t)15;
+            char *c = calloc(1, n);
+            if (!c)
+                return 1;
+            for (size_t i = 0; i < n; i += 8)
+                if (*(uint64_t *)(void *)(c + i) != 0)
+                    return 3;
+            switch ((seed >> 4) % 4) {
+            case 0: c[n - 1] = 1; break;
+            case 1: for (size_t i = 0; i < n; i += page) c[i] = 1; break;
+            case 2: {
+                char *r = realloc(c, n + n / 4); /* within the mapping: kept in place */
+                if (!r)
+                    return 1;
+                c = r;
+                memset(c, 7, n + n / 4);
+                break;
+            }
+            default: memset(c, 9, malloc_usable_size(c)); break;
+            }
+            live[k] = c;
+        }
+        for (int k = 0; k < 8; k++)
+            free(live[k]);
+        puts("ok");
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "shrink") == 0) {
+        volatile char *big = calloc(1, mib - 4096); /* volatile: the writes before free stay */
+        if (!big)
+            return 1;
+        for (size_t i = 0; i < mib - 4096; i += 512)
+            big[i] = 1;
+        free((void *)big);
+        long before = resident();
+        char *c = calloc(1, 128 << 10);
+        if (!c)
+            return 1;
+        printf("resident %ld\n", before - resident());
+        free(c);
+        return 0;
+    }
+    fputs("usage: calloc_os threshold|table|sparse|reuse|shrink\n", stderr);
     return 2;
 }

@@ -11,6 +11,9 @@
  *                      at every poll (bench/decay_plot.py plots it).
  *        hc_os trim    the same allocation and frees, then malloc_trim(0): prints
  *                      "trim RET rss_kib R" right after it.
+ *        hc_os reserve MIB  one 1000-byte block, then "vm_kib V" (the process's address
+ *                      space, VmSize); then MIB MiB of 40 KiB blocks (below the mmap threshold:
+ *                      the heap), written and checked, and "vm_kib V" again.
  * Standard glibc API only, so the same binary runs on glibc and, under LD_PRELOAD, on HC.
  */
 #define _GNU_SOURCE
@@ -89,9 +92,51 @@ static void churn(void)
     munmap(ptrs, cap * sizeof *ptrs);
 }
 
+static long vm_kib(void)
+{
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static int reserve(size_t mib)
+{
+    char *one = malloc(1000);
+    if (!one)
+        return 1;
+    printf("vm_kib %ld\n", vm_kib());
+    size_t n = (mib << 20) / 40960;
+    char **v = malloc(n * sizeof *v);
+    if (!v)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!(v[i] = malloc(40960)))
+            return 1;
+        memset(v[i], (int)(i & 0x7f), 40960);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < 40960; j += 4093)
+            if (v[i][j] != (char)(i & 0x7f))
+                return 3;
+    printf("vm_kib %ld\n", vm_kib());
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+    free(one);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "decay";
+    if (!strcmp(mode, "reserve"))
+        return reserve(argc > 2 ? (size_t)atoi(argv[2]) : 1);
     churn();
     if (!strcmp(mode, "trim")) {
         int r = malloc_trim(0);
