@@ -59,7 +59,7 @@ SHAPES = {
                    "malloc+free pairs per second", 0.5, 0.15, True),
     "cross-thread": ("a ring of threads: blocks allocated by one thread, freed by the next; "
                      "blocks per second", 0.5, 0.15, True),
-    "cross-thread-big": ("the ring with blocks of 512 B-4 KiB (above HC generic's SMALL_MAX); "
+    "cross-thread-big": ("the ring with blocks of 512 B-4 KiB (mid sizes); "
                          "blocks per second", 0.5, 0.15, True),
     "producer-consumer": ("one thread allocates, the others free; frees per second",
                           0.5, 0.15, True),

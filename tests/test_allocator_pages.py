@@ -6,7 +6,8 @@
   1 KiB).
 - Every request size: usable size, alignment, calloc of dirty memory, realloc across the bound,
   the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES
-  (MID_CLASSES' stretched classes above 1 KiB included).
+  (MID_CLASSES' stretched classes above 1 KiB included); MID_CLASSES' classes fill their page
+  (their usable sizes, against the table without them).
 - A producer thread allocating and consumers freeing keeps a bounded resident size; the owner
   gets back every block other threads freed (counted from HC's statistics); an exited thread's
   pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
@@ -21,6 +22,7 @@
 
 import re
 import shutil
+import sys
 
 import pytest
 
@@ -34,7 +36,7 @@ SETTINGS = [
     ("off", {"SMALL_MAX": 0}),
     ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
     ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
-    ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8}),
+    ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8, "MID_CLASSES": 0}),
     ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16}),
     ("2500-c8-m8", {"SMALL_MAX": 2500, "SMALL_CLASSES": 8, "MID_CLASSES": 8}),
     ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
@@ -85,6 +87,31 @@ def test_every_size(c_program, release_libraries, debug_libraries, name, limit, 
         assert m, res.stdout
         if library == release_libraries[name]:  # the debug build adds a 16-byte red zone
             assert float(m.group(1)) < 1 / per2
+
+
+USABLE = ("import ctypes, sys\n"
+          "c = ctypes.CDLL(None)\n"
+          "c.malloc.restype = ctypes.c_void_p\n"
+          "c.malloc_usable_size.argtypes = [ctypes.c_void_p]\n"
+          "print(*[c.malloc_usable_size(c.malloc(int(n))) for n in sys.argv[1:]])\n")
+
+
+@pytest.mark.parametrize("name,want", [
+    # MID_CLASSES=0: 4 (or 8) classes per power of two throughout, 4096 a class of its own
+    ("4096-c8", {1025: 1152, 2049: 2304, 3600: 3840, 4096: 4096}),
+    # MID_CLASSES=16: 64-byte steps to 2 KiB, 128 above, each class stretched to fill its page:
+    # 2048 + 64 fits 31 blocks as 2048 does, so that class is 65280 / 31 = 2105 -> 2096; 4096
+    # fits 15 -> 4352 (a 64 KiB page less its 256-byte header, no tail left)
+    ("4096-m16", {1025: 1088, 2049: 2096, 3600: 3616, 4096: 4352}),
+])
+def test_mid_classes_fill_their_page(release_libraries, name, want):
+    res = run([sys.executable, "-c", USABLE, *want], release_libraries[name])
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert dict(zip(want, map(int, res.stdout.split()))) == want
+    for size in want.values():  # a stretched class leaves less than a block's 16 bytes per block
+        if name == "4096-m16" and size > 1024:
+            blocks = (65536 - 256) // size
+            assert 65536 - 256 - blocks * size < 16 * blocks
 
 
 def test_producer_consumers_bounded(c_program, release_libraries):

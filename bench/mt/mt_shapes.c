@@ -17,8 +17,9 @@
  *                    two link words, then the sizes above), writes
  *                    them, hands each batch to the next thread and frees the batches handed to
  *                    it (with 1 thread the ring is the thread itself); rate: blocks/s.
- *   cross-thread-big the ring with blocks of 512 B - 4 KiB (above the small sizes an allocator
- *                    may serve from per-thread pages: HC's generic SMALL_MAX is 768).
+ *   cross-thread-big the ring with blocks of 512 B - 4 KiB (the mid sizes, which an allocator
+ *                    may serve from per-thread pages or from a shared heap: HC's generic
+ *                    SMALL_MAX was 768 until issue 17's third pass, 4096 since).
  *   producer-consumer one thread allocates batches, THREADS-1 threads free them (with 1 thread
  *                    it does both in turn); rate: frees/s.
  *   mixed            AMOUNT operations in all (split over the threads) of malloc, realloc and
