@@ -3,6 +3,7 @@ a free loopback port, and talk HTTP to it with the standard library."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -10,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -79,12 +79,24 @@ class Served:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                status, ctype, data = r.status, r.headers.get("content-type", ""), r.read()
-        except urllib.error.HTTPError as e:
-            status, ctype, data = e.code, e.headers.get("content-type", ""), e.read()
+            try:
+                conn.request(method, path, body, headers)
+            except (BrokenPipeError, ConnectionResetError):
+                # the server answered before it read the whole body (a body over the limit is
+                # refused unread) and closed: its answer is still there to read
+                pass
+            r = conn.getresponse()
+            status, ctype, data = r.status, r.getheader("content-type", ""), r.read()
+            where = r.getheader("location")
+        finally:
+            conn.close()
+        if where and (status in (301, 302, 303) or status in (307, 308) and method == "GET"):
+            # followed as a browser (and urllib) would: a GET, without the body
+            kept = {k: v for k, v in headers.items()
+                    if k.lower() not in ("content-type", "content-length")}
+            return self.request("GET", where.removeprefix(self.base), headers=kept, api=api)
         return status, (json.loads(data) if ctype.startswith("application/json") else data)
 
     def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None, api=True):
