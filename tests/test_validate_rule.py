@@ -161,6 +161,30 @@ def test_memory_limit_leaves_out_candidates_of_any_kind():
            "memory limit" in s["verdict"]
 
 
+def test_a_mem_study_with_max_slowdown_keeps_its_time_limit_in_the_real_runs():
+    """mem with the study's --max-slowdown 100: jemalloc tuned, 30 % smaller but 5x glibc's
+    time in the real runs, is left out and a note says why; the smallest of the rest (all
+    within 2x glibc's time) is the answer. Without the limit, jemalloc tuned wins."""
+    cands = [_validate.Candidate("jemalloc tuned", "tuned", "jemalloc", setting={"tcache": False},
+                                 trial=3), cand("tuned #1", "tuned"),
+             cand("hc generic", "generic"), cand("glibc"), cand("jemalloc")]
+    runs = runs_for({"jemalloc tuned": (5.0, 70), "tuned #1": (1.5, 85),
+                     "hc generic": (1.0, 100), "glibc": (1.0, 100), "jemalloc": (0.9, 95)})
+    s = _validate.summarize(cands, runs, "mem")
+    assert s["recommendation"]["candidate"] == "jemalloc tuned" and s["time_limit_pct"] is None
+    s = _validate.summarize(cands, runs, "mem", max_slowdown=100)
+    assert s["recommendation"]["candidate"] == "tuned #1" and s["time_limit_pct"] == 100
+    assert [e["candidate"] for e in s["candidates"] if e.get("over_time_limit")] == \
+        ["jemalloc tuned"]
+    assert any(n.startswith("jemalloc tuned left out of the choice: wall time 5.00x glibc's, "
+                            "over the +100 % limit") for n in s["notes"]), s["notes"]
+    assert s["verdict"].startswith("use tuned #1 (HC, trial 7): 15 % smaller than generic HC")
+    # a perf study's limits are unchanged by it
+    p = _validate.summarize(cands, runs, "perf", max_slowdown=100)
+    assert p["time_limit_pct"] is None and not any(e.get("over_time_limit")
+                                                   for e in p["candidates"])
+
+
 def test_compare_and_validate_tables_keep_every_number_at_80_columns():
     """Rendered at 80 columns (a pipe, a CI log): no ellipsis, every number whole."""
     import io

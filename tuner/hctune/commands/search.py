@@ -101,7 +101,8 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
                    f"without it: at most {_obj.DEFAULT_PERF_MEMORY_OVERHEAD:g} % over the "
                    "larger of glibc's and generic HC's; 'none' lifts it.")
 @click.option("--max-slowdown", type=float, default=None, metavar="PCT",
-              help="Constraint: time (or instructions) at most PCT % over glibc on every trace.")
+              help="Constraint: time (or instructions) at most PCT % over glibc on every trace; "
+                   "validate keeps it for mem (median wall time of the real runs).")
 @click.option("--metric", type=click.Choice(_obj.METRICS), default=_options.default("metric"),
               show_default=True,
               help="What perf measures: CPU time, or instructions (deterministic).")

@@ -15,8 +15,9 @@ prediction against the real program, and so does `hctune validate`:
    times out, disqualifies its candidate (which then stops running);
 5. medians with 95 % intervals; ratios as the ratio of medians with a paired bootstrap over
    rounds (see `ratio_ci`); on the real measure (mem: peak RSS, or with the study's
-   --memory-measure the mean or final RSS of hcrun's RSS curve; perf and pareto: wall time
-   among those whose peak RSS is within the memory limit) the one rule of `rule.recommend`
+   --memory-measure the mean or final RSS of hcrun's RSS curve, among those whose wall time is
+   within the study's --max-slowdown when it has one; perf and pareto: wall time among those
+   whose peak RSS is within the memory limit) the one rule of `rule.recommend`
    (a candidate must win significantly over every simpler option) gives the recommendation
    among all candidates and the winner among the HC ones (what emit writes); and a verdict
    that names what to use, by how much, and every reference that did better.
@@ -123,8 +124,9 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
     all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
                                            on_round=on_round)
     limit, vs_generic = _limit(row, memory_limit)
+    slowdown = json.loads(row["options_json"] or "{}").get("max_slowdown")
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
-                        memory_measure)
+                        memory_measure, slowdown)
     summary["notes"] = notes + more + summary["notes"]
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"

@@ -9,8 +9,10 @@ allocator `jemalloc`).
 
 The rule (`recommend`):
 
-1. eligible: not disqualified, measured, and (perf) its median peak RSS within the memory cap
-   (when no candidate is, all of them stay eligible and the caller says so);
+1. eligible: not disqualified, measured, and within the cap on the other measure: (perf) its
+   median peak RSS within the memory limit, (mem, with the study's --max-slowdown) its median
+   wall time within the time limit (when no candidate is, all of them stay eligible and the
+   caller says so);
 2. each candidate has a simplicity: glibc, the allocator the program already has, is the
    simplest (0); any allocator used as it comes -- generic HC, jemalloc, mimalloc, tcmalloc, a
    library given with --lib -- is next (1); a tuned setting of any allocator is last (2);
@@ -40,17 +42,18 @@ def significantly_better(r: dict | None) -> bool:
     return bool(r) and r["ci"][1] < 1
 
 
-def recommend(entries: list[dict], measure: str, ratio, cap: float | None = None) -> dict:
+def recommend(entries: list[dict], measure: str, ratio, cap: float | None = None,
+              cap_field: str = "peak_rss_bytes") -> dict:
     """The rule above over `entries` (summary rows). `ratio(a, b, measure)` -> {"ratio", "ci"}
-    or None: a's median over b's with its interval; `cap`: perf's largest eligible median peak
-    RSS in bytes (None: no cap). Returns {"choice": the recommended row or None, "best": the
+    or None: a's median over b's with its interval; `cap`: the largest eligible median of
+    `cap_field` (perf: peak RSS in bytes; mem: wall seconds; None: no cap). Returns {"choice": the recommended row or None, "best": the
     eligible row with the best median, "over_cap": rows left out by the cap, "capped": whether
     the cap could be applied (False: none was within it)}."""
     measured = [e for e in entries if not e.get("disqualified")
                 and e["median"].get(measure) is not None]
     eligible, over, capped = measured, [], cap is not None
     if cap is not None:
-        within = [e for e in measured if (e["median"].get("peak_rss_bytes") or 0) <= cap]
+        within = [e for e in measured if (e["median"].get(cap_field) or 0) <= cap]
         over = [e for e in measured if e not in within]
         if within:
             eligible = within

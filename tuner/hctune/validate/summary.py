@@ -66,16 +66,28 @@ def _cap(rows, measure, memory_limit, memory_vs_generic):
     return base * (1 + memory_limit / 100), base, of
 
 
+def _time_cap(rows, max_slowdown):
+    """(largest eligible median wall time, glibc's, whose) for mem with a --max-slowdown (the
+    study's: the search's constraint, kept in the real runs); (None, ...) else."""
+    glibc = next((e for e in rows if e["candidate"] == "glibc"), None)
+    if max_slowdown is None or not glibc or not glibc["median"].get("wall_s"):
+        return None, None, None
+    base = glibc["median"]["wall_s"]
+    return base * (1 + max_slowdown / 100), base, "glibc's"
+
+
 def summarize(cands: list[Candidate], runs: list[dict], objective: str,
               memory_limit: float | None = DEFAULT_MEMORY_OVERHEAD, seed: int = 0,
-              memory_vs_generic: bool = False, memory_measure: str = "peak") -> dict:
+              memory_vs_generic: bool = False, memory_measure: str = "peak",
+              max_slowdown: float | None = None) -> dict:
     """Medians, intervals, ratios, the recommendation, the HC winner and the verdict from the
     stored runs (pure: the same runs give the same summary). perf/pareto choices keep median
     peak RSS within `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's
     and generic HC's). `recommendation` is the rule over every candidate (it can be glibc or
     another allocator); `winner` is the rule over the HC candidates: what `emit` writes.
     `memory_measure` (the study's --memory-measure): mem's measure, the peak RSS, or the mean
-    or the final RSS of the runs' RSS curve."""
+    or the final RSS of the runs' RSS curve. `max_slowdown` (the study's --max-slowdown): mem
+    choices keep median wall time within this many percent of glibc's."""
     import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     curve_rng = np.random.default_rng(seed + 1)
@@ -119,19 +131,24 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                         e[key][m] = ratio(e, by_label[other], m)
     measure = REAL_MEMORY_FIELDS[memory_measure] if objective == "mem" else "wall_s"
     cap, base, of = _cap(rows, measure, memory_limit, memory_vs_generic)
+    cap_field, limit, limit_pct = "peak_rss_bytes", "memory limit", memory_limit
+    if measure != "wall_s":
+        cap, base, of = _time_cap(rows, max_slowdown)
+        cap_field, limit, limit_pct = "wall_s", "time limit", max_slowdown
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
     # tuned too, but has no malloc.c: it competes in the recommendation only)
     hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")
-                         and e["allocator"] == "hc"], measure, ratio, cap)
-    overall = rule.recommend(rows, measure, ratio, cap)
+                         and e["allocator"] == "hc"], measure, ratio, cap, cap_field)
+    overall = rule.recommend(rows, measure, ratio, cap, cap_field)
     notes = []
     for e in overall["over_cap"]:
-        e["over_memory_limit"] = True
-        notes.append(f"{e['candidate']} left out of the choice: peak RSS "
-                     f"{e['median']['peak_rss_bytes'] / base:.2f}x {of}, over the "
-                     f"+{memory_limit:g} % limit")
+        e["over_memory_limit" if cap_field == "peak_rss_bytes" else "over_time_limit"] = True
+        what = "peak RSS" if cap_field == "peak_rss_bytes" else "wall time"
+        notes.append(f"{e['candidate']} left out of the choice: {what} "
+                     f"{e['median'][cap_field] / base:.2f}x {of}, over the "
+                     f"+{limit_pct:g} % limit")
     if cap is not None and not hc["capped"] and hc["choice"] is not None:
-        notes.append("no HC setting is within the memory limit; the HC choice ignores it")
+        notes.append(f"no HC setting is within the {limit}; the HC choice ignores it")
     winner, rec = hc["choice"], overall["choice"]
     if rec is not None and rec["kind"] in ("tuned", "generic") and rec["allocator"] == "hc":
         winner = rec          # the answer is an HC setting: emit writes that one
@@ -143,8 +160,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     gen_row = next((e for e in rows if e["kind"] == "generic"), None)
     significant = bool(winner and winner["kind"] == "tuned" and gen_row is not None
                        and rule.significantly_better(ratio(winner, gen_row, measure)))
-    verdict = _verdict(rows, measure, hc, overall, ratio)
-    dom = _dominating(rows, measure, rec, ratio, cap)
+    verdict = _verdict(rows, measure, hc, overall, ratio, limit)
+    dom = _dominating(rows, measure, rec, ratio, cap, cap_field)
     if dom:
         verdict += "; " + dom
 
@@ -156,6 +173,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     return {"objective": objective, "measure": measure, "memory_measure": memory_measure,
             "memory_limit_pct": memory_limit,
             "memory_limit_of": "max(glibc, generic HC)" if memory_vs_generic else "glibc",
+            "time_limit_pct": max_slowdown if measure != "wall_s" else None,
             "candidates": rows, "winner": brief(winner), "recommendation": brief(rec),
             "best_measured": overall["best"]["candidate"] if overall["best"] else None,
             "significant": significant, "verdict": verdict, "notes": notes,
@@ -183,7 +201,7 @@ def short(e: dict) -> str:
     return "generic HC" if e["kind"] == "generic" else e["candidate"]
 
 
-def _verdict(rows, measure, hc, overall, ratio) -> str:
+def _verdict(rows, measure, hc, overall, ratio, limit="memory limit") -> str:
     """What to use and why, in one line: the recommendation with its gain over the simpler
     options, the better-looking candidate it was preferred to, every reference whose median
     beat it (with its interval), and what `emit` writes when the answer is not HC."""
@@ -195,7 +213,7 @@ def _verdict(rows, measure, hc, overall, ratio) -> str:
     glibc, generic = label.get("glibc"), next((e for e in rows if e["kind"] == "generic"), None)
     parts = []
     if rule.simplicity(rec) == rule.SIMPLEST:
-        head = ("keep glibc: no allocator" + (" within the memory limit" if overall["over_cap"]
+        head = ("keep glibc: no allocator" + (f" within the {limit}" if overall["over_cap"]
                                                else "")
                 + f" was significantly {better} on this program")
     else:
@@ -222,7 +240,7 @@ def _verdict(rows, measure, hc, overall, ratio) -> str:
         r = ratio(e, rec, measure)
         if not r:
             continue
-        why = (" but over the memory limit" if e in overall["over_cap"]
+        why = (f" but over the {limit}" if e in overall["over_cap"]
                else "" if rule.significantly_better(r) else ", not significantly")
         parts.append(f"{e['candidate']} was {rule.pct(r, better, worse, short(rec))}{why}")
     if winner is not None and winner is not rec:
@@ -234,7 +252,7 @@ def _verdict(rows, measure, hc, overall, ratio) -> str:
     return "; ".join(parts)
 
 
-def _dominating(rows, measure, rec, ratio, cap) -> str | None:
+def _dominating(rows, measure, rec, ratio, cap, cap_field="peak_rss_bytes") -> str | None:
     """A candidate that is not significantly worse than the recommendation on its measure and
     significantly better on the other one, by DOMINATES % at least (a setting from the other
     objective's study, say)."""
@@ -245,7 +263,7 @@ def _dominating(rows, measure, rec, ratio, cap) -> str | None:
     for e in rows:
         if e is rec or e.get("disqualified") or e["median"].get(measure) is None:
             continue
-        if cap is not None and (e["median"].get("peak_rss_bytes") or 0) > cap:
+        if cap is not None and (e["median"].get(cap_field) or 0) > cap:
             continue
         r_m, r_o = ratio(e, rec, measure), ratio(e, rec, other)
         if r_m and r_o and r_m["ci"][0] <= 1 and rule.significantly_better(r_o) and \
