@@ -9,7 +9,7 @@ import pytest
 from hctune import knobs
 from hctune.db import Database
 from hctune.errors import HctuneError
-from hctune.search import options
+from hctune.search import objective, options
 from hctune.search import results, seeds, study
 
 HC = ("hc",)   # these tests measure HC's knobs with a model: HC alone, not the default
@@ -258,6 +258,29 @@ def test_a_threaded_trace_measured_on_one_thread_is_not_reused(db):
     m = ThreadedModel()
     study.run(db, (), study.Options(allocators=HC, trials=1, seeds=False, study="b"), measure_fn=m)
     assert m.calls.count(("glibc", None)) == 1
+
+
+def test_a_threaded_measurement_of_an_older_harness_is_not_reused(db):
+    """A threaded trace's stored measurement from before the harness read its RSS curve on the
+    busiest thread (no `harness` in it, or one below objective.HARNESS) is measured again; one
+    of today's harness is reused."""
+    study.run(db, (), study.Options(allocators=HC, trials=1, seeds=False, study="a"),
+              measure_fn=ThreadedModel())
+    m = ThreadedModel()
+    study.run(db, (), study.Options(allocators=HC, trials=1, seeds=False, study="b"), measure_fn=m)
+    assert m.calls.count(("glibc", None)) == 0           # today's: reused
+    with Database(db) as d:
+        rows = d.query("SELECT id, result_json FROM hc_measurements")
+        assert rows and all(json.loads(r["result_json"])["harness"] == objective.HARNESS
+                            for r in rows)
+        with d.transaction() as c:
+            for r in rows:
+                old = {k: v for k, v in json.loads(r["result_json"]).items() if k != "harness"}
+                c.execute("UPDATE hc_measurements SET result_json = :j WHERE id = :id",
+                          j=json.dumps(old), id=r["id"])
+    m = ThreadedModel()
+    study.run(db, (), study.Options(allocators=HC, trials=1, seeds=False, study="c"), measure_fn=m)
+    assert m.calls.count(("glibc", None)) == 1           # an older harness's: measured again
 
 
 def test_the_thread_decision_is_kept_with_the_study():

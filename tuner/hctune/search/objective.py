@@ -47,6 +47,10 @@ OBJECTIVES = ("mem", "perf", "pareto")
 # +15 %) is not pushed into the slow corners of the space that happen to fit under glibc.
 DEFAULT_PERF_MEMORY_OVERHEAD = 10.0
 METRICS = tuple(PERF_FIELDS)
+# The replay harness's version, stored with every measurement and bumped when a stored figure
+# of an older harness would mislead the search: 2, a threaded replay reads its RSS curve on its
+# busiest thread (0663786; the main thread of a server only starts and joins its workers).
+HARNESS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +147,12 @@ class Evaluator:
         return build.cache_key(render.render_malloc(_knobs.complete(setting)), build.compiler(),
                                build.CFLAGS)
 
+    @staticmethod
+    def _current(r: dict) -> bool:
+        """A stored result the harness of today would give: a threaded replay's memory figures
+        from a harness older than HARNESS are not (its RSS curve was read on the main thread)."""
+        return r.get("threads", 1) <= 1 or r.get("harness", 1) >= HARNESS
+
     def stored(self, trace: Trace, allocator: str, setting: dict | None):
         key = allocators.setting_key(allocator, setting)
         # this machine's own: a shared database holds other machines' times too
@@ -156,7 +166,8 @@ class Evaluator:
                    if (r.get("threads", 1) <= 1 or r.get("threads_mode") == "auto")
                    # a measurement from before the replay recorded this memory figure (the
                    # RSS curve's mean): measured again
-                   and r.get(self.mem_field, 0) is not None and self.mem_field in r]
+                   and r.get(self.mem_field, 0) is not None and self.mem_field in r
+                   and self._current(r)]
         if allocator == "hc" and setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
@@ -175,8 +186,8 @@ class Evaluator:
             fn = self._measure_fn
             if fn is None:
                 fn = replay.measure
-            result = fn(trace.path, allocator=allocator, setting=setting,
-                        repeat=self.repeat, metric=self.metric)
+            result = dict(fn(trace.path, allocator=allocator, setting=setting,
+                             repeat=self.repeat, metric=self.metric), harness=HARNESS)
             self._db().add_measurement(trace.id, allocator, key, self.metric, self.repeat,
                                        result)
             return result, False
