@@ -25,26 +25,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "proc.h"
+
 static long minflt(void)
 {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     return u.ru_minflt;
-}
-
-/* The process's resident pages, counted by a walk of its page tables (/proc/self/smaps_rollup;
- * statm's count is a per-CPU estimate that lags by dozens of pages). */
-static long resident(void)
-{
-    char line[256];
-    long kib = -1;
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Rss: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib < 0 ? -1 : kib * 1024 / sysconf(_SC_PAGESIZE);
 }
 
 /* A mapped block's pointer is a page plus 16 bytes into its mapping (HC, glibc). */

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
+
 #define TOTAL ((size_t)512 << 20)
 #define LIMIT_KIB (32 * 1024)
 
@@ -92,25 +94,12 @@ static void churn(void)
     munmap(ptrs, cap * sizeof *ptrs);
 }
 
-static long vm_kib(void)
-{
-    char line[256];
-    long kib = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 static int reserve(size_t mib)
 {
     char *one = malloc(1000);
     if (!one)
         return 1;
-    printf("vm_kib %ld\n", vm_kib());
+    printf("vm_kib %ld\n", proc_kib("status", "VmSize"));
     size_t n = (mib << 20) / 40960;
     char **v = malloc(n * sizeof *v);
     if (!v)
@@ -124,7 +113,7 @@ static int reserve(size_t mib)
         for (size_t j = 0; j < 40960; j += 4093)
             if (v[i][j] != (char)(i & 0x7f))
                 return 3;
-    printf("vm_kib %ld\n", vm_kib());
+    printf("vm_kib %ld\n", proc_kib("status", "VmSize"));
     for (size_t i = 0; i < n; i++)
         free(v[i]);
     free(v);

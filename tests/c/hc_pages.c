@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "hc_stats.h"
+#include "proc.h"
 
 static void die(const char *what, size_t n)
 {
@@ -424,23 +425,10 @@ static int short_threads(unsigned long n)
 
 /* ---- regions ---- */
 
-static long vm_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %ld", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 static int regions(size_t mib)
 {
     void *volatile first = malloc(24); /* the pages are set up (if not already) */
-    long vm = vm_kb();
+    long vm = proc_kib("status", "VmSize");
     free(first);
     size_t n = (mib << 20) / 64;
     void **blocks = malloc(n * sizeof *blocks); /* above SMALL_MAX: the paper's heap */

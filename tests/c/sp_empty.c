@@ -15,19 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Resident pages, from a walk of the page tables (statm's count lags by dozens of pages). */
-static long resident(void)
-{
-    char line[256];
-    long kib = -1;
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Rss: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib < 0 ? -1 : kib * 1024 / sysconf(_SC_PAGESIZE);
-}
+#include "proc.h"
 
 enum { BIG = 14 * 250, SMALL = 2 * 500 };
 static char *blocks[BIG], *small[SMALL];
