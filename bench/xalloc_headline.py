@@ -83,8 +83,10 @@ def compare(s: dict, objective: str) -> dict:
     by = {c["candidate"]: c for c in s["candidates"]}
     rec = s.get("recommendation") or s.get("winner") or {}
     w = by.get(rec.get("candidate"))
-    # perf: a default over the study's memory limit is not an answer to it either
-    over = {c["candidate"] for c in s["candidates"] if c.get("over_memory_limit")} | {
+    # a default over the study's limit (perf: memory; mem with --max-slowdown: time) is not
+    # an answer to it either
+    over = {c["candidate"] for c in s["candidates"]
+            if c.get("over_memory_limit") or c.get("over_time_limit")} | {
         n.split(" left out of the choice:")[0] for n in s.get("notes", [])
         if " left out of the choice:" in n}
     defaults = [by[d] for d in DEFAULTS if d in by and not by[d]["disqualified"]
@@ -158,14 +160,19 @@ def main(argv=None) -> int:
                     help="what mem minimises and validation chooses on (search "
                          "--memory-measure); auto: mean for the long-running programs, peak "
                          "for the rest")
+    ap.add_argument("--max-slowdown", type=float, default=None, metavar="PCT",
+                    help="mem studies: time at most PCT %% over glibc's (search "
+                         "--max-slowdown; validation keeps it); the study and the results "
+                         "file are named for it")
     ap.add_argument("--tables-only", action="store_true")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
     objectives = [o for o in a.objectives.split(",") if o]
     # one file per memory measure: a mean run does not mix with a peak one
-    done = out / ("xalloc-headline.json" if a.memory_measure in ("auto", "peak")
-                  else f"xalloc-headline-{a.memory_measure}.json")
+    slow = f"-slow{a.max_slowdown:g}" if a.max_slowdown is not None else ""
+    done = out / ("xalloc-headline" + ("" if a.memory_measure in ("auto", "peak")
+                                       else f"-{a.memory_measure}") + slow + ".json")
     results = json.loads(done.read_text()) if done.exists() else {}
     if not a.tables_only:
         out.mkdir(parents=True, exist_ok=True)
@@ -188,6 +195,9 @@ def main(argv=None) -> int:
                 if objective == "mem" and measure != "peak":
                     study += f"-{measure}"
                     more = ["--memory-measure", measure]
+                if objective == "mem" and slow:
+                    study += slow
+                    more += ["--max-slowdown", f"{a.max_slowdown:g}"]
                 headline_real.hctune(db, "search", trace, "--objective", objective,
                                      "--allocators", "installed", "--trials", a.trials,
                                      "--seed", 1, "--study", study, *more)
@@ -199,6 +209,7 @@ def main(argv=None) -> int:
     print(f"# .venv/bin/python bench/xalloc_headline.py --out {a.out} --trials {a.trials} "
           f"--runs {a.runs} --top {a.top} --scale {a.scale} --objectives {a.objectives} "
           + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "auto" else "")
+          + (f"--max-slowdown {a.max_slowdown:g} " if slow else "")
           + " ".join(a.programs))
     for objective in objectives:
         print(f"\n## {objective}: the validated winner on input b (searched on input a) against "
