@@ -8,11 +8,13 @@ tcmalloc as they come), and compare the validated winner with the best allocator
         [--runs 7] [--top 1] [--scale 1.0] [--memory-measure auto] [PROGRAM ...]
 
 PROGRAMs: wordpool (bench/wordpool.c: a word table beside a churning buffer pool), those of
-bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz), and two long-running
+bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz), and long-running
 ones: phased_server (bench/phased_server.c: four threads on the machine's cores serving bursts
-of requests with quiet spells between them) and phased_service (bench/phased_service.py: a
+of requests with quiet spells between them), phased_service (bench/phased_service.py: a
 Python service that loads a cache, evicts most of it and goes on serving), also as
-phased_service_t4 (the same script with a pool of four threads); default: all. The
+phased_service_t4 (the same script with a pool of four threads), and sqlite_session (Debian's
+sqlite3 through a five-phase session: load, index, aggregate, keep 1 in 32 rows, drop and
+VACUUM, small queries; see sqlite_session()); default: all. The
 batch programs' RSS is what they keep live; the long-running ones also hold memory they freed,
 which is where the decay and trim knobs act, so their mem objective is the time-weighted mean
 RSS (`--memory-measure auto`: mean for them, peak for the rest) and they have no perf row (their
@@ -41,10 +43,36 @@ _spec = importlib.util.spec_from_file_location("headline_real", ROOT / "bench" /
 headline_real = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(headline_real)
 
-LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4")
+LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4", "sqlite_session")
 PROGRAMS = ("wordpool", *headline_real.PROGRAMS, *LONG_RUNNING)
 DEFAULTS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 MEASURE = {"mem": "peak_rss_bytes", "perf": "wall_s"}
+
+
+def sqlite_session(path: Path, seed: int, scale: float):
+    """A long sqlite3 session in five phases: load a table of 60,000 rows (x scale, made by a
+    recursive query from the seed, so the output is fixed per seed), index, aggregate, keep 1 in
+    32 rows, drop the table and VACUUM (the pages go back to the allocator), then 400 small
+    range queries on what was kept."""
+    n = max(2000, int(60000 * scale))
+    lines = ["CREATE TABLE keep(k INTEGER PRIMARY KEY, a INTEGER, v TEXT);"]
+    for phase in range(5):
+        s = seed * 7 + phase
+        lines += [
+            "CREATE TABLE t(a INTEGER, b TEXT, c TEXT);",
+            f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) "
+            f"INSERT INTO t SELECT (x * 7919 + {s}) % 1000003, 'w' || ((x * 31 + {s}) % 5003), "
+            f"printf('%.*c', (x * 13 + {s}) % 200 + 10, 'x') FROM c;",
+            "CREATE INDEX tb ON t(b);",
+            "SELECT b, COUNT(*), SUM(a) FROM t GROUP BY b ORDER BY 2 DESC, 1 LIMIT 3;",
+            "SELECT COUNT(DISTINCT c), MAX(a) FROM t;",
+            "INSERT INTO keep(a, v) SELECT a, b || c FROM t WHERE a % 32 = 0;",
+            "DROP TABLE t;", "VACUUM;"]
+        for q in range(400):
+            lo = (q * 7919 + s) % max(1, n // 8)
+            lines.append(f"SELECT COUNT(*), SUM(length(v)) FROM keep "
+                         f"WHERE k BETWEEN {lo} AND {lo + 50};")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def command(name: str, out: Path, tag: str, seed: int, scale: float):
@@ -60,6 +88,10 @@ def command(name: str, out: Path, tag: str, seed: int, scale: float):
             subprocess.run(["cc", "-O2", "-pthread", "-o", str(exe),
                             str(ROOT / "bench" / "phased_server.c")], check=True)
         return [str(exe), "4", "6", str(max(100, int(6000 * scale))), str(seed)], {}
+    if name == "sqlite_session":
+        sql = out / f"session-{tag}.sql"
+        sqlite_session(sql, seed, scale)       # cheap, and follows --scale
+        return ["sqlite3", ":memory:", "-init", str(sql), ".quit"], {}
     if name in ("phased_service", "phased_service_t4"):
         py = headline_real.command("python3", out, tag, seed, scale)[0][0]
         return ([py, str(ROOT / "bench" / "phased_service.py"), str(seed),
