@@ -81,8 +81,9 @@
 #define HC_SP_PER2 ((SMALL_CLASSES) >= 8 ? 8u : (SMALL_CLASSES) >= 4 ? 4u : (SMALL_CLASSES) >= 2 ? 2u : 1u)
 /* Classes per power of two from HC_SP_MID_FROM up (MID_CLASSES; 0: HC_SP_PER2's spacing
  * throughout, the class sizes unstretched). */
-#define HC_SP_MID ((MID_CLASSES) >= 16 ? 16u : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u \
-                   : (MID_CLASSES) >= 2 ? 2u : (MID_CLASSES) >= 1 ? 1u : 0u)
+#define HC_SP_MID ((MID_CLASSES) >= 64 ? 64u : (MID_CLASSES) >= 32 ? 32u : (MID_CLASSES) >= 16 ? 16u \
+                   : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u : (MID_CLASSES) >= 2 ? 2u \
+                   : (MID_CLASSES) >= 1 ? 1u : 0u)
 #define HC_SP_MID_FROM 1024u
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
@@ -93,8 +94,9 @@
 #define MAP_FIXED_NOREPLACE 0x100000         /* Linux 4.17; older kernels take it as a hint */
 #endif
 /* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
- * MID_CLASSES 16: 64) */
-#define HC_SP_NCLS (HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+ * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
+ * a page holds, 63 down to 15: 32 + 50) */
+#define HC_SP_NCLS (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
@@ -433,6 +435,25 @@ static size_t hc_sp_release(struct hc_sp_page *pg)
     return done;
 }
 
+/* The empty pool's oldest page (its tail: hc_sp_take reuses from the head) released and moved to
+ * the clean list; the bytes given back. */
+static size_t hc_sp_release_oldest(void)
+{
+    struct hc_sp_page *pg = hc_sp_dirty_tail;
+    hc_sp_dirty_tail = pg->prev;
+    if (hc_sp_dirty_tail)
+        hc_sp_dirty_tail->next = NULL;
+    else
+        hc_sp_dirty = NULL;
+    hc_sp_ndirty--;
+    size_t done = hc_sp_release(pg);
+    pg->prev = NULL;
+    pg->next = hc_sp_clean;
+    hc_sp_clean = pg;
+    hc_sp_nclean++;
+    return done;
+}
+
 /* SMALL_EMPTY (beyond the paper): how many empty pages may stay resident -- 1/SMALL_EMPTY of
  * the pages in use, at least HC_SP_EMPTY_MIN -- before the oldest are released after DECAY_MS / 8
  * instead of DECAY_MS, and whatever DECAY_BYTES says.  The decay alone kept up to DECAY_BYTES (16 pages) resident for good and
@@ -479,21 +500,34 @@ static size_t hc_sp_decay(int all)
         return 0;
 #define HC_SP_DECAYED(pg) 0
 #endif
-    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail))) {
-        struct hc_sp_page *pg = hc_sp_dirty_tail;
-        hc_sp_dirty_tail = pg->prev;
-        if (hc_sp_dirty_tail)
-            hc_sp_dirty_tail->next = NULL;
-        else
-            hc_sp_dirty = NULL;
-        hc_sp_ndirty--;
-        done += hc_sp_release(pg);
-        pg->prev = NULL;
-        pg->next = hc_sp_clean;
-        hc_sp_clean = pg;
-        hc_sp_nclean++;
-    }
+    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail)))
+        done += hc_sp_release_oldest();
     return done;
+}
+
+/* SMALL_YIELD (beyond the paper): the paper's heap grew by n bytes (hc_heap.c's hc_heap_grow,
+ * under its arena's lock, so hc_sp_mu is only tried): while the empty pool holds more pages than
+ * hc_sp_keep's bound, the oldest are released now, at least n bytes' worth rounded up to whole
+ * pages, instead of after DECAY_MS / 8.  The pages cannot serve the heap, and the heap's growth is
+ * memory the process needs now: sqlite3's script frees 165 MiB of 1,032-byte blocks at the end of
+ * a sort, and its next phase grew the heap by ~18 MiB for page-cache blocks while the emptied
+ * pages still waited for the decay, so HC's peak RSS was the sum of both (glibc's freed blocks
+ * coalesce and serve that growth).  Pages within the bound are kept (python3 drops a container
+ * and refills its pages within milliseconds; docs/allocator-bench.md, "Empty pages yield to the
+ * heap").  Most recently emptied pages, which hc_sp_take reuses first, go last. */
+static HC_UNUSED void hc_sp_yield(size_t n)
+{
+#if SMALL_YIELD
+    if (__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED) <= HC_SP_EMPTY_MIN ||
+        __atomic_load_n(&hc_sp_state, __ATOMIC_RELAXED) <= 0 || pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return;
+    size_t keep = hc_sp_keep(), pages = (n + HC_SP_PAGE - 1) / HC_SP_PAGE;
+    for (; pages && hc_sp_ndirty > keep && hc_sp_dirty_tail; pages--)
+        hc_sp_release_oldest();
+    pthread_mutex_unlock(&hc_sp_mu);
+#else
+    (void)n;
+#endif
 }
 
 /* From the heap's decay (hc_os.c's hc_os_decay, on allocation slow paths of any arena), so that
@@ -1082,6 +1116,7 @@ static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
 struct hc_sp_totals { uint64_t pages, blocks, bytes; };
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}
+static inline HC_UNUSED void hc_sp_yield(size_t n) { (void)n; }
 static void hc_sp_fork_prepare(void) {}
 static void hc_sp_fork_parent(void) {}
 static void hc_sp_fork_child(void) {}
