@@ -221,6 +221,18 @@ static void hc_sp_classes(void)
             hc_sp_size[++c] = (uint32_t)fit;
         if (s >= HC_SP_LIMIT)
             break;
+#if SMALL_P2_HEADER
+        /* A power of two and a header: the class one granule above each power of two from 128
+         * (144, 272, 528, 1,040; stretched above 1 KiB), for the many requests of a power-of-two
+         * payload plus a few bytes (sqlite3's 1,032-byte rows took 1,088 bytes). */
+        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS) {
+            size_t x = s + 16;
+            if (HC_SP_MID && x > HC_SP_MID_FROM)
+                x = (HC_SP_PAGE - HC_SP_HEAD) / ((HC_SP_PAGE - HC_SP_HEAD) / x) & ~(size_t)15;
+            if (x > hc_sp_size[c] && x <= HC_SP_LIMIT)
+                hc_sp_size[++c] = (uint32_t)x;
+        }
+#endif
         size_t p2 = (size_t)1 << (63 - __builtin_clzll((unsigned long long)s));
         unsigned per = HC_SP_MID && s >= HC_SP_MID_FROM ? HC_SP_MID : HC_SP_PER2;
         size_t step = p2 / per > 16 ? p2 / per : 16;
