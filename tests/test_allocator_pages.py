@@ -38,7 +38,8 @@ SETTINGS = [
     ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
     ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
     ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8, "MID_CLASSES": 0}),
-    ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16}),
+    ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_P2_HEADER": 0, "SMALL_YIELD": 0}),
+    ("4096-m16-p2h", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_P2_HEADER": 1, "SMALL_YIELD": 1}),
     ("4096-m64-yield", {"SMALL_MAX": 4096, "MID_CLASSES": 64, "SMALL_YIELD": 1}),
     ("2500-c8-m8", {"SMALL_MAX": 2500, "SMALL_CLASSES": 8, "MID_CLASSES": 8}),
     ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
@@ -80,7 +81,8 @@ def test_stress_debug(c_program, debug_libraries, name, threads):
 
 @pytest.mark.parametrize("name,limit,per2", [("256-c4", 256, 4), ("1024-c4", 1024, 4),
                                              ("4096-c8", 4096, 8), ("1024-c1", 1024, 1),
-                                             ("4096-m16", 4096, 4), ("4096-m64-yield", 4096, 4),
+                                             ("4096-m16", 4096, 4), ("4096-m16-p2h", 4096, 4),
+                                             ("4096-m64-yield", 4096, 4),
                                              ("2500-c8-m8", 2500, 8)])
 def test_every_size(c_program, release_libraries, debug_libraries, name, limit, per2):
     for library in (release_libraries[name], debug_libraries[name]):
@@ -109,6 +111,10 @@ USABLE = ("import ctypes, sys\n"
     # MID_CLASSES=64: one class per count of blocks a page holds (62 blocks of 1,040, 61 of
     # 1,056 -- 60 of 1,072 would be 1,088 stretched -- ...), so sqlite3's 1,032-byte rows take 1,040
     ("4096-m64-yield", {1025: 1040, 1041: 1056, 1057: 1088, 1089: 1104, 2049: 2096, 4096: 4352}),
+    # SMALL_P2_HEADER: a class one granule above each power of two from 128 (2,048 + 16 is
+    # stretched to 2,096, the class there already)
+    ("4096-m16-p2h", {129: 144, 145: 160, 257: 272, 513: 528, 529: 640, 1025: 1040, 1041: 1088,
+                      2049: 2096, 4096: 4352}),
 ])
 def test_mid_classes_fill_their_page(release_libraries, name, want):
     res = run([sys.executable, "-c", USABLE, *want], release_libraries[name])
