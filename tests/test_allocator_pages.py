@@ -12,7 +12,10 @@
   gets back every block other threads freed (counted from HC's statistics); an exited thread's
   pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
   short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
-- A double free aborts with one line.
+- A double free aborts with one line (also a block another thread freed twice while it keeps
+  or holds it).
+- Other threads' frees (hc_remote.c): counted from HC's statistics -- frees, blocks kept by the
+  freeing thread (REMOTE_KEEP), pushes onto the pages' atomic lists (REMOTE_BATCH).
 - The pages' region is reserved 64 MiB at first and grows as needed.
 - Real programs with the layer on give glibc's output: gawk, sqlite3, and a threaded C++ program
   (tests/c/mt_wordfreq.cpp).
@@ -49,9 +52,14 @@ SETTINGS = [
     ("1024-nocache", {"SMALL_MAX": 1024, "TCACHE_COUNT": 0}),
     ("1024-one-arena", {"SMALL_MAX": 1024, "ARENAS": 1}),
     ("1024-16-arenas", {"SMALL_MAX": 1024, "ARENAS": 16, "TCACHE_COUNT": 0}),
+    # other threads' blocks kept by the freeing thread and pushed back in batches (hc_remote.c)
+    ("4096-keep-batch", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "REMOTE_KEEP": 16,
+                         "REMOTE_BATCH": 8}),
+    ("1024-keep1-batch2", {"SMALL_MAX": 1024, "REMOTE_KEEP": 1, "REMOTE_BATCH": 2}),
 ]
 IDS = [name for name, _ in SETTINGS]
 ON = "1024-c4"
+KEEP = "4096-keep-batch"
 THREADS = 4
 
 
@@ -59,10 +67,13 @@ release_libraries, debug_libraries = libraries_by_id(SETTINGS)
 run = run_preloaded
 
 
-@pytest.fixture(params=["release", "debug"])
+@pytest.fixture(params=[("release", ON), ("debug", ON), ("release", KEEP), ("debug", KEEP)],
+                ids=["release", "debug", "release-keep", "debug-keep"])
 def pages_on(request):
-    """(kind, the library with the pages on, built release or debug)."""
-    return request.param, request.getfixturevalue(f"{request.param}_libraries")[ON]
+    """(kind, the library with the pages on, built release or debug; and with other threads'
+    blocks kept and batched, REMOTE_KEEP and REMOTE_BATCH)."""
+    kind, name = request.param
+    return kind, request.getfixturevalue(f"{kind}_libraries")[name]
 
 
 def stress(program, library, ops, seed, slots, threads):
@@ -231,6 +242,39 @@ def test_double_free_aborts(c_program, pages_on):
     assert res.returncode < 0 and "double free" in res.stderr, res.stdout + res.stderr
 
 
+@pytest.mark.parametrize("name,size,want", [
+    # off: every free of another thread's block is one push
+    ("1024-c4", 1000, "frees=100 kept=0 pushes=100 reused=0"),
+    # REMOTE_KEEP=16: the freeing thread keeps 16 (its next 16 mallocs of the size are those;
+    # it frees them again, kept again); the 100 blocks of 1 KiB fill 63 of one page and 37 of
+    # another: 47 and 37 more go in batches of 8 per page (5 + 4 pushes), and each page's last
+    # few and the 16 kept are pushed at its exit (2 + 16)
+    ("4096-keep-batch", 1000, "frees=116 kept=32 pushes=27 reused=16"),
+    # blocks under 256 bytes are never kept (they share cache lines): batches only, one page,
+    # 12 pushes and the last 4 at exit
+    ("4096-keep-batch", 100, "frees=100 kept=0 pushes=13 reused=0"),
+    # one kept, pairs: 62 of the first page (31 pushes), 37 of the second (18, and the odd one
+    # at exit with the kept one)
+    ("1024-keep1-batch2", 1000, "frees=101 kept=2 pushes=51 reused=1"),
+])
+def test_remote_frees_counted(c_program, release_libraries, debug_libraries, name, size, want):
+    """A thread frees 100 blocks of the main thread's pages, then allocates 100 of the same size
+    and frees them: HC's counts of the frees, the blocks kept and the atomic pushes (exact: the
+    thread's counts join the process's when it exits)."""
+    for library in (release_libraries[name], debug_libraries[name]):
+        res = run([c_program("hc_pages"), "keep", size, 100], library)
+        assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+        assert res.stdout == f"ok keep {want}\n"
+
+
+@pytest.mark.parametrize("name", ["4096-keep-batch", "1024-keep1-batch2"])
+def test_double_free_of_a_kept_block_aborts(c_program, release_libraries, name):
+    """Another thread frees a block twice: the first free keeps (or holds) it, the second finds
+    it there."""
+    res = run([c_program("hc_pages"), "keepdouble"], release_libraries[name])
+    assert res.returncode < 0 and "double free" in res.stderr, res.stdout + res.stderr
+
+
 def _stats(library, program, *args):
     res = run([program, *args], library, HCMALLOC_STATS="1")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -274,9 +318,9 @@ def test_programs_with_the_layer_on(release_libraries, debug_libraries, tmp_path
 
 
 STRICT_VARIANTS = [["SMALL_MAX=1024"], ["SMALL_MAX=4096", "SMALL_CLASSES=8", "DECAY_MS=0", "MID_CLASSES=64",
-                                       "SMALL_IDLE=1", "SMALL_P2_HEADER=1",
-                                       "SMALL_YIELD=1"],
-                   ["SMALL_MAX=16", "SMALL_CLASSES=1", "ARENAS=1", "TCACHE_COUNT=0"]]
+                                       "SMALL_IDLE=1", "SMALL_P2_HEADER=1", "SMALL_YIELD=1"],
+                   ["SMALL_MAX=16", "SMALL_CLASSES=1", "ARENAS=1", "TCACHE_COUNT=0"],
+                   ["SMALL_MAX=4096", "REMOTE_KEEP=8", "REMOTE_BATCH=8"]]
 
 
 @pytest.mark.parametrize("debug", [False, True], ids=["release", "debug"])

@@ -24,7 +24,7 @@ from hctune.trace.writer import Writer
 # thread, "threads" four)
 TEST_VALUES = {
     "glibc": {"mmap_threshold": 4096, "trim_threshold": 67108864, "top_pad": 16777216,
-              "tcache_count": 0, "tcache_max": 0, "mxfast": 0},
+              "tcache_count": 0, "tcache_max": 0, "mxfast": 0, "hugetlb": 1},
     "jemalloc": {"dirty_decay_ms": 0, "muzzy_decay_ms": -1, "tcache": 0,
                  "tcache_max": 1048576, "retain": 0, "oversize_threshold": 65536,
                  "lg_extent_max_active_fit": 0, "narenas": 1, "background_thread": 1},
@@ -43,6 +43,9 @@ INERT = {
                             "instructions: the threads' interleaving decides it)",
     ("jemalloc", "thp"): "THP is in madvise mode here; on a trace this small the change is "
                          "under 1 % of RSS and instructions",
+    ("jemalloc", "metadata_thp"): "jemalloc's metadata on these traces is a few pages; huge "
+                                  "pages for it move instructions by about 0.5 %, run to run "
+                                  "(whether the kernel hands out a huge page decides it)",
     ("mimalloc", "segment_decommit_delay"): "acts on whole free segments, which the small "
                                             "replays only have when threads interleave",
     ("mimalloc", "decommit_extend_delay"): "only lengthens a pending decommit; the figures "

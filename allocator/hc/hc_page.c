@@ -31,8 +31,10 @@
  *  - Owner.  A page belongs to one thread (the thread's record, `hc_sp_me`).  The owner pops and
  *    pushes its page's free list with no lock and no atomic instruction.  Another thread's free
  *    pushes the block onto the page's own atomic list (`xfree`, a compare-and-swap loop on its
- *    own cache line); the owner takes that whole list with one exchange when the page's local
- *    list runs dry.  There is one consumer, so the exchange has no ABA problem.  The owner keeps,
+ *    own cache line, the list's length kept in the same word); the owner takes that whole list
+ *    with one exchange when the page's local list runs dry, without walking it.  hc_remote.c
+ *    can keep such a block in the freeing thread or batch the pushes (REMOTE_KEEP,
+ *    REMOTE_BATCH).  There is one consumer, so the exchange has no ABA problem.  The owner keeps,
  *    per class, a list of pages with free blocks (its head is the page malloc pops) and a list
  *    of full pages.  A full page comes back when its owner frees into it, or when the owner,
  *    about to take a new page, scans its full pages for other threads' frees: only after it took
@@ -130,8 +132,10 @@ struct hc_sp_page {
                                  * signed test catches both "now empty" and "was full" */
     uint32_t where;
     char pad1[64 - 40];
-    /* line 2: other threads' frees */
-    void *xfree;
+    /* line 2: other threads' frees: the head of their list in the low HC_SP_XSHIFT bits, how
+     * many blocks it holds above them (hc_sp_xpush), so the owner takes the list without
+     * walking it */
+    uintptr_t xfree;
 };
 
 /* A thread's pages.  cur[c] is the head of class c's list of pages with free blocks, or
@@ -154,6 +158,17 @@ static struct hc_sp_page hc_sp_none;
 static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-exec"))) = {
     .cur = { [0 ... HC_SP_NCLS - 1] = &hc_sp_none }
 };
+
+/* hc_remote.c (after this file): other threads' blocks kept by the thread that freed them
+ * (REMOTE_KEEP), and the remote-free counts. */
+static inline int hc_rm_keep(struct hc_sp_page *pg, void *p, uint64_t key);
+static inline void *hc_rm_take(unsigned c);
+static inline void hc_rm_count_free(void);
+static inline void hc_rm_push(struct hc_sp_page *pg, void *p);
+static void hc_rm_flush(void);
+static void hc_rm_exit(void);
+static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
+static void hc_rm_stats(struct hc_stats *out);
 
 /* The region: [base, base + span).  Before it exists span is 0, so free()'s compare fails for
  * every pointer.  Both in one cache line, read together by free(); base is set once, span only
@@ -416,23 +431,42 @@ static void hc_sp_push_full(struct hc_sp_thread *t, struct hc_sp_page *pg)
     t->nfull[c]++;
 }
 
+/* The atomic list's word: user addresses fit in 47 bits, a page's blocks (at most 4,080) in 16. */
+#define HC_SP_XSHIFT 48u
+#define HC_SP_XHEAD(x) ((void *)((x) & (((uintptr_t)1 << HC_SP_XSHIFT) - 1)))
+
+/* Another thread's free of p onto pg's atomic list: one compare-and-swap, the count with it. */
+static inline void hc_sp_xpush(struct hc_sp_page *pg, void *p)
+{
+    uintptr_t head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED), x;
+    do {
+        *(void **)p = HC_SP_XHEAD(head);
+        x = (uintptr_t)p | ((head >> HC_SP_XSHIFT) + 1) << HC_SP_XSHIFT;
+    } while (!__atomic_compare_exchange_n(&pg->xfree, &head, x, 1, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+}
+
 /* Take the blocks other threads freed onto pg's own list (pg's owner, or anyone holding hc_sp_mu
- * for a page no thread owns). */
+ * for a page no thread owns).  The list's length comes with it, so when the page's own list is
+ * empty (malloc's slow path) the blocks are not walked here: each block's link was written by
+ * another core, and a walk was a chain of misses that the pops, prefetching one block ahead,
+ * overlap with the program's work. */
 static void hc_sp_collect(struct hc_sp_page *pg)
 {
     if (!__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED))
         return;
-    void *x = __atomic_exchange_n(&pg->xfree, NULL, __ATOMIC_ACQUIRE);
+    uintptr_t x = __atomic_exchange_n(&pg->xfree, 0, __ATOMIC_ACQUIRE);
     if (!x)
         return;
-    uint32_t n = 1;
-    void *last = x;
-    while (*(void **)last) {
-        last = *(void **)last;
-        n++;
+    uint32_t n = (uint32_t)(x >> HC_SP_XSHIFT);
+    void *first = HC_SP_XHEAD(x);
+    if (pg->free) {
+        void *last = first;
+        while (*(void **)last)
+            last = *(void **)last;
+        *(void **)last = pg->free;
     }
-    *(void **)last = pg->free;
-    pg->free = x;
+    pg->free = first;
     if (hc_unlikely(n > (pg->used & ~HC_SP_FULLBIT)))
         hc_fail("free(): double free (a block freed twice by other threads)");
     pg->used -= n;
@@ -621,7 +655,7 @@ static void hc_sp_format(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned
     pg->free = NULL;
     pg->bump = first;
     pg->used = 0;
-    __atomic_store_n(&pg->xfree, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&pg->xfree, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
 }
 
@@ -803,6 +837,16 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     unsigned c = hc_sp_cls[(want + 15) >> 4];
     if (!c)
         c = 1;
+    char *b = hc_rm_take(c); /* a block of another thread's page this thread freed */
+    if (b) {
+        *clean = 0;
+#if HC_DEBUG
+        hc_sp_red_check(b, hc_sp_page_of(b)->size);
+        hc_sp_dbg_tick(t);
+#endif
+        *hc_sp_keyp(b) = 0;
+        return b;
+    }
     struct hc_sp_page *pg;
     for (;;) {
         while ((pg = hc_sp_avail(t, c)) != NULL) {
@@ -825,7 +869,7 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
         t->fresh[c]++;
         hc_sp_push_avail(t, pg, 1);
     }
-    char *b = pg->free;
+    b = pg->free;
     if (b) {
         pg->free = *(void **)b;
         __builtin_prefetch(pg->free, 1); /* as hc_sp_pop does */
@@ -894,8 +938,10 @@ static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
 
 static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
 {
-    if (pg->owner != &hc_sp_me)
+    if (pg->owner != &hc_sp_me) {
+        hc_rm_double_free_check(pg, p); /* kept by this thread (REMOTE_KEEP)? */
         return; /* another thread's page: its free list is not ours to walk */
+    }
     for (void *q = pg->free; q; q = *(void **)q)
         if (q == p)
             hc_fail("free(): double free (block already free on its page)");
@@ -923,11 +969,11 @@ static HC_NOINLINE void hc_sp_free_remote(struct hc_sp_page *pg, void *p, uint64
 {
     if (hc_unlikely(!pg->size))
         hc_fail("free(): invalid pointer (not a block of a small page in use, or freed twice)");
+    hc_rm_count_free();
+    if (hc_rm_keep(pg, p, key))
+        return;
     *hc_sp_keyp(p) = key;
-    void *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
-    do
-        *(void **)p = head;
-    while (!__atomic_compare_exchange_n(&pg->xfree, &head, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    hc_rm_push(pg, p); /* onto the page's atomic list, at once or in a batch (hc_remote.c) */
 }
 
 /* The owner's push, else the atomic list (p checked). */
@@ -986,6 +1032,7 @@ static void hc_sp_exit(void *arg)
 {
     struct hc_sp_thread *t = arg;
     size_t orphaned = 0;
+    hc_rm_exit(); /* kept blocks back onto their pages' lists, first: some may be t's own */
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -1028,6 +1075,7 @@ static size_t hc_sp_trim(void)
     if (hc_sp_state <= 0)
         return 0;
     struct hc_sp_thread *t = &hc_sp_me;
+    hc_rm_flush(); /* kept blocks back onto their pages' lists */
     if (t->state == HC_SP_LIVE)
         for (unsigned c = 1; c < HC_SP_NCLS; c++) {
             struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
@@ -1083,6 +1131,7 @@ static void hc_sp_stats(struct hc_stats *out)
     struct hc_sp_totals t = hc_sp_totals();
     if (!t.pages)
         return;
+    hc_rm_stats(out);
     pthread_mutex_lock(&hc_sp_mu);
     out->small_pages = t.pages;
     out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
