@@ -8,11 +8,13 @@ tcmalloc as they come), and compare the validated winner with the best allocator
         [--runs 7] [--top 1] [--scale 1.0] [--memory-measure auto] [PROGRAM ...]
 
 PROGRAMs: wordpool (bench/wordpool.c: a word table beside a churning buffer pool), those of
-bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz), and two long-running
+bench/headline_real.py (gawk groff ghostscript python3 sqlite3 perl xz), and long-running
 ones: phased_server (bench/phased_server.c: four threads on the machine's cores serving bursts
-of requests with quiet spells between them) and phased_service (bench/phased_service.py: a
+of requests with quiet spells between them), phased_service (bench/phased_service.py: a
 Python service that loads a cache, evicts most of it and goes on serving), also as
-phased_service_t4 (the same script with a pool of four threads); default: all. The
+phased_service_t4 (the same script with a pool of four threads), and sqlite_session (Debian's
+sqlite3 through a five-phase session: load, index, aggregate, keep 1 in 32 rows, drop and
+VACUUM, small queries; see sqlite_session()); default: all. The
 batch programs' RSS is what they keep live; the long-running ones also hold memory they freed,
 which is where the decay and trim knobs act, so their mem objective is the time-weighted mean
 RSS (`--memory-measure auto`: mean for them, peak for the rest) and they have no perf row (their
@@ -41,10 +43,36 @@ _spec = importlib.util.spec_from_file_location("headline_real", ROOT / "bench" /
 headline_real = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(headline_real)
 
-LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4")
+LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4", "sqlite_session")
 PROGRAMS = ("wordpool", *headline_real.PROGRAMS, *LONG_RUNNING)
 DEFAULTS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 MEASURE = {"mem": "peak_rss_bytes", "perf": "wall_s"}
+
+
+def sqlite_session(path: Path, seed: int, scale: float):
+    """A long sqlite3 session in five phases: load a table of 60,000 rows (x scale, made by a
+    recursive query from the seed, so the output is fixed per seed), index, aggregate, keep 1 in
+    32 rows, drop the table and VACUUM (the pages go back to the allocator), then 400 small
+    range queries on what was kept."""
+    n = max(2000, int(60000 * scale))
+    lines = ["CREATE TABLE keep(k INTEGER PRIMARY KEY, a INTEGER, v TEXT);"]
+    for phase in range(5):
+        s = seed * 7 + phase
+        lines += [
+            "CREATE TABLE t(a INTEGER, b TEXT, c TEXT);",
+            f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) "
+            f"INSERT INTO t SELECT (x * 7919 + {s}) % 1000003, 'w' || ((x * 31 + {s}) % 5003), "
+            f"printf('%.*c', (x * 13 + {s}) % 200 + 10, 'x') FROM c;",
+            "CREATE INDEX tb ON t(b);",
+            "SELECT b, COUNT(*), SUM(a) FROM t GROUP BY b ORDER BY 2 DESC, 1 LIMIT 3;",
+            "SELECT COUNT(DISTINCT c), MAX(a) FROM t;",
+            "INSERT INTO keep(a, v) SELECT a, b || c FROM t WHERE a % 32 = 0;",
+            "DROP TABLE t;", "VACUUM;"]
+        for q in range(400):
+            lo = (q * 7919 + s) % max(1, n // 8)
+            lines.append(f"SELECT COUNT(*), SUM(length(v)) FROM keep "
+                         f"WHERE k BETWEEN {lo} AND {lo + 50};")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def command(name: str, out: Path, tag: str, seed: int, scale: float):
@@ -60,6 +88,10 @@ def command(name: str, out: Path, tag: str, seed: int, scale: float):
             subprocess.run(["cc", "-O2", "-pthread", "-o", str(exe),
                             str(ROOT / "bench" / "phased_server.c")], check=True)
         return [str(exe), "4", "6", str(max(100, int(6000 * scale))), str(seed)], {}
+    if name == "sqlite_session":
+        sql = out / f"session-{tag}.sql"
+        sqlite_session(sql, seed, scale)       # cheap, and follows --scale
+        return ["sqlite3", ":memory:", "-init", str(sql), ".quit"], {}
     if name in ("phased_service", "phased_service_t4"):
         py = headline_real.command("python3", out, tag, seed, scale)[0][0]
         return ([py, str(ROOT / "bench" / "phased_service.py"), str(seed),
@@ -83,8 +115,10 @@ def compare(s: dict, objective: str) -> dict:
     by = {c["candidate"]: c for c in s["candidates"]}
     rec = s.get("recommendation") or s.get("winner") or {}
     w = by.get(rec.get("candidate"))
-    # perf: a default over the study's memory limit is not an answer to it either
-    over = {c["candidate"] for c in s["candidates"] if c.get("over_memory_limit")} | {
+    # a default over the study's limit (perf: memory; mem with --max-slowdown: time) is not
+    # an answer to it either
+    over = {c["candidate"] for c in s["candidates"]
+            if c.get("over_memory_limit") or c.get("over_time_limit")} | {
         n.split(" left out of the choice:")[0] for n in s.get("notes", [])
         if " left out of the choice:" in n}
     defaults = [by[d] for d in DEFAULTS if d in by and not by[d]["disqualified"]
@@ -158,14 +192,19 @@ def main(argv=None) -> int:
                     help="what mem minimises and validation chooses on (search "
                          "--memory-measure); auto: mean for the long-running programs, peak "
                          "for the rest")
+    ap.add_argument("--max-slowdown", type=float, default=None, metavar="PCT",
+                    help="mem studies: time at most PCT %% over glibc's (search "
+                         "--max-slowdown; validation keeps it); the study and the results "
+                         "file are named for it")
     ap.add_argument("--tables-only", action="store_true")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
     objectives = [o for o in a.objectives.split(",") if o]
     # one file per memory measure: a mean run does not mix with a peak one
-    done = out / ("xalloc-headline.json" if a.memory_measure in ("auto", "peak")
-                  else f"xalloc-headline-{a.memory_measure}.json")
+    slow = f"-slow{a.max_slowdown:g}" if a.max_slowdown is not None else ""
+    done = out / ("xalloc-headline" + ("" if a.memory_measure in ("auto", "peak")
+                                       else f"-{a.memory_measure}") + slow + ".json")
     results = json.loads(done.read_text()) if done.exists() else {}
     if not a.tables_only:
         out.mkdir(parents=True, exist_ok=True)
@@ -188,6 +227,9 @@ def main(argv=None) -> int:
                 if objective == "mem" and measure != "peak":
                     study += f"-{measure}"
                     more = ["--memory-measure", measure]
+                if objective == "mem" and slow:
+                    study += slow
+                    more += ["--max-slowdown", f"{a.max_slowdown:g}"]
                 headline_real.hctune(db, "search", trace, "--objective", objective,
                                      "--allocators", "installed", "--trials", a.trials,
                                      "--seed", 1, "--study", study, *more)
@@ -199,6 +241,7 @@ def main(argv=None) -> int:
     print(f"# .venv/bin/python bench/xalloc_headline.py --out {a.out} --trials {a.trials} "
           f"--runs {a.runs} --top {a.top} --scale {a.scale} --objectives {a.objectives} "
           + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "auto" else "")
+          + (f"--max-slowdown {a.max_slowdown:g} " if slow else "")
           + " ".join(a.programs))
     for objective in objectives:
         print(f"\n## {objective}: the validated winner on input b (searched on input a) against "

@@ -75,5 +75,8 @@ def test_thread_knobs_are_declared_for_the_threaded_search():
     assert table["TCACHE_MAX"].search == "int" and table["TCACHE_MAX"].search_step == 16
     arenas = table["ARENAS"]
     assert arenas.threads and arenas.search != "fixed" and arenas.single_thread_value == 1
+    for name in ("REMOTE_KEEP", "REMOTE_BATCH"):  # other threads' frees (hc_remote.c)
+        k = table[name]
+        assert k.threads and k.search != "fixed" and k.min == 0 and k.default == 0
     assert not any(k.threads for n, k in table.items()
-                   if not n.startswith("TCACHE_") and n != "ARENAS")
+                   if not n.startswith(("TCACHE_", "REMOTE_")) and n != "ARENAS")

@@ -31,8 +31,10 @@
  *  - Owner.  A page belongs to one thread (the thread's record, `hc_sp_me`).  The owner pops and
  *    pushes its page's free list with no lock and no atomic instruction.  Another thread's free
  *    pushes the block onto the page's own atomic list (`xfree`, a compare-and-swap loop on its
- *    own cache line); the owner takes that whole list with one exchange when the page's local
- *    list runs dry.  There is one consumer, so the exchange has no ABA problem.  The owner keeps,
+ *    own cache line, the list's length kept in the same word); the owner takes that whole list
+ *    with one exchange when the page's local list runs dry, without walking it.  hc_remote.c
+ *    can keep such a block in the freeing thread or batch the pushes (REMOTE_KEEP,
+ *    REMOTE_BATCH).  There is one consumer, so the exchange has no ABA problem.  The owner keeps,
  *    per class, a list of pages with free blocks (its head is the page malloc pops) and a list
  *    of full pages.  A full page comes back when its owner frees into it, or when the owner,
  *    about to take a new page, scans its full pages for other threads' frees: only after it took
@@ -81,8 +83,9 @@
 #define HC_SP_PER2 ((SMALL_CLASSES) >= 8 ? 8u : (SMALL_CLASSES) >= 4 ? 4u : (SMALL_CLASSES) >= 2 ? 2u : 1u)
 /* Classes per power of two from HC_SP_MID_FROM up (MID_CLASSES; 0: HC_SP_PER2's spacing
  * throughout, the class sizes unstretched). */
-#define HC_SP_MID ((MID_CLASSES) >= 16 ? 16u : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u \
-                   : (MID_CLASSES) >= 2 ? 2u : (MID_CLASSES) >= 1 ? 1u : 0u)
+#define HC_SP_MID ((MID_CLASSES) >= 64 ? 64u : (MID_CLASSES) >= 32 ? 32u : (MID_CLASSES) >= 16 ? 16u \
+                   : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u : (MID_CLASSES) >= 2 ? 2u \
+                   : (MID_CLASSES) >= 1 ? 1u : 0u)
 #define HC_SP_MID_FROM 1024u
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
@@ -93,8 +96,9 @@
 #define MAP_FIXED_NOREPLACE 0x100000         /* Linux 4.17; older kernels take it as a hint */
 #endif
 /* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
- * MID_CLASSES 16: 64) */
-#define HC_SP_NCLS (HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+ * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
+ * a page holds, 63 down to 15: 32 + 50) */
+#define HC_SP_NCLS (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
@@ -128,8 +132,10 @@ struct hc_sp_page {
                                  * signed test catches both "now empty" and "was full" */
     uint32_t where;
     char pad1[64 - 40];
-    /* line 2: other threads' frees */
-    void *xfree;
+    /* line 2: other threads' frees: the head of their list in the low HC_SP_XSHIFT bits, how
+     * many blocks it holds above them (hc_sp_xpush), so the owner takes the list without
+     * walking it */
+    uintptr_t xfree;
 };
 
 /* A thread's pages.  cur[c] is the head of class c's list of pages with free blocks, or
@@ -139,6 +145,9 @@ struct hc_sp_thread {
     struct hc_sp_page *full[HC_SP_NCLS];
     uint32_t nfull[HC_SP_NCLS];
     uint32_t fresh[HC_SP_NCLS]; /* pages taken since the last scan of the full list */
+#if SMALL_IDLE
+    uint64_t idle[2];           /* classes whose current page was left empty (SMALL_IDLE) */
+#endif
     unsigned char state;
 #if HC_DEBUG
     uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
@@ -149,6 +158,17 @@ static struct hc_sp_page hc_sp_none;
 static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-exec"))) = {
     .cur = { [0 ... HC_SP_NCLS - 1] = &hc_sp_none }
 };
+
+/* hc_remote.c (after this file): other threads' blocks kept by the thread that freed them
+ * (REMOTE_KEEP), and the remote-free counts. */
+static inline int hc_rm_keep(struct hc_sp_page *pg, void *p, uint64_t key);
+static inline void *hc_rm_take(unsigned c);
+static inline void hc_rm_count_free(void);
+static inline void hc_rm_push(struct hc_sp_page *pg, void *p);
+static void hc_rm_flush(void);
+static void hc_rm_exit(void);
+static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
+static void hc_rm_stats(struct hc_stats *out);
 
 /* The region: [base, base + span).  Before it exists span is 0, so free()'s compare fails for
  * every pointer.  Both in one cache line, read together by free(); base is set once, span only
@@ -219,6 +239,18 @@ static void hc_sp_classes(void)
             hc_sp_size[++c] = (uint32_t)fit;
         if (s >= HC_SP_LIMIT)
             break;
+#if SMALL_P2_HEADER
+        /* A power of two and a header: the class one granule above each power of two from 128
+         * (144, 272, 528, 1,040; stretched above 1 KiB), for the many requests of a power-of-two
+         * payload plus a few bytes (sqlite3's 1,032-byte rows took 1,088 bytes). */
+        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS) {
+            size_t x = s + 16;
+            if (HC_SP_MID && x > HC_SP_MID_FROM)
+                x = (HC_SP_PAGE - HC_SP_HEAD) / ((HC_SP_PAGE - HC_SP_HEAD) / x) & ~(size_t)15;
+            if (x > hc_sp_size[c] && x <= HC_SP_LIMIT)
+                hc_sp_size[++c] = (uint32_t)x;
+        }
+#endif
         size_t p2 = (size_t)1 << (63 - __builtin_clzll((unsigned long long)s));
         unsigned per = HC_SP_MID && s >= HC_SP_MID_FROM ? HC_SP_MID : HC_SP_PER2;
         size_t step = p2 / per > 16 ? p2 / per : 16;
@@ -399,23 +431,42 @@ static void hc_sp_push_full(struct hc_sp_thread *t, struct hc_sp_page *pg)
     t->nfull[c]++;
 }
 
+/* The atomic list's word: user addresses fit in 47 bits, a page's blocks (at most 4,080) in 16. */
+#define HC_SP_XSHIFT 48u
+#define HC_SP_XHEAD(x) ((void *)((x) & (((uintptr_t)1 << HC_SP_XSHIFT) - 1)))
+
+/* Another thread's free of p onto pg's atomic list: one compare-and-swap, the count with it. */
+static inline void hc_sp_xpush(struct hc_sp_page *pg, void *p)
+{
+    uintptr_t head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED), x;
+    do {
+        *(void **)p = HC_SP_XHEAD(head);
+        x = (uintptr_t)p | ((head >> HC_SP_XSHIFT) + 1) << HC_SP_XSHIFT;
+    } while (!__atomic_compare_exchange_n(&pg->xfree, &head, x, 1, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+}
+
 /* Take the blocks other threads freed onto pg's own list (pg's owner, or anyone holding hc_sp_mu
- * for a page no thread owns). */
+ * for a page no thread owns).  The list's length comes with it, so when the page's own list is
+ * empty (malloc's slow path) the blocks are not walked here: each block's link was written by
+ * another core, and a walk was a chain of misses that the pops, prefetching one block ahead,
+ * overlap with the program's work. */
 static void hc_sp_collect(struct hc_sp_page *pg)
 {
     if (!__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED))
         return;
-    void *x = __atomic_exchange_n(&pg->xfree, NULL, __ATOMIC_ACQUIRE);
+    uintptr_t x = __atomic_exchange_n(&pg->xfree, 0, __ATOMIC_ACQUIRE);
     if (!x)
         return;
-    uint32_t n = 1;
-    void *last = x;
-    while (*(void **)last) {
-        last = *(void **)last;
-        n++;
+    uint32_t n = (uint32_t)(x >> HC_SP_XSHIFT);
+    void *first = HC_SP_XHEAD(x);
+    if (pg->free) {
+        void *last = first;
+        while (*(void **)last)
+            last = *(void **)last;
+        *(void **)last = pg->free;
     }
-    *(void **)last = pg->free;
-    pg->free = x;
+    pg->free = first;
     if (hc_unlikely(n > (pg->used & ~HC_SP_FULLBIT)))
         hc_fail("free(): double free (a block freed twice by other threads)");
     pg->used -= n;
@@ -430,6 +481,25 @@ static size_t hc_sp_release(struct hc_sp_page *pg)
     pg->released = 1;
     pg->zero_from = from;
     hc_sp_released_bytes += done;
+    return done;
+}
+
+/* The empty pool's oldest page (its tail: hc_sp_take reuses from the head) released and moved to
+ * the clean list; the bytes given back. */
+static size_t hc_sp_release_oldest(void)
+{
+    struct hc_sp_page *pg = hc_sp_dirty_tail;
+    hc_sp_dirty_tail = pg->prev;
+    if (hc_sp_dirty_tail)
+        hc_sp_dirty_tail->next = NULL;
+    else
+        hc_sp_dirty = NULL;
+    hc_sp_ndirty--;
+    size_t done = hc_sp_release(pg);
+    pg->prev = NULL;
+    pg->next = hc_sp_clean;
+    hc_sp_clean = pg;
+    hc_sp_nclean++;
     return done;
 }
 
@@ -479,21 +549,34 @@ static size_t hc_sp_decay(int all)
         return 0;
 #define HC_SP_DECAYED(pg) 0
 #endif
-    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail))) {
-        struct hc_sp_page *pg = hc_sp_dirty_tail;
-        hc_sp_dirty_tail = pg->prev;
-        if (hc_sp_dirty_tail)
-            hc_sp_dirty_tail->next = NULL;
-        else
-            hc_sp_dirty = NULL;
-        hc_sp_ndirty--;
-        done += hc_sp_release(pg);
-        pg->prev = NULL;
-        pg->next = hc_sp_clean;
-        hc_sp_clean = pg;
-        hc_sp_nclean++;
-    }
+    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail)))
+        done += hc_sp_release_oldest();
     return done;
+}
+
+/* SMALL_YIELD (beyond the paper): the paper's heap grew by n bytes (hc_heap.c's hc_heap_grow,
+ * under its arena's lock, so hc_sp_mu is only tried): while the empty pool holds more pages than
+ * hc_sp_keep's bound, the oldest are released now, at least n bytes' worth rounded up to whole
+ * pages, instead of after DECAY_MS / 8.  The pages cannot serve the heap, and the heap's growth is
+ * memory the process needs now: sqlite3's script frees 165 MiB of 1,032-byte blocks at the end of
+ * a sort, and its next phase grew the heap by ~18 MiB for page-cache blocks while the emptied
+ * pages still waited for the decay, so HC's peak RSS was the sum of both (glibc's freed blocks
+ * coalesce and serve that growth).  Pages within the bound are kept (python3 drops a container
+ * and refills its pages within milliseconds; docs/allocator-bench.md, "Empty pages yield to the
+ * heap").  Most recently emptied pages, which hc_sp_take reuses first, go last. */
+static HC_UNUSED void hc_sp_yield(size_t n)
+{
+#if SMALL_YIELD
+    if (__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED) <= HC_SP_EMPTY_MIN ||
+        __atomic_load_n(&hc_sp_state, __ATOMIC_RELAXED) <= 0 || pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return;
+    size_t keep = hc_sp_keep(), pages = (n + HC_SP_PAGE - 1) / HC_SP_PAGE;
+    for (; pages && hc_sp_ndirty > keep && hc_sp_dirty_tail; pages--)
+        hc_sp_release_oldest();
+    pthread_mutex_unlock(&hc_sp_mu);
+#else
+    (void)n;
+#endif
 }
 
 /* From the heap's decay (hc_os.c's hc_os_decay, on allocation slow paths of any arena), so that
@@ -572,7 +655,7 @@ static void hc_sp_format(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned
     pg->free = NULL;
     pg->bump = first;
     pg->used = 0;
-    __atomic_store_n(&pg->xfree, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&pg->xfree, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
 }
 
@@ -705,6 +788,40 @@ static void hc_sp_check_arg(void *p)
 }
 #endif
 
+#if SMALL_IDLE
+/* SMALL_IDLE (beyond the paper): a class keeps its current page when its last block comes back
+ * (a class that frees its last block and allocates again must not retire and take a page each
+ * time), so a program whose blocks move through the classes -- gawk's strings growing by
+ * concatenation, each copy one class up -- left one empty page in every class it passed: 40 of
+ * gawk's 77 pages, 2.5 MiB, counting the words of 40,000 lines.  Such pages are marked when they
+ * empty (hc_sp_free_owner_slow); when the thread needs a page and the empty pool has none (the
+ * page would come from the region, or be faulted back in after a release), its marked pages
+ * still empty go to the pool first, so the class that needs one reuses them. */
+static HC_NOINLINE void hc_sp_idle_give(struct hc_sp_thread *t)
+{
+    int locked = 0;
+    for (unsigned w = 0; w < 2; w++)
+        for (uint64_t bits = t->idle[w]; bits; bits &= bits - 1) {
+            unsigned c = w * 64 + (unsigned)__builtin_ctzll(bits);
+            struct hc_sp_page *pg = t->cur[c];
+            if (pg == &hc_sp_none || pg->used != 0 || pg->where != HC_SP_AVAIL)
+                continue; /* used again since, or gone */
+            hc_sp_collect(pg);
+            hc_sp_unlink(t, pg);
+            if (!locked) {
+                pthread_mutex_lock(&hc_sp_mu);
+                locked = 1;
+            }
+            hc_sp_retire_locked(pg);
+        }
+    t->idle[0] = t->idle[1] = 0;
+    if (locked) {
+        hc_sp_decay(0);
+        pthread_mutex_unlock(&hc_sp_mu);
+    }
+}
+#endif
+
 /* ---- malloc ---- */
 
 static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
@@ -720,6 +837,16 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     unsigned c = hc_sp_cls[(want + 15) >> 4];
     if (!c)
         c = 1;
+    char *b = hc_rm_take(c); /* a block of another thread's page this thread freed */
+    if (b) {
+        *clean = 0;
+#if HC_DEBUG
+        hc_sp_red_check(b, hc_sp_page_of(b)->size);
+        hc_sp_dbg_tick(t);
+#endif
+        *hc_sp_keyp(b) = 0;
+        return b;
+    }
     struct hc_sp_page *pg;
     for (;;) {
         while ((pg = hc_sp_avail(t, c)) != NULL) {
@@ -733,12 +860,16 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
             break;
         if (t->nfull[c] && t->fresh[c] * 8 >= t->nfull[c] && hc_sp_scan_full(t, c))
             continue;
+#if SMALL_IDLE
+        if ((t->idle[0] | t->idle[1]) && !__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED))
+            hc_sp_idle_give(t);
+#endif
         if ((pg = hc_sp_take(t, c)) == NULL)
             return NULL;
         t->fresh[c]++;
         hc_sp_push_avail(t, pg, 1);
     }
-    char *b = pg->free;
+    b = pg->free;
     if (b) {
         pg->free = *(void **)b;
         __builtin_prefetch(pg->free, 1); /* as hc_sp_pop does */
@@ -807,8 +938,10 @@ static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
 
 static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
 {
-    if (pg->owner != &hc_sp_me)
+    if (pg->owner != &hc_sp_me) {
+        hc_rm_double_free_check(pg, p); /* kept by this thread (REMOTE_KEEP)? */
         return; /* another thread's page: its free list is not ours to walk */
+    }
     for (void *q = pg->free; q; q = *(void **)q)
         if (q == p)
             hc_fail("free(): double free (block already free on its page)");
@@ -825,6 +958,10 @@ static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_
         hc_sp_unlink(t, pg);
         hc_sp_retire(pg);
     }
+#if SMALL_IDLE
+    else if (pg->used == 0)
+        t->idle[pg->cls >> 6] |= (uint64_t)1 << (pg->cls & 63);
+#endif
 }
 
 /* A page no thread owns, or one that is not in use (then p is not a live block). */
@@ -832,11 +969,11 @@ static HC_NOINLINE void hc_sp_free_remote(struct hc_sp_page *pg, void *p, uint64
 {
     if (hc_unlikely(!pg->size))
         hc_fail("free(): invalid pointer (not a block of a small page in use, or freed twice)");
+    hc_rm_count_free();
+    if (hc_rm_keep(pg, p, key))
+        return;
     *hc_sp_keyp(p) = key;
-    void *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
-    do
-        *(void **)p = head;
-    while (!__atomic_compare_exchange_n(&pg->xfree, &head, p, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    hc_rm_push(pg, p); /* onto the page's atomic list, at once or in a batch (hc_remote.c) */
 }
 
 /* The owner's push, else the atomic list (p checked). */
@@ -895,6 +1032,7 @@ static void hc_sp_exit(void *arg)
 {
     struct hc_sp_thread *t = arg;
     size_t orphaned = 0;
+    hc_rm_exit(); /* kept blocks back onto their pages' lists, first: some may be t's own */
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -937,6 +1075,7 @@ static size_t hc_sp_trim(void)
     if (hc_sp_state <= 0)
         return 0;
     struct hc_sp_thread *t = &hc_sp_me;
+    hc_rm_flush(); /* kept blocks back onto their pages' lists */
     if (t->state == HC_SP_LIVE)
         for (unsigned c = 1; c < HC_SP_NCLS; c++) {
             struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
@@ -992,6 +1131,7 @@ static void hc_sp_stats(struct hc_stats *out)
     struct hc_sp_totals t = hc_sp_totals();
     if (!t.pages)
         return;
+    hc_rm_stats(out);
     pthread_mutex_lock(&hc_sp_mu);
     out->small_pages = t.pages;
     out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
@@ -1082,6 +1222,7 @@ static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
 struct hc_sp_totals { uint64_t pages, blocks, bytes; };
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}
+static inline HC_UNUSED void hc_sp_yield(size_t n) { (void)n; }
 static void hc_sp_fork_prepare(void) {}
 static void hc_sp_fork_parent(void) {}
 static void hc_sp_fork_child(void) {}

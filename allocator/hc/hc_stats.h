@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define HC_STATS_VERSION 1
+#define HC_STATS_VERSION 2
 
 /* X(name, doc): every field is a uint64_t. */
 #define HC_STATS_FIELDS(X)                                                                       \
@@ -53,7 +53,10 @@
     X(tcache_flushes, "thread caches that gave blocks back: half a full class, or all at exit")  \
     X(small_pages, "64 KiB pages taken for small blocks (SMALL_MAX, hc_page.c), counted in heap_bytes and the footprint; their blocks count in allocs_current and bytes_current, not in the maxima and totals [always]") \
     X(small_pages_empty, "of them, empty pages kept for reuse [always]")                      \
-    X(small_bytes_released, "bytes of empty small pages given back (decay, malloc_trim) [always]")
+    X(small_bytes_released, "bytes of empty small pages given back (decay, malloc_trim) [always]") \
+    X(small_remote_frees, "small blocks freed by a thread other than their page's owner (hc_page.c, hc_remote.c)") \
+    X(small_remote_kept, "of them, kept by the thread that freed them for its own next requests (REMOTE_KEEP)") \
+    X(small_remote_pushes, "pushes onto small pages' atomic lists: one a block, or one a batch of blocks of one page (REMOTE_BATCH)")
 
 struct hc_stats {
 #define HC_STATS_MEMBER(name, doc) uint64_t name;

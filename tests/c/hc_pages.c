@@ -24,6 +24,15 @@
  *                                     to free after they exited; HC's small pages must not grow
  *                                     with the number of threads (at most 384 pages)
  *        hc_pages doublefree          frees a small block twice (the allocator must abort)
+ *        hc_pages keep SIZE N         the main thread allocates N blocks of SIZE bytes; another
+ *                                     thread (on the pages: it allocated before) frees them all,
+ *                                     then allocates N blocks of SIZE and frees them, and exits;
+ *                                     prints HC's counts of other threads' blocks freed, kept
+ *                                     (REMOTE_KEEP) and pushes onto the pages' atomic lists
+ *                                     (REMOTE_BATCH), and how many of the thread's N
+ *                                     allocations were the main thread's blocks
+ *        hc_pages keepdouble          another thread frees a 1000-byte block of the main thread
+ *                                     twice (the allocator must abort)
  *        hc_pages regions MIB         the process's address space (VmSize, MiB) is printed, then
  *                                     MIB MiB of 64-byte blocks are allocated, written, each
  *                                     checked to be a page block (usable size 64) when pages
@@ -460,6 +469,67 @@ static int regions(size_t mib)
     return 0;
 }
 
+/* ---- keep: blocks of another thread's pages freed, then allocated, by one thread ---- */
+
+static size_t kp_size, kp_n;
+static void **kp_blocks;
+static size_t kp_reused;
+
+static void *kp_thread(void *arg)
+{
+    void *volatile first = malloc(16); /* on the pages: a thread that never allocated keeps nothing */
+    free(first);
+    if (arg) {
+        void *volatile p = kp_blocks[0];
+        free(p);
+        free(p);
+        return NULL;
+    }
+    void **mine = calloc(kp_n, sizeof *mine); /* before the frees: it could take a kept block */
+    if (!mine)
+        die("malloc returned NULL", kp_n);
+    for (size_t i = 0; i < kp_n; i++)
+        free(kp_blocks[i]);
+    for (size_t i = 0; i < kp_n; i++) {
+        if (!(mine[i] = malloc(kp_size)))
+            die("malloc returned NULL", kp_size);
+        memset(mine[i], 0x33, kp_size);
+        for (size_t j = 0; j < kp_n; j++)
+            kp_reused += mine[i] == kp_blocks[j];
+    }
+    for (size_t i = 0; i < kp_n; i++)
+        free(mine[i]);
+    free(mine);
+    return NULL;
+}
+
+static int keep(size_t size, size_t n, int twice)
+{
+    struct hc_stats st;
+    pthread_t t;
+    kp_size = size;
+    kp_n = n;
+    if (!(kp_blocks = malloc(n * sizeof *kp_blocks)))
+        die("malloc returned NULL", n);
+    for (size_t i = 0; i < n; i++) {
+        if (!(kp_blocks[i] = malloc(size)))
+            die("malloc returned NULL", size);
+        memset(kp_blocks[i], 0x11, size);
+    }
+    if (pthread_create(&t, NULL, kp_thread, (void *)(uintptr_t)twice) || pthread_join(t, NULL))
+        die("pthread_create", 0);
+    if (twice) {
+        printf("double free not caught\n");
+        return 0;
+    }
+    stats(&st);
+    printf("ok keep frees=%llu kept=%llu pushes=%llu reused=%zu\n",
+           (unsigned long long)st.small_remote_frees, (unsigned long long)st.small_remote_kept,
+           (unsigned long long)st.small_remote_pushes, kp_reused);
+    free(kp_blocks);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -484,7 +554,11 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && strcmp(argv[1], "regions") == 0)
         return regions(strtoul(argv[2], NULL, 0));
+    if (argc > 3 && strcmp(argv[1], "keep") == 0)
+        return keep(strtoul(argv[2], NULL, 0), strtoul(argv[3], NULL, 0), 0);
+    if (argc > 1 && strcmp(argv[1], "keepdouble") == 0)
+        return keep(1000, 1, 1);
     fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS"
-            " | orphans MS | short THREADS | doublefree | regions MIB\n");
+            " | orphans MS | short THREADS | doublefree | regions MIB | keep SIZE N | keepdouble\n");
     return 2;
 }

@@ -7,7 +7,10 @@
  *        hc_threads fork [FORKS]   worker threads allocate and free without pause while the main
  *                                  thread forks; each child must be able to malloc and free
  *                                  (a lock held across fork would hang it: an alarm turns a hang
- *                                  into a failure)
+ *                                  into a failure).  The workers and the main thread also trade
+ *                                  blocks through shared slots, each freeing one another thread
+ *                                  allocated, so frees of other threads' blocks are under way
+ *                                  at every fork and the forking thread holds some
  *
  *        hc_threads short [THREADS]  THREADS short-lived threads, four at a time, each allocating
  *                                  (and freeing some, leaving others cached) before it exits;
@@ -220,12 +223,30 @@ static int ring(void)
 
 static atomic_int stop;
 
+/* Blocks any thread may free: a trade puts a new block into a slot and frees what it held. */
+#define TRADE_SLOTS 64
+static void *_Atomic trade_slot[TRADE_SLOTS];
+
+static void trade(uint64_t *seed)
+{
+    size_t n = 256 + rnd(seed) % 4000;  /* the sizes a freeing thread may keep (REMOTE_KEEP) */
+    unsigned char *b = malloc(n);
+    if (!b)
+        die("malloc returned NULL");
+    memset(b, 0x5a, n);
+    unsigned char *old = atomic_exchange(&trade_slot[rnd(seed) % TRADE_SLOTS], b);
+    if (old && old[0] != 0x5a)
+        die("a traded block changed");
+    free(old);
+}
+
 static void *churn(void *arg)
 {
     uint64_t seed = 0xabcdefULL + (uintptr_t)arg;
     unsigned char *held[64] = {0};
     size_t held_n[64] = {0};
     while (!atomic_load(&stop)) {
+        trade(&seed);
         unsigned k = rnd(&seed) % 64;
         if (held[k]) {
             verify(held[k], held_n[k], k);
@@ -258,6 +279,10 @@ static void child_work(void)
         for (int i = 0; i < 200; i++)
             free(p[i]);
     }
+    for (int k = 0; k < TRADE_SLOTS; k++)  /* blocks of threads the child does not have */
+        free(atomic_exchange(&trade_slot[k], NULL));
+    for (int k = 0; k < 200; k++)
+        trade(&seed);
     char *s = strdup("child can allocate");
     if (!s)
         die("child: strdup failed");
@@ -272,8 +297,11 @@ static int forks(int n)
         if (pthread_create(&t[i], NULL, churn, (void *)i))
             die("pthread_create");
     int failed = 0;
+    uint64_t seed = 0x1234567ULL;
     for (int i = 0; i < n; i++) {
         usleep(2000);  /* let the workers be in the middle of something */
+        for (int k = 0; k < 16; k++)
+            trade(&seed);
         void *mine = malloc(1000);  /* the parent holds memory across the fork too */
         pid_t pid = fork();
         if (pid < 0)
@@ -294,6 +322,8 @@ static int forks(int n)
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
+    for (int k = 0; k < TRADE_SLOTS; k++)
+        free(atomic_exchange(&trade_slot[k], NULL));
     if (failed)
         return 1;
     printf("ok fork children=%d\n", n);
