@@ -218,3 +218,13 @@ def test_heap_reserves_address_space_as_it_grows(c_program, hc_library, tmp_path
     counters = dict(line.split()[:2] for line in stats.read_text().splitlines()[1:] if " " in line)
     assert int(counters["heap_bytes"]) >= 300 << 20, counters
     assert int(counters["mmaps"]) == 0, counters
+
+
+@pytest.mark.parametrize("on", [0, 1])
+def test_hugepage_marks_every_mapping_and_only_with_the_knob(c_program, hc_library, on):
+    """HUGEPAGE: the small pages' region, the heap and a mapped block carry the "hg" flag
+    (madvise MADV_HUGEPAGE) in /proc/self/smaps with the knob on, none of them with it off (the
+    request is recorded whatever the kernel's THP setting)."""
+    lib = hc_library(knobs.resolve("generic", [f"HUGEPAGE={on}"]))
+    got = run_os(c_program("hc_huge"), "", lib)
+    assert got == {"small": [str(on)], "heap": [str(on)], "mapped": [str(on)]}
