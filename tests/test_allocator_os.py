@@ -220,11 +220,12 @@ def test_heap_reserves_address_space_as_it_grows(c_program, hc_library, tmp_path
     assert int(counters["mmaps"]) == 0, counters
 
 
-@pytest.mark.parametrize("on", [0, 1])
-def test_hugepage_marks_every_mapping_and_only_with_the_knob(c_program, hc_library, on):
-    """HUGEPAGE: the small pages' region, the heap and a mapped block carry the "hg" flag
-    (madvise MADV_HUGEPAGE) in /proc/self/smaps with the knob on, none of them with it off (the
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_hugepage_marks_the_mappings_of_its_level(c_program, hc_library, level):
+    """HUGEPAGE: the small pages' region and the heap carry the "hg" flag (madvise
+    MADV_HUGEPAGE) in /proc/self/smaps from level 1, a mapped block only at 2, nothing at 0 (the
     request is recorded whatever the kernel's THP setting)."""
-    lib = hc_library(knobs.resolve("generic", [f"HUGEPAGE={on}"]))
+    lib = hc_library(knobs.resolve("generic", [f"HUGEPAGE={level}"]))
     got = run_os(c_program("hc_huge"), "", lib)
-    assert got == {"small": [str(on)], "heap": [str(on)], "mapped": [str(on)]}
+    on, mapped = str(int(level >= 1)), str(int(level >= 2))
+    assert got == {"small": [on], "heap": [on], "mapped": [mapped]}
