@@ -23,6 +23,7 @@
   the spacing knob changes no statistic (all of hc_page.c is behind `#if SMALL_MAX > 0`).
 """
 
+import os
 import re
 import shutil
 import sys
@@ -40,7 +41,11 @@ SETTINGS = [
     ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
     ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
     ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8, "MID_CLASSES": 0}),
-    ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16}),
+    ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_P2_HEADER": 0, "SMALL_YIELD": 0,
+                  "SMALL_IDLE": 0}),
+    ("4096-m16-p2h", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_P2_HEADER": 1, "SMALL_YIELD": 1,
+                      "SMALL_IDLE": 1}),
+    ("4096-m64-yield", {"SMALL_MAX": 4096, "MID_CLASSES": 64, "SMALL_YIELD": 1}),
     ("2500-c8-m8", {"SMALL_MAX": 2500, "SMALL_CLASSES": 8, "MID_CLASSES": 8}),
     ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
     ("512-c2-ql1016", {"SMALL_MAX": 512, "SMALL_CLASSES": 2, "QL_HIGH": 1016}),
@@ -89,7 +94,9 @@ def test_stress_debug(c_program, debug_libraries, name, threads):
 
 @pytest.mark.parametrize("name,limit,per2", [("256-c4", 256, 4), ("1024-c4", 1024, 4),
                                              ("4096-c8", 4096, 8), ("1024-c1", 1024, 1),
-                                             ("4096-m16", 4096, 4), ("2500-c8-m8", 2500, 8)])
+                                             ("4096-m16", 4096, 4), ("4096-m16-p2h", 4096, 4),
+                                             ("4096-m64-yield", 4096, 4),
+                                             ("2500-c8-m8", 2500, 8)])
 def test_every_size(c_program, release_libraries, debug_libraries, name, limit, per2):
     for library in (release_libraries[name], debug_libraries[name]):
         res = run([c_program("hc_pages"), "sizes", limit], library)
@@ -114,15 +121,58 @@ USABLE = ("import ctypes, sys\n"
     # 2048 + 64 fits 31 blocks as 2048 does, so that class is 65280 / 31 = 2105 -> 2096; 4096
     # fits 15 -> 4352 (a 64 KiB page less its 256-byte header, no tail left)
     ("4096-m16", {1025: 1088, 2049: 2096, 3600: 3616, 4096: 4352}),
+    # MID_CLASSES=64: one class per count of blocks a page holds (62 blocks of 1,040, 61 of
+    # 1,056 -- 60 of 1,072 would be 1,088 stretched -- ...), so sqlite3's 1,032-byte rows take 1,040
+    ("4096-m64-yield", {1025: 1040, 1041: 1056, 1057: 1088, 1089: 1104, 2049: 2096, 4096: 4352}),
+    # SMALL_P2_HEADER: a class one granule above each power of two from 128 (2,048 + 16 is
+    # stretched to 2,096, the class there already)
+    ("4096-m16-p2h", {129: 144, 145: 160, 257: 272, 513: 528, 529: 640, 1025: 1040, 1041: 1088,
+                      2049: 2096, 4096: 4352}),
 ])
 def test_mid_classes_fill_their_page(release_libraries, name, want):
     res = run([sys.executable, "-c", USABLE, *want], release_libraries[name])
     assert res.returncode == 0, res.stderr[-2000:]
     assert dict(zip(want, map(int, res.stdout.split()))) == want
     for size in want.values():  # a stretched class leaves less than a block's 16 bytes per block
-        if name == "4096-m16" and size > 1024:
+        if name.startswith("4096-m") and size > 1024:
             blocks = (65536 - 256) // size
             assert 65536 - 256 - blocks * size < 16 * blocks
+
+
+@pytest.mark.parametrize("yield_", [0, 1])
+def test_empty_pages_yield_to_the_heap(c_program, hc_library, yield_):
+    """SMALL_YIELD: ~200 pages emptied of 1,032-byte blocks wait in the empty pool (DECAY_MS ten
+    minutes: the decay releases nothing during the test); the paper's heap then grows by 4 MiB.
+    With the knob the growth releases as many pages' worth (4 MiB: 64 pages of the 200);
+    without it none are released.  Counted from HC's statistics, not timed."""
+    lib = hc_library(knobs.resolve("generic", [f"SMALL_YIELD={yield_}", "DECAY_MS=600000"]))
+    res = run([c_program("sp_yield")], lib)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    released, grew, empty = map(int, re.fullmatch(r"released (\d+) grew (\d+) empty (\d+)\n",
+                                                  res.stdout).groups())
+    assert grew >= 4 << 20, res.stdout
+    if yield_:  # a released page keeps its first OS page (its header)
+        assert released >= grew // 65536 * (65536 - os.sysconf("SC_PAGESIZE")), res.stdout
+    else:
+        assert released == 0, res.stdout
+    assert empty >= 190, res.stdout  # released or not, they stay in the empty pool
+
+
+@pytest.mark.parametrize("idle", [0, 1])
+def test_idle_pages_serve_the_next_class(c_program, hc_library, idle):
+    """SMALL_IDLE: blocks of 1,100 .. 4,000 bytes, 40 of a size allocated and freed before the
+    next size (about 28 classes, each left with an empty current page).  Without the knob every
+    class keeps its page, so each takes a new one; with it, a class that needs a page while the
+    empty pool has none takes the pages the earlier classes left empty: a few pages in all.
+    Counted from HC's statistics."""
+    lib = hc_library(knobs.resolve("generic", [f"SMALL_IDLE={idle}"]))
+    res = run([c_program("sp_walk")], lib)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    pages, empty = map(int, re.fullmatch(r"pages (\d+) empty (\d+)\n", res.stdout).groups())
+    if idle:
+        assert pages <= 4, res.stdout
+    else:
+        assert pages >= 20, res.stdout
 
 
 def test_producer_consumers_bounded(c_program, release_libraries):
@@ -267,7 +317,8 @@ def test_programs_with_the_layer_on(release_libraries, debug_libraries, tmp_path
     same([wordfreq(), 3, 3_000], debug_libraries[ON])
 
 
-STRICT_VARIANTS = [["SMALL_MAX=1024"], ["SMALL_MAX=4096", "SMALL_CLASSES=8", "DECAY_MS=0"],
+STRICT_VARIANTS = [["SMALL_MAX=1024"], ["SMALL_MAX=4096", "SMALL_CLASSES=8", "DECAY_MS=0", "MID_CLASSES=64",
+                                       "SMALL_IDLE=1", "SMALL_P2_HEADER=1", "SMALL_YIELD=1"],
                    ["SMALL_MAX=16", "SMALL_CLASSES=1", "ARENAS=1", "TCACHE_COUNT=0"],
                    ["SMALL_MAX=4096", "REMOTE_KEEP=8", "REMOTE_BATCH=8"]]
 

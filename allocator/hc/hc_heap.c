@@ -105,6 +105,7 @@ static int hc_heap_grow(size_t need)
     hc.st.heap_bytes += n;
     hc_note_footprint();
     HC_COUNT(wilderness_grows, 1);
+    hc_sp_yield(n); /* SMALL_YIELD: empty small pages past their bound give way (hc_page.c) */
     return 1;
 }
 
@@ -291,6 +292,7 @@ static HC_UNUSED void *hc_zc_map(size_t len, size_t n)
     if (m == MAP_FAILED)
         return NULL;
     hc.last_clean = 1;
+    hc_sp_yield(len); /* SMALL_YIELD (hc_page.c) */
     HC_COUNT(mmaps, 1);
     return hc_zc_place(m, len, n, 0);
 }
@@ -382,6 +384,7 @@ static void *hc_mmap_block(size_t n, size_t align)
     char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
+    hc_sp_yield(len); /* SMALL_YIELD (hc_page.c) */
     char *p = (char *)(((uintptr_t)m + 16 + align - 1) & ~(uintptr_t)(align - 1));
     if (align > page) {
         char *s = (char *)((uintptr_t)(p - 16) & ~(uintptr_t)(page - 1));

@@ -206,6 +206,7 @@ static void hc_big_remove(char *b);
 #endif
 static void hc_sp_stats(struct hc_stats *out);
 static void hc_sp_decay_tick(void);
+static void hc_sp_yield(size_t n);
 #if HC_DEBUG
 static void hc_check(void);
 static void hc_check_free_arg(void *p);

@@ -83,8 +83,9 @@
 #define HC_SP_PER2 ((SMALL_CLASSES) >= 8 ? 8u : (SMALL_CLASSES) >= 4 ? 4u : (SMALL_CLASSES) >= 2 ? 2u : 1u)
 /* Classes per power of two from HC_SP_MID_FROM up (MID_CLASSES; 0: HC_SP_PER2's spacing
  * throughout, the class sizes unstretched). */
-#define HC_SP_MID ((MID_CLASSES) >= 16 ? 16u : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u \
-                   : (MID_CLASSES) >= 2 ? 2u : (MID_CLASSES) >= 1 ? 1u : 0u)
+#define HC_SP_MID ((MID_CLASSES) >= 64 ? 64u : (MID_CLASSES) >= 32 ? 32u : (MID_CLASSES) >= 16 ? 16u \
+                   : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u : (MID_CLASSES) >= 2 ? 2u \
+                   : (MID_CLASSES) >= 1 ? 1u : 0u)
 #define HC_SP_MID_FROM 1024u
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
@@ -95,8 +96,9 @@
 #define MAP_FIXED_NOREPLACE 0x100000         /* Linux 4.17; older kernels take it as a hint */
 #endif
 /* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
- * MID_CLASSES 16: 64) */
-#define HC_SP_NCLS (HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+ * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
+ * a page holds, 63 down to 15: 32 + 50) */
+#define HC_SP_NCLS (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
@@ -143,6 +145,9 @@ struct hc_sp_thread {
     struct hc_sp_page *full[HC_SP_NCLS];
     uint32_t nfull[HC_SP_NCLS];
     uint32_t fresh[HC_SP_NCLS]; /* pages taken since the last scan of the full list */
+#if SMALL_IDLE
+    uint64_t idle[2];           /* classes whose current page was left empty (SMALL_IDLE) */
+#endif
     unsigned char state;
 #if HC_DEBUG
     uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
@@ -235,6 +240,18 @@ static void hc_sp_classes(void)
             hc_sp_size[++c] = (uint32_t)fit;
         if (s >= HC_SP_LIMIT)
             break;
+#if SMALL_P2_HEADER
+        /* A power of two and a header: the class one granule above each power of two from 128
+         * (144, 272, 528, 1,040; stretched above 1 KiB), for the many requests of a power-of-two
+         * payload plus a few bytes (sqlite3's 1,032-byte rows took 1,088 bytes). */
+        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS) {
+            size_t x = s + 16;
+            if (HC_SP_MID && x > HC_SP_MID_FROM)
+                x = (HC_SP_PAGE - HC_SP_HEAD) / ((HC_SP_PAGE - HC_SP_HEAD) / x) & ~(size_t)15;
+            if (x > hc_sp_size[c] && x <= HC_SP_LIMIT)
+                hc_sp_size[++c] = (uint32_t)x;
+        }
+#endif
         size_t p2 = (size_t)1 << (63 - __builtin_clzll((unsigned long long)s));
         unsigned per = HC_SP_MID && s >= HC_SP_MID_FROM ? HC_SP_MID : HC_SP_PER2;
         size_t step = p2 / per > 16 ? p2 / per : 16;
@@ -469,6 +486,25 @@ static size_t hc_sp_release(struct hc_sp_page *pg)
     return done;
 }
 
+/* The empty pool's oldest page (its tail: hc_sp_take reuses from the head) released and moved to
+ * the clean list; the bytes given back. */
+static size_t hc_sp_release_oldest(void)
+{
+    struct hc_sp_page *pg = hc_sp_dirty_tail;
+    hc_sp_dirty_tail = pg->prev;
+    if (hc_sp_dirty_tail)
+        hc_sp_dirty_tail->next = NULL;
+    else
+        hc_sp_dirty = NULL;
+    hc_sp_ndirty--;
+    size_t done = hc_sp_release(pg);
+    pg->prev = NULL;
+    pg->next = hc_sp_clean;
+    hc_sp_clean = pg;
+    hc_sp_nclean++;
+    return done;
+}
+
 /* SMALL_EMPTY (beyond the paper): how many empty pages may stay resident -- 1/SMALL_EMPTY of
  * the pages in use, at least HC_SP_EMPTY_MIN -- before the oldest are released after DECAY_MS / 8
  * instead of DECAY_MS, and whatever DECAY_BYTES says.  The decay alone kept up to DECAY_BYTES (16 pages) resident for good and
@@ -515,21 +551,34 @@ static size_t hc_sp_decay(int all)
         return 0;
 #define HC_SP_DECAYED(pg) 0
 #endif
-    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail))) {
-        struct hc_sp_page *pg = hc_sp_dirty_tail;
-        hc_sp_dirty_tail = pg->prev;
-        if (hc_sp_dirty_tail)
-            hc_sp_dirty_tail->next = NULL;
-        else
-            hc_sp_dirty = NULL;
-        hc_sp_ndirty--;
-        done += hc_sp_release(pg);
-        pg->prev = NULL;
-        pg->next = hc_sp_clean;
-        hc_sp_clean = pg;
-        hc_sp_nclean++;
-    }
+    while (hc_sp_dirty_tail && (all || HC_SP_DECAYED(hc_sp_dirty_tail)))
+        done += hc_sp_release_oldest();
     return done;
+}
+
+/* SMALL_YIELD (beyond the paper): the paper's heap grew by n bytes (hc_heap.c's hc_heap_grow,
+ * under its arena's lock, so hc_sp_mu is only tried): while the empty pool holds more pages than
+ * hc_sp_keep's bound, the oldest are released now, at least n bytes' worth rounded up to whole
+ * pages, instead of after DECAY_MS / 8.  The pages cannot serve the heap, and the heap's growth is
+ * memory the process needs now: sqlite3's script frees 165 MiB of 1,032-byte blocks at the end of
+ * a sort, and its next phase grew the heap by ~18 MiB for page-cache blocks while the emptied
+ * pages still waited for the decay, so HC's peak RSS was the sum of both (glibc's freed blocks
+ * coalesce and serve that growth).  Pages within the bound are kept (python3 drops a container
+ * and refills its pages within milliseconds; docs/allocator-bench.md, "Empty pages yield to the
+ * heap").  Most recently emptied pages, which hc_sp_take reuses first, go last. */
+static HC_UNUSED void hc_sp_yield(size_t n)
+{
+#if SMALL_YIELD
+    if (__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED) <= HC_SP_EMPTY_MIN ||
+        __atomic_load_n(&hc_sp_state, __ATOMIC_RELAXED) <= 0 || pthread_mutex_trylock(&hc_sp_mu) != 0)
+        return;
+    size_t keep = hc_sp_keep(), pages = (n + HC_SP_PAGE - 1) / HC_SP_PAGE;
+    for (; pages && hc_sp_ndirty > keep && hc_sp_dirty_tail; pages--)
+        hc_sp_release_oldest();
+    pthread_mutex_unlock(&hc_sp_mu);
+#else
+    (void)n;
+#endif
 }
 
 /* From the heap's decay (hc_os.c's hc_os_decay, on allocation slow paths of any arena), so that
@@ -741,6 +790,40 @@ static void hc_sp_check_arg(void *p)
 }
 #endif
 
+#if SMALL_IDLE
+/* SMALL_IDLE (beyond the paper): a class keeps its current page when its last block comes back
+ * (a class that frees its last block and allocates again must not retire and take a page each
+ * time), so a program whose blocks move through the classes -- gawk's strings growing by
+ * concatenation, each copy one class up -- left one empty page in every class it passed: 40 of
+ * gawk's 77 pages, 2.5 MiB, counting the words of 40,000 lines.  Such pages are marked when they
+ * empty (hc_sp_free_owner_slow); when the thread needs a page and the empty pool has none (the
+ * page would come from the region, or be faulted back in after a release), its marked pages
+ * still empty go to the pool first, so the class that needs one reuses them. */
+static HC_NOINLINE void hc_sp_idle_give(struct hc_sp_thread *t)
+{
+    int locked = 0;
+    for (unsigned w = 0; w < 2; w++)
+        for (uint64_t bits = t->idle[w]; bits; bits &= bits - 1) {
+            unsigned c = w * 64 + (unsigned)__builtin_ctzll(bits);
+            struct hc_sp_page *pg = t->cur[c];
+            if (pg == &hc_sp_none || pg->used != 0 || pg->where != HC_SP_AVAIL)
+                continue; /* used again since, or gone */
+            hc_sp_collect(pg);
+            hc_sp_unlink(t, pg);
+            if (!locked) {
+                pthread_mutex_lock(&hc_sp_mu);
+                locked = 1;
+            }
+            hc_sp_retire_locked(pg);
+        }
+    t->idle[0] = t->idle[1] = 0;
+    if (locked) {
+        hc_sp_decay(0);
+        pthread_mutex_unlock(&hc_sp_mu);
+    }
+}
+#endif
+
 /* ---- malloc ---- */
 
 static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
@@ -779,6 +862,10 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
             break;
         if (t->nfull[c] && t->fresh[c] * 8 >= t->nfull[c] && hc_sp_scan_full(t, c))
             continue;
+#if SMALL_IDLE
+        if ((t->idle[0] | t->idle[1]) && !__atomic_load_n(&hc_sp_ndirty, __ATOMIC_RELAXED))
+            hc_sp_idle_give(t);
+#endif
         if ((pg = hc_sp_take(t, c)) == NULL)
             return NULL;
         t->fresh[c]++;
@@ -873,6 +960,10 @@ static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_
         hc_sp_unlink(t, pg);
         hc_sp_retire(pg);
     }
+#if SMALL_IDLE
+    else if (pg->used == 0)
+        t->idle[pg->cls >> 6] |= (uint64_t)1 << (pg->cls & 63);
+#endif
 }
 
 /* A page no thread owns, or one that is not in use (then p is not a live block). */
@@ -1133,6 +1224,7 @@ static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
 struct hc_sp_totals { uint64_t pages, blocks, bytes; };
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}
+static inline HC_UNUSED void hc_sp_yield(size_t n) { (void)n; }
 static void hc_sp_fork_prepare(void) {}
 static void hc_sp_fork_parent(void) {}
 static void hc_sp_fork_child(void) {}
