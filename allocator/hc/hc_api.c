@@ -593,7 +593,7 @@ size_t malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
-    if (HC_SP_ON && hc_sp_owns(p))
+    if (HC_SP_ON && hc_sp_in_region(p))
         return hc_sp_usable(p);
     /* The caller owns the block, so its size bits do not change under us: no lock. */
     if (hc_arena_of(p) != NULL)

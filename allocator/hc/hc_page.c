@@ -171,10 +171,11 @@ static void hc_rm_exit_counts(void);
 static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
 static void hc_rm_stats(struct hc_stats *out);
 
-/* The region: [base, base + span).  Before it exists span is 0, so free()'s compare fails for
- * every pointer.  Both in one cache line, read together by free(); base is set once, span only
- * grows (a free racing a growth sees the old span, which holds every page carved before). */
-static struct { uintptr_t base; size_t span; } hc_sp_region __attribute__((aligned(16)));
+/* The region: [base, base + 16 * span16).  Before it exists span16 is 0, so free()'s compare
+ * fails for every pointer.  Both in one cache line, read together by free(); base is set once,
+ * span16 only grows (a free racing a growth sees the old span, which holds every page carved
+ * before).  The span is kept in 16-byte units for hc_sp_owns's one compare. */
+static struct { uintptr_t base; size_t span16; } hc_sp_region __attribute__((aligned(16)));
 #define hc_sp_base (hc_sp_region.base)
 static char *hc_sp_top;                 /* next page to carve (atomic) */
 static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
@@ -200,7 +201,19 @@ static inline struct hc_sp_page *hc_sp_page_of(void *p)
     return (struct hc_sp_page *)(void *)((uintptr_t)p & ~(uintptr_t)(HC_SP_PAGE - 1));
 }
 
-static inline int hc_sp_owns(void *p) { return (uintptr_t)p - hc_sp_base < hc_sp_region.span; }
+/* p is in the region and 16-byte aligned, in one compare: the offset rotated right by 4 bits
+ * (one instruction) puts a misaligned pointer's low bits at the top, past any span, so free()
+ * needs no alignment test of its own; such a pointer goes to the heap's checks, which reject
+ * it. */
+static inline int hc_sp_owns(void *p)
+{
+    uintptr_t x = (uintptr_t)p - hc_sp_base;
+    return ((x >> 4) | (x << 60)) < hc_sp_region.span16;
+}
+
+/* p is in the region, aligned or not (malloc_usable_size: a page's class, never a mapping's
+ * header read). */
+static inline int hc_sp_in_region(void *p) { return (uintptr_t)p - hc_sp_base < hc_sp_region.span16 << 4; }
 
 static inline uint64_t *hc_sp_keyp(void *p) { return (uint64_t *)(void *)((char *)p + 8); }
 static inline uint64_t hc_sp_key_of(void *p) { return hc_sp_magic ^ (uintptr_t)p; }
@@ -308,7 +321,7 @@ static char *hc_sp_reserve(void)
  * up to HC_SP_REGION (hc_sp_mu held): 1 when it grew. */
 static int hc_sp_grow(void)
 {
-    size_t span = hc_sp_region.span;
+    size_t span = hc_sp_region.span16 << 4;
     for (size_t add = span; add >= HC_SP_GROW; add = add > HC_SP_GROW ? HC_SP_GROW : 0) {
         if (add > HC_SP_REGION - span)
             continue;
@@ -316,7 +329,7 @@ static int hc_sp_grow(void)
         void *m = mmap(at, add, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
         if (m == (void *)at) {
             hc_os_huge(at, add);
-            __atomic_store_n(&hc_sp_region.span, span + add, __ATOMIC_RELEASE);
+            __atomic_store_n(&hc_sp_region.span16, (span + add) >> 4, __ATOMIC_RELEASE);
             return 1;
         }
         if (m != MAP_FAILED)
@@ -345,7 +358,7 @@ static HC_NOINLINE int hc_sp_setup(void)
             x ^= x >> 29;
             hc_sp_magic = x | 1u;
             __atomic_store_n(&hc_sp_region.base, (uintptr_t)lo, __ATOMIC_RELAXED);
-            __atomic_store_n(&hc_sp_region.span, HC_SP_GROW, __ATOMIC_RELEASE);
+            __atomic_store_n(&hc_sp_region.span16, HC_SP_GROW >> 4, __ATOMIC_RELEASE);
             __atomic_store_n(&hc_sp_state, 1, __ATOMIC_RELEASE);
         }
     }
@@ -694,7 +707,7 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
         hc_sp_nclean--;
     } else {
         char *p = hc_sp_top;
-        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > hc_sp_region.span
+        if ((size_t)(p + HC_SP_PAGE - (char *)hc_sp_base) > hc_sp_region.span16 << 4
             && !hc_sp_grow()) {
             pthread_mutex_unlock(&hc_sp_mu);
             return NULL;
@@ -1020,7 +1033,8 @@ static inline __attribute__((always_inline)) void hc_sp_free(void *p)
 #if HC_DEBUG
     hc_sp_check_arg(p);
 #endif
-    if (hc_unlikely(((uintptr_t)p & 15) || *hc_sp_keyp(p) == key)) {
+    /* p is 16-byte aligned: the callers' hc_sp_owns let no other through. */
+    if (hc_unlikely(*hc_sp_keyp(p) == key)) {
         hc_sp_free_suspect(p);
         return;
     }
@@ -1215,6 +1229,7 @@ static void hc_sp_fork_child(void)
 
 #define HC_SP_LIMIT ((size_t)0)
 static inline int hc_sp_owns(void *p) { (void)p; return 0; }
+static inline int hc_sp_in_region(void *p) { (void)p; return 0; }
 static inline void *hc_sp_pop(size_t n) { (void)n; return NULL; }
 static inline void *hc_malloc_small_slow(size_t n) { (void)n; return NULL; }
 static inline void *hc_sp_malloc_slow(size_t n, int *clean) { (void)n; (void)clean; return NULL; }
