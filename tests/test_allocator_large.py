@@ -59,6 +59,34 @@ def test_churn_debug_checked(churn, hc_library):
     assert run(churn, lib, 3000, 200, HCMALLOC_CHECK="1") == expected
 
 
+# Offsets of tests/c/hc_big_tree.c's blocks from its first: 8 blocks of 8208 bytes (8 KiB, header,
+# rounding), then what each step's malloc returned (first fit in address order).
+BIG_TREE = {
+    "block": [i * 8208 for i in range(8)],
+    "merged-both": [8208],   # 1..3 merged: node 1 kept, node 3 taken out
+    "split-low": [8208],     # split from the low end, the remainder in the node's place
+    "split-rest": [20512],   # that remainder, found where it is
+    "merged-prev": [0],      # a freed block merged into the node before it
+    "merged-next": [32832],  # a freed block in the place of the node after it
+    "wilderness": [49248],   # a merge that reached the wilderness took its node out
+}
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_big_tree_keeps_first_fit(c_program, hc_library, debug):
+    """A block that takes a tree node's place (hc_big_replace: splits and merges without moving a
+    node) leaves address-ordered first fit as it was; the debug build checks the tree after every
+    call (address order, priorities, subtree maxima)."""
+    program = c_program("hc_big_tree")
+    lib = hc_library(knobs.resolve("generic", []), debug=debug)
+    out = run(program, lib, **({"HCMALLOC_CHECK": "1"} if debug else {}))
+    got = {}
+    for line in out.splitlines():
+        name, off = line.split()
+        got.setdefault(name, []).append(int(off))
+    assert got == BIG_TREE
+
+
 @pytest.mark.parametrize("sets,calloc_mapped", [([], 1), (["CALLOC_MMAP=0"], 0), (["CALLOC_CACHE=0"], 1)])
 def test_calloc_mapped_above_the_risen_threshold(c_program, hc_library, sets, calloc_mapped):
     """CALLOC_MMAP: after a mapped 1 MiB block is freed the threshold rises and malloc's 1 MiB

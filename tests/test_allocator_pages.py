@@ -14,8 +14,8 @@
   short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
 - A double free aborts with one line (also a block another thread freed twice while it keeps
   or holds it).
-- Other threads' frees (hc_remote.c): counted from HC's statistics -- frees, blocks kept by the
-  freeing thread (REMOTE_KEEP), pushes onto the pages' atomic lists (REMOTE_BATCH).
+- Other threads' frees (hc_remote.c): counted from HC's statistics -- blocks kept by the freeing
+  thread (REMOTE_KEEP), batched pushes (REMOTE_BATCH), the lists the owner took back.
 - The pages' region is reserved 64 MiB at first and grows as needed.
 - Real programs with the layer on give glibc's output: gawk, sqlite3, and a threaded C++ program
   (tests/c/mt_wordfreq.cpp).
@@ -243,24 +243,24 @@ def test_double_free_aborts(c_program, pages_on):
 
 
 @pytest.mark.parametrize("name,size,want", [
-    # off: every free of another thread's block is one push
-    ("1024-c4", 1000, "frees=100 kept=0 pushes=100 reused=0"),
-    # REMOTE_KEEP=16: the freeing thread keeps 16 (its next 16 mallocs of the size are those;
-    # it frees them again, kept again); the 100 blocks of 1 KiB fill 63 of one page and 37 of
-    # another: 47 and 37 more go in batches of 8 per page (5 + 4 pushes), and each page's last
-    # few and the 16 kept are pushed at its exit (2 + 16)
-    ("4096-keep-batch", 1000, "frees=116 kept=32 pushes=27 reused=16"),
-    # blocks under 256 bytes are never kept (they share cache lines): batches only, one page,
-    # 12 pushes and the last 4 at exit
-    ("4096-keep-batch", 100, "frees=100 kept=0 pushes=13 reused=0"),
-    # one kept, pairs: 62 of the first page (31 pushes), 37 of the second (18, and the odd one
-    # at exit with the kept one)
-    ("1024-keep1-batch2", 1000, "frees=101 kept=2 pushes=51 reused=1"),
+    # off: every free of another thread's block is its own compare-and-swap; the 100 blocks of
+    # 1 KiB fill 63 of one page and 37 of another, and the owner takes each page's list once
+    ("1024-c4", 1000, "kept=0 batches=0 takes=2 returned=100 reused=0"),
+    # REMOTE_KEEP=16: the freeing thread keeps 16 (its next 16 mallocs of the size are those; it
+    # frees them again, kept again: 32); REMOTE_BATCH=8: of the other 47 and 37 of the two pages,
+    # 5 and 4 batches of 8, and at its exit each page's last few (2 batches) and the 16 kept
+    ("4096-keep-batch", 1000, "kept=32 batches=11 takes=2 returned=100 reused=16"),
+    # blocks under 256 bytes are never kept (they share cache lines): one page, 12 batches of 8
+    # and the last 4 at exit
+    ("4096-keep-batch", 100, "kept=0 batches=13 takes=1 returned=100 reused=0"),
+    # one kept; pairs: 62 of the first page (31), 37 of the second (18, and the odd one at exit)
+    ("1024-keep1-batch2", 1000, "kept=2 batches=50 takes=2 returned=100 reused=1"),
 ])
 def test_remote_frees_counted(c_program, release_libraries, debug_libraries, name, size, want):
     """A thread frees 100 blocks of the main thread's pages, then allocates 100 of the same size
-    and frees them: HC's counts of the frees, the blocks kept and the atomic pushes (exact: the
-    thread's counts join the process's when it exits)."""
+    and frees them, and the main thread calls malloc_trim: HC's counts of the blocks kept, the
+    batches pushed, the lists the owner took and the blocks on them (exact: the thread's counts
+    join the process's when it exits)."""
     for library in (release_libraries[name], debug_libraries[name]):
         res = run([c_program("hc_pages"), "keep", size, 100], library)
         assert res.returncode == 0, res.stdout + res.stderr[-2000:]

@@ -63,6 +63,29 @@ static char *hc_big_take(size_t size, int *coalesced)
     return b;
 }
 
+#if BIG_AO_FIT
+/* BIG_AO_FIT: hand out the low `size` bytes of big block b, still in the tree, when what is left
+ * is a big block too and no quick list is to be refilled: the remainder takes b's place in the
+ * tree (hc_big_replace), which hc_carve would do as a removal and an insertion.  The same blocks,
+ * sizes and flags as hc_big_take then hc_carve.  NULL: the caller takes those steps. */
+static char *hc_big_split(char *b, size_t size)
+{
+    size_t have = hc_size(b);
+    if (have - size <= HC_MEDIUM_MAX || (QL_PREALLOC > 0 && size <= HC_QL_SIZE))
+        return NULL;
+    size_t rest = have - size;
+    uint32_t h = *hc_hdr(b);
+    char *r = b + size;
+    hc_big_replace(b, r);
+    HC_COUNT(splits, 1);
+    *hc_hdr(b) = (uint32_t)size | HC_INUSE | (h & HC_PINUSE);
+    *hc_hdr(r) = (uint32_t)rest | HC_PINUSE | (h & HC_COALESCED);
+    hc_set_trailer(r, rest);
+    hc_t_fix_up(r);
+    return b;
+}
+#endif
+
 /* After a complete coalescing: the smallest free block of at least size bytes (§3.8). */
 static char *hc_find_fit(size_t size, int *coalesced)
 {
@@ -129,10 +152,22 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
         return hc_carve(b, size, coalesced);
     }
 #endif
+#if BIG_AO_FIT
+    if ((SPLIT || i + 1 >= HC_BIG) && (b = hc_big_first(size)) != NULL) {
+        HC_COUNT(big_hits, 1);
+        char *s = hc_big_split(b, size);
+        if (s)
+            return s;
+        coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
+        hc_list_remove(b);
+        return hc_carve(b, size, coalesced);
+    }
+#else
     if ((SPLIT || i + 1 >= HC_BIG) && (b = hc_big_take(size, &coalesced)) != NULL) {
         HC_COUNT(big_hits, 1);
         return hc_carve(b, size, coalesced);
     }
+#endif
 #if COALESCE
     if ((b = hc_coalesce_incremental(size)) != NULL)
         return hc_carve(b, size, 1);

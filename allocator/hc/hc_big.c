@@ -19,7 +19,18 @@
  * is one walk down: left while the left subtree has a block large enough, else this block if it
  * fits, else right.  A node lives in its free block (at least 1040 bytes):
  *     +0 header  +4 left  +8 right  +12 the decay's mark (hc_os.c)  +16 parent  +20 subtree max
+ *     +24 priority
  * Links are granule offsets like the lists' (0 = none); the debug build checks the whole tree.
+ *
+ * The priority is drawn from the node's address when it is inserted and kept in the node, so
+ * that a block next to a node can take the node's place (hc_big_replace): nothing else lies
+ * between them in address order, so the tree keeps its shape and only the maxima above change.
+ * That is how the two commonest changes are made without moving a node up or down: a first fit
+ * split from its low end (the remainder takes the block's place, hc_alloc.c's hc_big_split) and
+ * a freed block merged with a free big neighbour (the merged block takes the neighbour's place,
+ * hc_coalesce.c's hc_merge_list).  Before, each was a removal (rotations down to a leaf) and an
+ * insertion (rotations up), on nodes that lie in free blocks all over the heap: on
+ * bench/wordtable.c a fifth of the program's instructions outside memcpy.
  */
 #include "hc_block.h"
 
@@ -28,15 +39,19 @@ static inline hc_off *hc_t_left(char *b) { return (hc_off *)(void *)(b + 4); }
 static inline hc_off *hc_t_right(char *b) { return (hc_off *)(void *)(b + 8); }
 static inline hc_off *hc_t_parent(char *b) { return (hc_off *)(void *)(b + 16); }
 static inline uint32_t *hc_t_max(char *b) { return (uint32_t *)(void *)(b + 20); }
+static inline uint32_t *hc_t_pri(char *b) { return (uint32_t *)(void *)(b + 24); }
 
-/* The treap's priority of the node at offset o: a mix of its bits (a max-heap on these). */
-static inline uint32_t hc_t_prio(hc_off o)
+/* A new node's priority: a mix of its offset's bits (the tree is a max-heap on these). */
+static inline uint32_t hc_t_hash(hc_off o)
 {
     uint32_t x = o * 0x9E3779B1u;
     x ^= x >> 15;
     x *= 0x85EBCA77u;
     return x ^ (x >> 13);
 }
+
+/* The priority of the node at offset o, as drawn when it was inserted. */
+static inline uint32_t hc_t_prio(hc_off o) { return *hc_t_pri(hc_at(o)); }
 
 static inline uint32_t hc_t_max_of(hc_off o) { return o ? *hc_t_max(hc_at(o)) : 0; }
 
@@ -83,6 +98,20 @@ static void hc_t_rotate_up(hc_off c)
     hc_t_fix(cb);
 }
 
+/* Recompute the maxima from b up to the root, stopping at the first that does not change (the
+ * ones above it are computed from it). */
+static void hc_t_fix_up(char *b)
+{
+    for (;;) {
+        uint32_t was = *hc_t_max(b);
+        hc_t_fix(b);
+        hc_off p = *hc_t_parent(b);
+        if (!p || *hc_t_max(b) == was)
+            return;
+        b = hc_at(p);
+    }
+}
+
 /* Put free block b (header and trailer written) into the tree. */
 static void hc_big_insert(char *b)
 {
@@ -92,6 +121,8 @@ static void hc_big_insert(char *b)
     *hc_t_left(b) = 0;
     *hc_t_right(b) = 0;
     *hc_t_max(b) = size;
+    uint32_t prio = hc_t_hash(o);
+    *hc_t_pri(b) = prio;
     while (c) {
         char *cb = hc_at(c);
         if (*hc_t_max(cb) < size)
@@ -106,7 +137,6 @@ static void hc_big_insert(char *b)
         *hc_t_left(hc_at(p)) = o;
     else
         *hc_t_right(hc_at(p)) = o;
-    uint32_t prio = hc_t_prio(o);
     while ((p = *hc_t_parent(b)) != 0 && hc_t_prio(p) < prio)
         hc_t_rotate_up(o);
     HC_FREE_BLOCKS(1);
@@ -128,11 +158,52 @@ static void hc_big_remove(char *b)
         if (c)
             *hc_t_parent(hc_at(c)) = p;
         hc_t_relink(p, o, c);
-        for (; p; p = *hc_t_parent(hc_at(p)))
-            hc_t_fix(hc_at(p));
+        if (p)
+            hc_t_fix_up(hc_at(p));
         break;
     }
     HC_FREE_BLOCKS(-1);
+}
+
+/* Node b's block grew to `size` bytes: the maxima from b up that are smaller become size (one
+ * load a level, where hc_t_fix_up reads both children). */
+static void hc_t_grow_up(char *b, uint32_t size)
+{
+    HC_ARENA_HERE;
+    for (;;) {
+        if (*hc_t_max(b) >= size)
+            return;
+        *hc_t_max(b) = size;
+        hc_off p = *hc_t_parent(b);
+        if (!p)
+            return;
+        b = hc_at(p);
+    }
+}
+
+/* Block nb takes node b's place in the tree: links, priority and subtree maximum move to nb, and
+ * b is no longer in the tree.  No other node may lie between b and nb in address order (nb is
+ * b's remainder after a split from its low end, or a merged block that holds b).  The two may
+ * overlap (nb 16 bytes before b), so b's fields are read before nb's are written.  The caller
+ * writes nb's header, then calls hc_t_fix_up(nb) (hc_t_grow_up(nb) if nb is not smaller). */
+static void hc_big_replace(char *b, char *nb)
+{
+    HC_ARENA_HERE;
+    if (nb == b)
+        return;
+    hc_off o = hc_off_of(b), no = hc_off_of(nb);
+    hc_off l = *hc_t_left(b), r = *hc_t_right(b), p = *hc_t_parent(b);
+    uint32_t max = *hc_t_max(b), prio = *hc_t_pri(b);
+    *hc_t_left(nb) = l;
+    *hc_t_right(nb) = r;
+    *hc_t_parent(nb) = p;
+    *hc_t_max(nb) = max;
+    *hc_t_pri(nb) = prio;
+    if (l)
+        *hc_t_parent(hc_at(l)) = no;
+    if (r)
+        *hc_t_parent(hc_at(r)) = no;
+    hc_t_relink(p, o, no);
 }
 
 /* Address-ordered first fit: the lowest-addressed free big block of at least size bytes, still

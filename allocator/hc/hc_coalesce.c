@@ -35,6 +35,62 @@ static HC_UNUSED char *hc_merge(char *b)
     return b;
 }
 
+#if BIG_AO_FIT
+/* BIG_AO_FIT: merge the off-list free block b (header written) with every free neighbour and
+ * list the result, or give it to the wilderness: what hc_merge and hc_list_push(m, 1) do, with
+ * the same blocks, sizes and flags, in fewer steps.  The first big neighbour (a tree node) stays
+ * in the tree and the merged block takes its place (hc_big_replace: no other free block lies in
+ * between), so a free that meets a free big neighbour moves no node up or down the tree; other
+ * neighbours come off their lists as in hc_merge. */
+static void hc_merge_list(char *b)
+{
+    HC_ARENA_HERE;
+    size_t size = hc_size(b);
+    char *node = NULL;
+    while (!hc_prev_inuse(b)) {
+        char *prev = hc_prev_block(b);
+        size_t ps = hc_size(prev);
+        if (ps + size > HC_MAX_BLOCK)
+            break;
+        if (!node && ps > HC_MEDIUM_MAX)
+            node = prev;
+        else
+            hc_list_remove(prev);
+        b = prev;
+        size += ps;
+    }
+    for (;;) {
+        char *next = b + size;
+        if (next == hc.top) {
+            if (node)
+                hc_list_remove(node);
+            *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
+            hc_wild_absorb(b, size);
+            return;
+        }
+        size_t ns = hc_size(next);
+        if (hc_is_inuse(next) || ns + size > HC_MAX_BLOCK)
+            break;
+        if (!node && ns > HC_MEDIUM_MAX)
+            node = next;
+        else
+            hc_list_remove(next);
+        size += ns;
+    }
+    uint32_t pinuse = *hc_hdr(b) & HC_PINUSE;
+    if (!node) {
+        *hc_hdr(b) = (uint32_t)size | pinuse;
+        hc_set_trailer(b, size);
+        hc_list_push(b, 1);
+        return;
+    }
+    hc_big_replace(node, b);
+    *hc_hdr(b) = (uint32_t)size | pinuse | HC_COALESCED;
+    hc_set_trailer(b, size);
+    hc_t_grow_up(b, (uint32_t)size);
+}
+#endif
+
 /* Incremental coalescing (§3.7), for a request of `size` bytes:
  *  1. Find, through the bitmap of uncoalesced sub-lists, a list with uncoalesced blocks.
  *  2. Take its blocks one by one and merge each with its free neighbours.

@@ -53,9 +53,7 @@ static inline void hc_free_listed(char *b, size_t size)
 #if BIG_AO_FIT
     /* 3. BIG_AO_FIT: a big block is merged with its free neighbours at once (hc_big.c). */
     if (size > HC_MEDIUM_MAX) {
-        char *m = hc_merge(b);
-        if (m)
-            hc_list_push(m, 1);
+        hc_merge_list(b);
         hc_freed(size);
         return;
     }
@@ -94,9 +92,7 @@ static void hc_shrink_block(char *b, size_t size)
     hc_clear_pinuse(r + rest);
 #if BIG_AO_FIT
     if (rest > HC_MEDIUM_MAX) { /* merged at once, as a freed big block (hc_big.c) */
-        char *m = hc_merge(r);
-        if (m)
-            hc_list_push(m, 1);
+        hc_merge_list(r);
         return;
     }
 #endif

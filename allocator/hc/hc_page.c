@@ -166,10 +166,11 @@ static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-e
  * (REMOTE_KEEP), and the remote-free counts. */
 static inline int hc_rm_keep(struct hc_sp_page *pg, void *p, uint64_t key);
 static inline void *hc_rm_take(unsigned c);
-static inline void hc_rm_count_free(void);
 static inline void hc_rm_push(struct hc_sp_page *pg, void *p);
+static inline void hc_rm_count_take(uint32_t n);
 static void hc_rm_flush(void);
 static void hc_rm_exit(void);
+static void hc_rm_exit_counts(void);
 static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
 static void hc_rm_stats(struct hc_stats *out);
 
@@ -470,6 +471,7 @@ static void hc_sp_collect(struct hc_sp_page *pg)
         *(void **)last = pg->free;
     }
     pg->free = first;
+    hc_rm_count_take(n);
     if (hc_unlikely(n > (pg->used & ~HC_SP_FULLBIT)))
         hc_fail("free(): double free (a block freed twice by other threads)");
     pg->used -= n;
@@ -972,7 +974,6 @@ static HC_NOINLINE void hc_sp_free_remote(struct hc_sp_page *pg, void *p, uint64
 {
     if (hc_unlikely(!pg->size))
         hc_fail("free(): invalid pointer (not a block of a small page in use, or freed twice)");
-    hc_rm_count_free();
     if (hc_rm_keep(pg, p, key))
         return;
     *hc_sp_keyp(p) = key;
@@ -1063,6 +1064,7 @@ static void hc_sp_exit(void *arg)
     }
     hc_sp_decay(0);
     pthread_mutex_unlock(&hc_sp_mu);
+    hc_rm_exit_counts();
     /* Orphans left: the purge thread (started now if no thread with an arena has exited yet)
      * sweeps them once other threads have freed their blocks (hc_sp_purge_try). */
     if (orphaned)

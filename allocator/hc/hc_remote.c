@@ -40,9 +40,12 @@
  *  - Double free: a kept or held block carries the freed-block key as any free page block; a
  *    second free by the same thread looks through its keep and its slot for that page
  *    (hc_rm_double_free_check).
- *  - Statistics (MONITOR): other threads' blocks freed, of them kept, and pushes.  Each thread
- *    counts its own without an atomic and adds them to the process's at exit (hc_rm_stats adds
- *    the calling thread's too), so they are exact once the threads are done.
+ *  - Statistics (MONITOR): blocks kept, batches pushed, and on the owner's side the lists of
+ *    other threads' frees taken and the blocks on them (without REMOTE_BATCH each of those
+ *    blocks was one compare-and-swap).  Each thread counts its own without an atomic and adds
+ *    them to the process's at exit (hc_rm_stats adds the calling thread's too), so they are
+ *    exact once the threads are done; the free path itself counts nothing (a free of another
+ *    thread's block may come from a thread with no exit hook to add its counts).
  *
  * Ideas from glibc's tcache, mimalloc's thread-free lists and snmalloc's batched messages; the
  * code is HC's own.
@@ -75,52 +78,22 @@ struct hc_rm_thread {
 #if HC_RB_ON
     struct hc_rb_slot slot[HC_RB_SLOTS]; /* by page address */
 #endif
-    /* MONITOR: blocks of other threads' pages freed, of them kept, and pushes onto the pages'
-     * atomic lists (one compare-and-swap each, less the retries) */
-    uint64_t frees, kept, pushes;
-    unsigned char counted;    /* MONITOR: its counts go to the process's at exit */
+    /* MONITOR: blocks this thread kept, batches it pushed; as owner, lists of other threads'
+     * frees it took (hc_sp_collect) and the blocks on them */
+    uint64_t kept, batches, takes, returned;
 };
 
 static __thread struct hc_rm_thread hc_rm_me __attribute__((tls_model("initial-exec")));
-static uint64_t hc_rm_frees_total, hc_rm_kept_total, hc_rm_pushes_total; /* exited threads' (atomic) */
+static uint64_t hc_rm_total[4]; /* exited threads' kept, batches, takes, returned (atomic) */
 
-static void hc_rm_exit(void);
-
-#if MONITOR
-static pthread_key_t hc_rm_key;
-static pthread_once_t hc_rm_once = PTHREAD_ONCE_INIT;
-static int hc_rm_keyed;
-static void hc_rm_key_exit(void *arg) { (void)arg; hc_rm_exit(); }
-static void hc_rm_key_init(void) { hc_rm_keyed = pthread_key_create(&hc_rm_key, hc_rm_key_exit) == 0; }
-
-/* A thread that frees other threads' blocks but never allocated on the pages has no page exit
- * (hc_sp_exit) to add its counts to the process's: it gets a destructor of its own (once; if it
- * starts on the pages too, the second call adds nothing). */
-static HC_NOINLINE void hc_rm_start_counting(void)
-{
-    hc_rm_me.counted = 1;
-    if (hc_sp_me.state == HC_SP_LIVE)
-        return;
-    pthread_once(&hc_rm_once, hc_rm_key_init);
-    if (hc_rm_keyed)
-        pthread_setspecific(hc_rm_key, &hc_rm_me);
-}
-#endif
-
-/* A free of another thread's page block (hc_sp_free_remote). */
-static inline void hc_rm_count_free(void)
+/* The owner (or a thread sweeping orphans) took a list of n blocks other threads freed. */
+static inline void hc_rm_count_take(uint32_t n)
 {
 #if MONITOR
-    if (hc_unlikely(!hc_rm_me.counted))
-        hc_rm_start_counting();
-    hc_rm_me.frees++;
-#endif
-}
-
-static inline void hc_rm_count_push(void)
-{
-#if MONITOR
-    hc_rm_me.pushes++;
+    hc_rm_me.takes++;
+    hc_rm_me.returned += n;
+#else
+    (void)n;
 #endif
 }
 
@@ -135,7 +108,9 @@ static void hc_rb_push(struct hc_rb_slot *s)
         x = (uintptr_t)s->head | ((head >> HC_SP_XSHIFT) + s->n) << HC_SP_XSHIFT;
     } while (!__atomic_compare_exchange_n(&pg->xfree, &head, x, 1, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
-    hc_rm_count_push();
+#if MONITOR
+    hc_rm_me.batches++;
+#endif
     s->pg = NULL;
     s->n = 0;
 }
@@ -163,7 +138,6 @@ static inline void hc_rm_push(struct hc_sp_page *pg, void *p)
         return;
     }
 #endif
-    hc_rm_count_push();
     hc_sp_xpush(pg, p);
 }
 
@@ -219,7 +193,6 @@ static void hc_rm_flush(void)
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
         for (void *b = r->head[c], *next; b; b = next) {
             next = *(void **)b;
-            hc_rm_count_push();
             hc_sp_xpush(hc_sp_page_of(b), b);
         }
         r->head[c] = NULL;
@@ -259,25 +232,29 @@ static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p)
     (void)pg; (void)p;
 }
 
-/* The thread is exiting: its keep goes back, its counts into the process's (hc_sp_exit, and
- * hc_rm_key's destructor; a second call finds nothing to do). */
-static void hc_rm_exit(void)
+/* The thread is exiting (hc_sp_exit, first): its kept and held blocks go back. */
+static void hc_rm_exit(void) { hc_rm_flush(); }
+
+/* ... and last: its counts into the process's. */
+static void hc_rm_exit_counts(void)
 {
-    hc_rm_flush();
 #if MONITOR
-    __atomic_fetch_add(&hc_rm_frees_total, hc_rm_me.frees, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&hc_rm_kept_total, hc_rm_me.kept, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&hc_rm_pushes_total, hc_rm_me.pushes, __ATOMIC_RELAXED);
-    hc_rm_me.frees = hc_rm_me.kept = hc_rm_me.pushes = 0;
+    uint64_t *mine[4] = { &hc_rm_me.kept, &hc_rm_me.batches, &hc_rm_me.takes, &hc_rm_me.returned };
+    for (int i = 0; i < 4; i++) {
+        __atomic_fetch_add(&hc_rm_total[i], *mine[i], __ATOMIC_RELAXED);
+        *mine[i] = 0;
+    }
 #endif
 }
 
 static void hc_rm_stats(struct hc_stats *out)
 {
-    out->small_remote_frees = __atomic_load_n(&hc_rm_frees_total, __ATOMIC_RELAXED) + hc_rm_me.frees;
-    out->small_remote_kept = __atomic_load_n(&hc_rm_kept_total, __ATOMIC_RELAXED) + hc_rm_me.kept;
-    out->small_remote_pushes = __atomic_load_n(&hc_rm_pushes_total, __ATOMIC_RELAXED)
-                               + hc_rm_me.pushes;
+    out->small_remote_kept = __atomic_load_n(&hc_rm_total[0], __ATOMIC_RELAXED) + hc_rm_me.kept;
+    out->small_remote_batches = __atomic_load_n(&hc_rm_total[1], __ATOMIC_RELAXED)
+                                + hc_rm_me.batches;
+    out->small_remote_takes = __atomic_load_n(&hc_rm_total[2], __ATOMIC_RELAXED) + hc_rm_me.takes;
+    out->small_remote_returned = __atomic_load_n(&hc_rm_total[3], __ATOMIC_RELAXED)
+                                 + hc_rm_me.returned;
 }
 
 #endif /* HC_SP_ON */

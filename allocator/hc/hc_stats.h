@@ -54,9 +54,10 @@
     X(small_pages, "64 KiB pages taken for small blocks (SMALL_MAX, hc_page.c), counted in heap_bytes and the footprint; their blocks count in allocs_current and bytes_current, not in the maxima and totals [always]") \
     X(small_pages_empty, "of them, empty pages kept for reuse [always]")                      \
     X(small_bytes_released, "bytes of empty small pages given back (decay, malloc_trim) [always]") \
-    X(small_remote_frees, "small blocks freed by a thread other than their page's owner (hc_page.c, hc_remote.c)") \
-    X(small_remote_kept, "of them, kept by the thread that freed them for its own next requests (REMOTE_KEEP)") \
-    X(small_remote_pushes, "pushes onto small pages' atomic lists: one a block, or one a batch of blocks of one page (REMOTE_BATCH)")
+    X(small_remote_kept, "small blocks of another thread's page kept by the thread that freed them, for its own next requests (REMOTE_KEEP, hc_remote.c)") \
+    X(small_remote_batches, "pushes of several blocks of one page at once onto its atomic list by the thread that freed them (REMOTE_BATCH)") \
+    X(small_remote_takes, "lists of other threads' frees taken from a small page by its owner (one atomic exchange each)") \
+    X(small_remote_returned, "blocks on them: small blocks freed by another thread that came back to their page")
 
 struct hc_stats {
 #define HC_STATS_MEMBER(name, doc) uint64_t name;

@@ -27,9 +27,10 @@
  *        hc_pages keep SIZE N         the main thread allocates N blocks of SIZE bytes; another
  *                                     thread (on the pages: it allocated before) frees them all,
  *                                     then allocates N blocks of SIZE and frees them, and exits;
- *                                     prints HC's counts of other threads' blocks freed, kept
- *                                     (REMOTE_KEEP) and pushes onto the pages' atomic lists
- *                                     (REMOTE_BATCH), and how many of the thread's N
+ *                                     then the main thread calls malloc_trim; prints HC's
+ *                                     counts of blocks kept (REMOTE_KEEP), batches pushed
+ *                                     (REMOTE_BATCH), lists taken back by the owner and the
+ *                                     blocks on them, and how many of the thread's N
  *                                     allocations were the main thread's blocks
  *        hc_pages keepdouble          another thread frees a 1000-byte block of the main thread
  *                                     twice (the allocator must abort)
@@ -522,10 +523,12 @@ static int keep(size_t size, size_t n, int twice)
         printf("double free not caught\n");
         return 0;
     }
+    malloc_trim(0); /* the main thread takes back what the other thread freed */
     stats(&st);
-    printf("ok keep frees=%llu kept=%llu pushes=%llu reused=%zu\n",
-           (unsigned long long)st.small_remote_frees, (unsigned long long)st.small_remote_kept,
-           (unsigned long long)st.small_remote_pushes, kp_reused);
+    printf("ok keep kept=%llu batches=%llu takes=%llu returned=%llu reused=%zu\n",
+           (unsigned long long)st.small_remote_kept, (unsigned long long)st.small_remote_batches,
+           (unsigned long long)st.small_remote_takes,
+           (unsigned long long)st.small_remote_returned, kp_reused);
     free(kp_blocks);
     return 0;
 }
