@@ -25,8 +25,9 @@ objective and writes xalloc-headline.json; every figure comes from the validatio
 Goals of issue 18: on every program the winner is at least as good as the best default on its
 objective; mem significantly smaller than the best default on at least half of the programs, by
 >= 10 % on at least three; perf significantly faster on at least two. "Significantly" here is
-the paired-bootstrap interval of the ratio to glibc when glibc is the best default, else the
-runs' ranges not overlapping (the summary carries intervals only against glibc and generic HC).
+the paired-bootstrap 95 % interval of the ratio to the best default: against glibc the
+summary's `vs_glibc`, against another allocator its `vs_recommended` (that default's runs
+against the answer's, round by round); where neither exists, the medians' intervals apart.
 """
 
 from __future__ import annotations
@@ -132,10 +133,16 @@ def compare(s: dict, objective: str) -> dict:
         out["ratio"] = w["median"][m] / best["median"][m]
         lo_w, hi_w = w["ci"][m]
         lo_b, hi_b = best["ci"][m]
+        paired = (best.get("vs_recommended") or {}).get(m)   # best default / the answer
         if best["candidate"] == "glibc" and w["vs_glibc"].get(m):
             ci = w["vs_glibc"][m]["ci"]
             out["ci"] = ci
             out["significant"] = ci[1] < 1
+        elif paired and paired.get("ci") and best is not w and None not in paired["ci"]:
+            # the same paired-bootstrap interval, of the best default against the answer
+            lo, hi = paired["ci"]
+            out["ci"] = [1 / hi, 1 / lo]
+            out["significant"] = lo > 1
         else:
             out["significant"] = hi_w < lo_b     # the medians' intervals apart
         out["same"] = w["candidate"] == best["candidate"]
