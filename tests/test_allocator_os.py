@@ -218,3 +218,14 @@ def test_heap_reserves_address_space_as_it_grows(c_program, hc_library, tmp_path
     counters = dict(line.split()[:2] for line in stats.read_text().splitlines()[1:] if " " in line)
     assert int(counters["heap_bytes"]) >= 300 << 20, counters
     assert int(counters["mmaps"]) == 0, counters
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_hugepage_marks_the_mappings_of_its_level(c_program, hc_library, level):
+    """HUGEPAGE: the small pages' region and the heap carry the "hg" flag (madvise
+    MADV_HUGEPAGE) in /proc/self/smaps from level 1, a mapped block only at 2, nothing at 0 (the
+    request is recorded whatever the kernel's THP setting)."""
+    lib = hc_library(knobs.resolve("generic", [f"HUGEPAGE={level}"]))
+    got = run_os(c_program("hc_huge"), "", lib)
+    on, mapped = str(int(level >= 1)), str(int(level >= 2))
+    assert got == {"small": [on], "heap": [on], "mapped": [mapped]}

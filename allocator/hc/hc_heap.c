@@ -291,6 +291,8 @@ static HC_UNUSED void *hc_zc_map(size_t len, size_t n)
     char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
+    if (HUGEPAGE >= 2) /* mapped blocks too (hc_os.c) */
+        hc_os_huge(m, len);
     hc.last_clean = 1;
     hc_sp_yield(len); /* SMALL_YIELD (hc_page.c) */
     HC_COUNT(mmaps, 1);
@@ -396,6 +398,8 @@ static void *hc_mmap_block(size_t n, size_t align)
         m = s;
         len = (size_t)(e - s);
     }
+    if (HUGEPAGE >= 2) /* mapped blocks too (hc_os.c) */
+        hc_os_huge(m, len);
     hc_mmap_header(p, m, len);
     hc.st.mapped_bytes += len;
     hc.st.mapped_blocks++;

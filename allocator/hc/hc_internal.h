@@ -196,6 +196,7 @@ static void hc_account_alloc(size_t bytes);
 static void hc_account_free(size_t bytes);
 static size_t hc_page(void);
 static char *hc_os_reserve(char *at, size_t sz);
+static inline void hc_os_huge(void *p, size_t sz);
 static int hc_os_commit(char *upto);
 static inline void hc_os_mapped_freed(size_t usable);
 static inline void hc_os_tick(void);

@@ -287,8 +287,10 @@ static char *hc_sp_reserve(void)
     }
     if (want) {
         void *m = mmap(want, HC_SP_GROW, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (m == (void *)want)
+        if (m == (void *)want) {
+            hc_os_huge(want, HC_SP_GROW); /* HUGEPAGE (hc_os.c) */
             return want;
+        }
         if (m != MAP_FAILED)
             munmap(m, HC_SP_GROW);
     }
@@ -301,6 +303,7 @@ static char *hc_sp_reserve(void)
     char *hi = (char *)m + HC_SP_GROW + HC_SP_PAGE;
     if (hi > lo + HC_SP_GROW)
         munmap(lo + HC_SP_GROW, (size_t)(hi - (lo + HC_SP_GROW)));
+    hc_os_huge(lo, HC_SP_GROW);
     return lo;
 }
 
@@ -315,6 +318,7 @@ static int hc_sp_grow(void)
         char *at = (char *)hc_sp_base + span;
         void *m = mmap(at, add, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
         if (m == (void *)at) {
+            hc_os_huge(at, add);
             __atomic_store_n(&hc_sp_region.span, span + add, __ATOMIC_RELEASE);
             return 1;
         }
