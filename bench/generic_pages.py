@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""HC's generic preset with the small pages on (SMALL_MAX=4096, MID_CLASSES=16) against Table 6
-as printed (paper-generic, no pages) on real programs: peak RSS and minor page faults.
+"""HC's generic preset with the small pages on (SMALL_MAX=4096, MID_CLASSES=16, SMALL_YIELD=1,
+SMALL_IDLE=1) against Table 6 as printed (paper-generic, no pages) on real programs: peak RSS
+and minor page faults.
 
     .venv/bin/python bench/generic_pages.py [--reps 5] [--scale 1]
 

@@ -54,7 +54,10 @@
  *    The decay gives them back as the heap's does (DECAY_MS, DECAY_BYTES, mallopt
  *    M_TRIM_THRESHOLD, hc_os.c's madvise): when a page is emptied, pages empty for DECAY_MS are
  *    released once the empty pool's unreleased pages reach DECAY_BYTES; malloc_trim releases
- *    them all.  A released page keeps its header page; its blocks read as zero again.
+ *    them all.  A released page keeps its header page; its blocks read as zero again.  With
+ *    SMALL_YIELD the heap's growth releases empty pages past SMALL_EMPTY's bound at once
+ *    (hc_sp_yield); with SMALL_IDLE a class's current page left empty goes to the pool when the
+ *    thread needs a page and the pool has none (hc_sp_idle_give).
  *  - fork: the pools' lock is taken around fork by hc_lock.h's handlers, in its lock order
  *    (after the stdio list lock, not at all while single-threaded); in the child, pages of
  *    threads that did not survive the fork become orphans.
