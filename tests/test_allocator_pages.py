@@ -242,6 +242,14 @@ def test_double_free_aborts(c_program, pages_on):
     assert res.returncode < 0 and "double free" in res.stderr, res.stdout + res.stderr
 
 
+def test_misaligned_free_aborts(c_program, pages_on):
+    """A pointer 8 bytes into a small block: free's page test (hc_sp_owns) also tests 16-byte
+    alignment, so it goes to the heap's checks, which abort with one line."""
+    _, library = pages_on
+    res = run([c_program("hc_pages"), "misaligned"], library)
+    assert res.returncode < 0 and "invalid pointer" in res.stderr, res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("name,size,want", [
     # off: every free of another thread's block is its own compare-and-swap; the 100 blocks of
     # 1 KiB fill 63 of one page and 37 of another, and the owner takes each page's list once

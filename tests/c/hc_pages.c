@@ -24,6 +24,7 @@
  *                                     to free after they exited; HC's small pages must not grow
  *                                     with the number of threads (at most 384 pages)
  *        hc_pages doublefree          frees a small block twice (the allocator must abort)
+ *        hc_pages misaligned          frees a pointer 8 bytes into a small block (must abort)
  *        hc_pages keep SIZE N         the main thread allocates N blocks of SIZE bytes; another
  *                                     thread (on the pages: it allocated before) frees them all,
  *                                     then allocates N blocks of SIZE and frees them, and exits;
@@ -553,6 +554,13 @@ int main(int argc, char **argv)
         free(q);
         free(p);
         printf("double free not caught\n");
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "misaligned") == 0) {
+        char *volatile p = malloc(64);
+        free(p + 8); /* inside a small page, not a block: free's one compare sends it to the
+                      * heap's checks (hc_sp_owns), which must abort */
+        printf("misaligned free not caught\n");
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "regions") == 0)
