@@ -2,47 +2,13 @@
  * (§3.8 COALESCE_QL, §3.11 COALESCE_IN_FREE). */
 #include "hc_block.h"
 
-/* Merge the off-list free block b with every free neighbour (removing them from their lists).
- * Returns the merged block, off-list, header and trailer written; or NULL when it ended up
- * just below the wilderness and was taken into it (§3.9: the wilderness grows backwards). */
-static HC_UNUSED char *hc_merge(char *b)
-{
-    HC_ARENA_HERE;
-    size_t size = hc_size(b);
-    while (!hc_prev_inuse(b)) {
-        char *prev = hc_prev_block(b);
-        size_t ps = hc_size(prev);
-        if (ps + size > HC_MAX_BLOCK)
-            break;
-        hc_list_remove(prev);
-        b = prev;
-        size += ps;
-    }
-    for (;;) {
-        char *next = b + size;
-        if (next == hc.top) {
-            *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
-            hc_wild_absorb(b, size);
-            return NULL;
-        }
-        if (hc_is_inuse(next) || hc_size(next) + size > HC_MAX_BLOCK)
-            break;
-        hc_list_remove(next);
-        size += hc_size(next);
-    }
-    *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
-    hc_set_trailer(b, size);
-    return b;
-}
-
-#if BIG_AO_FIT
-/* BIG_AO_FIT: merge the off-list free block b (header written) with every free neighbour and
- * list the result, or give it to the wilderness: what hc_merge and hc_list_push(m, 1) do, with
- * the same blocks, sizes and flags, in fewer steps.  The first big neighbour (a tree node) stays
- * in the tree and the merged block takes its place (hc_big_replace: no other free block lies in
- * between), so a free that meets a free big neighbour moves no node up or down the tree; other
- * neighbours come off their lists as in hc_merge. */
-static void hc_merge_list(char *b)
+/* Merge the off-list free block b with every free neighbour.  The neighbours come off their
+ * lists, except, when keep is not NULL, the first big one (a tree node): it stays in the tree and
+ * is returned in *keep, so that the merged block can take its place (hc_big_replace: no other
+ * free block lies in between).  Returns the merged block, off-list, header and trailer written;
+ * or NULL when it ended up just below the wilderness and was taken into it (§3.9: the
+ * wilderness grows backwards). */
+static HC_UNUSED char *hc_merge_keep(char *b, char **keep)
 {
     HC_ARENA_HERE;
     size_t size = hc_size(b);
@@ -52,7 +18,7 @@ static void hc_merge_list(char *b)
         size_t ps = hc_size(prev);
         if (ps + size > HC_MAX_BLOCK)
             break;
-        if (!node && ps > HC_MEDIUM_MAX)
+        if (keep && !node && ps > HC_MEDIUM_MAX)
             node = prev;
         else
             hc_list_remove(prev);
@@ -66,28 +32,44 @@ static void hc_merge_list(char *b)
                 hc_list_remove(node);
             *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
             hc_wild_absorb(b, size);
-            return;
+            return NULL;
         }
-        size_t ns = hc_size(next);
-        if (hc_is_inuse(next) || ns + size > HC_MAX_BLOCK)
+        if (hc_is_inuse(next) || hc_size(next) + size > HC_MAX_BLOCK)
             break;
-        if (!node && ns > HC_MEDIUM_MAX)
+        if (keep && !node && hc_size(next) > HC_MEDIUM_MAX)
             node = next;
         else
             hc_list_remove(next);
-        size += ns;
+        size += hc_size(next);
     }
-    uint32_t pinuse = *hc_hdr(b) & HC_PINUSE;
+    *hc_hdr(b) = (uint32_t)size | (*hc_hdr(b) & HC_PINUSE);
+    hc_set_trailer(b, size);
+    if (keep)
+        *keep = node;
+    return b;
+}
+
+static HC_UNUSED char *hc_merge(char *b) { return hc_merge_keep(b, NULL); }
+
+#if BIG_AO_FIT
+/* BIG_AO_FIT: merge the off-list free block b (header written) with every free neighbour and
+ * list the result, or give it to the wilderness: what hc_merge and hc_list_push(m, 1) do, with
+ * the same blocks, sizes and flags, in fewer steps.  The first big neighbour (a tree node) stays
+ * in the tree and the merged block takes its place, so a free that meets a free big neighbour
+ * moves no node up or down the tree. */
+static void hc_merge_list(char *b)
+{
+    char *node;
+    b = hc_merge_keep(b, &node);
+    if (!b)
+        return;
     if (!node) {
-        *hc_hdr(b) = (uint32_t)size | pinuse;
-        hc_set_trailer(b, size);
         hc_list_push(b, 1);
         return;
     }
     hc_big_replace(node, b);
-    *hc_hdr(b) = (uint32_t)size | pinuse | HC_COALESCED;
-    hc_set_trailer(b, size);
-    hc_t_grow_up(b, (uint32_t)size);
+    *hc_hdr(b) |= HC_COALESCED;
+    hc_t_grow_up(b, (uint32_t)hc_size(b));
 }
 #endif
 
