@@ -506,17 +506,27 @@ static size_t hc_sp_release(struct hc_sp_page *pg)
     return done;
 }
 
+/* Off the empty pool, wherever the page lies on it (hc_sp_take takes the head, the decay and
+ * SMALL_YIELD the tail). */
+static void hc_sp_dirty_unlink(struct hc_sp_page *pg)
+{
+    if (pg->prev)
+        pg->prev->next = pg->next;
+    else
+        hc_sp_dirty = pg->next;
+    if (pg->next)
+        pg->next->prev = pg->prev;
+    else
+        hc_sp_dirty_tail = pg->prev;
+    hc_sp_ndirty--;
+}
+
 /* The empty pool's oldest page (its tail: hc_sp_take reuses from the head) released and moved to
  * the clean list; the bytes given back. */
 static size_t hc_sp_release_oldest(void)
 {
     struct hc_sp_page *pg = hc_sp_dirty_tail;
-    hc_sp_dirty_tail = pg->prev;
-    if (hc_sp_dirty_tail)
-        hc_sp_dirty_tail->next = NULL;
-    else
-        hc_sp_dirty = NULL;
-    hc_sp_ndirty--;
+    hc_sp_dirty_unlink(pg);
     size_t done = hc_sp_release(pg);
     pg->prev = NULL;
     pg->next = hc_sp_clean;
@@ -699,12 +709,7 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
         hc_sp_sweep_orphans();
     int fresh = 0;
     if ((pg = hc_sp_dirty) != NULL) {
-        hc_sp_dirty = pg->next;
-        if (hc_sp_dirty)
-            hc_sp_dirty->prev = NULL;
-        else
-            hc_sp_dirty_tail = NULL;
-        hc_sp_ndirty--;
+        hc_sp_dirty_unlink(pg);
     } else if ((pg = hc_sp_clean) != NULL) {
         hc_sp_clean = pg->next;
         hc_sp_nclean--;
