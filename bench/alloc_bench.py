@@ -40,12 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import alloc_workloads  # noqa: E402
 
+from hctune import allocators as system_allocators  # noqa: E402
 from hctune import knobs  # noqa: E402
 from hctune.errors import HctuneError  # noqa: E402
 
-SYSTEM_LIBS = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
-               "tcmalloc": "libtcmalloc_minimal.so.4"}
-LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
 # A child forked from this (large) Python process starts with its resident set, and Linux keeps
 # that high-water mark across exec in ru_maxrss, so wait4's figure has this process's RSS as a
 # floor. The programs are started by GNU time instead, which forks them from its own small
@@ -84,11 +82,8 @@ def allocators(args) -> dict[str, dict]:
             raise HctuneError(f"--lib {item!r}: expected NAME=PATH of an existing HC .so")
         out[f"hc:{label}"] = {"lib": Path(path).resolve(), "hc": True}
     if args.others:
-        for name, soname in SYSTEM_LIBS.items():
-            for d in LIB_DIRS:
-                if (Path(d) / soname).exists():
-                    out[name] = {"lib": Path(d) / soname, "hc": False}
-                    break
+        for name, lib in system_allocators.installed().items():
+            out[name] = {"lib": lib, "hc": False}
     return out
 
 
@@ -132,19 +127,26 @@ def run_measured(workload, alloc, tmp: Path) -> dict:
     return result
 
 
-def run_instructions(workload, alloc) -> int:
-    """Whole-program instructions of one run under callgrind (the allocator preloaded)."""
-    env = dict(os.environ, **workload.env)
-    env.pop("HCMALLOC_STATS", None)
+def callgrind(argv: list[str], env: dict, lib: Path | None) -> tuple[int, str]:
+    """Whole-program instructions of one run of argv under callgrind, `lib` preloaded (None:
+    glibc), and the run's standard output."""
+    env = dict(env)
     env.pop("LD_PRELOAD", None)
-    if alloc["lib"] is not None:
-        env["LD_PRELOAD"] = str(alloc["lib"])
+    if lib is not None:
+        env["LD_PRELOAD"] = str(lib)
     res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                          *workload.argv], env=env, capture_output=True, text=True)
+                          *argv], env=env, capture_output=True, text=True)
     m = re.search(r"Collected : (\d+)", res.stderr)
     if res.returncode != 0 or not m:
-        raise HctuneError(f"callgrind failed on {workload.name}: {res.stderr[-300:]}")
-    return int(m.group(1))
+        raise HctuneError(f"callgrind failed on {Path(argv[0]).name}: {res.stderr[-300:]}")
+    return int(m.group(1)), res.stdout
+
+
+def run_instructions(workload, alloc) -> int:
+    """Whole-program instructions of one run of a workload under callgrind."""
+    env = dict(os.environ, **workload.env)
+    env.pop("HCMALLOC_STATS", None)
+    return callgrind(workload.argv, env, alloc["lib"])[0]
 
 
 OS_CALLS = ("mmap", "munmap", "mprotect", "madvise", "mremap")

@@ -14,7 +14,6 @@ Prints a Markdown table and the command that made it.
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import subprocess
 import sys
@@ -22,35 +21,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alloc_bench import LIB_DIRS, SYSTEM_LIBS, read_stats  # noqa: E402
+from alloc_bench import callgrind, read_stats  # noqa: E402
 
+from hctune import allocators as system_allocators  # noqa: E402
 from hctune import knobs  # noqa: E402
 from hctune.build import build_hc  # noqa: E402
 from hctune.errors import HctuneError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-def others() -> dict[str, Path]:
-    found = {}
-    for name, soname in SYSTEM_LIBS.items():
-        for d in LIB_DIRS:
-            if (Path(d) / soname).exists():
-                found[name] = Path(d) / soname
-                break
-    return found
-
-
-def instructions(program: Path, rounds: int, lib: Path | None) -> tuple[int, str]:
-    env = {"PATH": "/usr/bin:/bin"}
-    if lib:
-        env["LD_PRELOAD"] = str(lib)
-    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                          str(program), str(rounds)], capture_output=True, text=True, env=env)
-    m = re.search(r"Collected : (\d+)", res.stderr)
-    if res.returncode != 0 or not m:
-        raise HctuneError(f"callgrind failed under {lib}: {res.stderr[-500:]}")
-    return int(m.group(1)), res.stdout
 
 
 def main(argv=None) -> int:
@@ -70,7 +48,7 @@ def main(argv=None) -> int:
             if not label or not sets:
                 raise HctuneError(f"--variant {item!r}: expected LABEL=KNOB=VALUE[,KNOB=VALUE...]")
             libs[f"hc:{label}"] = build_hc(knobs.resolve("generic", sets.split(",")))
-        libs.update(others())
+        libs.update(system_allocators.installed())
         with tempfile.TemporaryDirectory(prefix="churn-") as tmp:
             program = Path(tmp) / "churn_words"
             subprocess.run(["gcc", "-O2", "-o", str(program), str(HERE / "churn_words.c")],
@@ -78,7 +56,7 @@ def main(argv=None) -> int:
             rows = []
             expected = None
             for label, lib in libs.items():
-                count, out = instructions(program, args.rounds, lib)
+                count, out = callgrind([str(program), str(args.rounds)], {"PATH": "/usr/bin:/bin"}, lib)
                 expected = expected or out
                 if out != expected:
                     raise HctuneError(f"{label}: output differs from glibc's")

@@ -47,9 +47,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "bench" / "mt"
-SYSTEM_LIBS = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
-               "tcmalloc": "libtcmalloc_minimal.so.4"}
-LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
 TIME = "/usr/bin/time"
 CFLAGS = ["-O2", "-g", "-pthread", "-Wall", "-Wextra", "-std=gnu11"]
 
@@ -114,14 +111,14 @@ def hc_build(sets: list[str]) -> Path:
 
 def allocators(args) -> dict[str, Path | None]:
     """{label: library or None for glibc}, glibc first."""
+    from hctune import allocators as system_allocators
     out: dict[str, Path | None] = {"glibc": None}
-    for name, soname in SYSTEM_LIBS.items():
-        for d in LIB_DIRS:
-            if (Path(d) / soname).exists():
-                out[name] = Path(d) / soname
-                break
+    found = system_allocators.installed()
+    for name in system_allocators.SYSTEM:
+        if name in found:
+            out[name] = found[name]
         else:
-            print(f"mt_bench: {soname} not found; {name} left out", file=sys.stderr)
+            print(f"mt_bench: {name} not installed; left out", file=sys.stderr)
     if args.hc:
         for spec in args.hc:
             name, sep, path = spec.partition("=")
@@ -373,7 +370,7 @@ def report(results, pair_results, allocs, args, meta, instr=None) -> str:
         "Each cell: median [min-max] (speed vs glibc / vs mimalloc: above 1 is faster). "
         "HC libraries: " + ", ".join(f"{k} = {BUILT.get(k) or shown(v)}"
                                      for k, v in allocs.items()
-                                     if k not in SYSTEM_LIBS and k != "glibc") + ".",
+                                     if k not in ("glibc", "jemalloc", "mimalloc", "tcmalloc")) + ".",
         "",
     ]
 

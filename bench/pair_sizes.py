@@ -16,33 +16,20 @@ the command that made it.
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from alloc_bench import callgrind
+from hctune import allocators as system_allocators
 from hctune import knobs
 from hctune.build import build_hc
 from hctune.errors import HctuneError
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBS = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
-        "tcmalloc": "libtcmalloc_minimal.so.4"}
-LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
-
-
-def instructions(lib: Path | None, argv: list[str]) -> int:
-    env = {"PATH": "/usr/bin:/bin"}
-    if lib is not None:
-        env["LD_PRELOAD"] = str(lib)
-    res = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-                         env=env, capture_output=True, text=True)
-    m = re.search(r"Collected : (\d+)", res.stderr)
-    if res.returncode != 0 or not m:
-        raise HctuneError(f"callgrind failed: {res.stderr[-300:]}")
-    return int(m.group(1))
+ENV = {"PATH": "/usr/bin:/bin"}
 
 
 def allocators(args) -> dict[str, Path | None]:
@@ -57,11 +44,7 @@ def allocators(args) -> dict[str, Path | None]:
         if not label or not Path(path).is_file():
             raise HctuneError(f"--lib {item!r}: expected NAME=PATH of an existing HC .so")
         out[f"hc:{label}"] = Path(path).resolve()
-    for name, soname in LIBS.items():
-        for d in LIB_DIRS:
-            if (Path(d) / soname).exists():
-                out[name] = Path(d) / soname
-                break
+    out.update(system_allocators.installed())
     return out
 
 
@@ -91,8 +74,8 @@ def main(argv=None) -> int:
             for size in sizes:
                 row = []
                 for name in names:
-                    lo = instructions(libs[name], [str(pair), str(args.pairs), str(size)])
-                    hi = instructions(libs[name], [str(pair), str(2 * args.pairs), str(size)])
+                    lo = callgrind([str(pair), str(args.pairs), str(size)], ENV, libs[name])[0]
+                    hi = callgrind([str(pair), str(2 * args.pairs), str(size)], ENV, libs[name])[0]
                     row.append(f"{(hi - lo) / args.pairs:.0f}")
                 rows.append((size, row))
     except (HctuneError, subprocess.CalledProcessError, OSError) as e:

@@ -26,30 +26,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hctune import allocators as system_allocators
 from hctune import knobs
 from hctune.render import render_malloc
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBS = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
-        "tcmalloc": "libtcmalloc_minimal.so.4"}
-LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
-
-
-def system_lib(name: str) -> str | None:
-    for d in LIB_DIRS:
-        if (Path(d) / LIBS[name]).exists():
-            return str(Path(d) / LIBS[name])
-    return None
 
 
 def build(work: Path) -> tuple[dict[str, str | None], Path, Path]:
     def cc(out, *args):
         subprocess.run(["cc", "-O2", "-g", "-pthread", *map(str, args), "-o", str(out)], check=True)
     allocators: dict[str, str | None] = {"glibc": None}
-    for name in LIBS:
-        lib = system_lib(name)
-        if lib:
-            allocators[name] = lib
+    for name, lib in system_allocators.installed().items():
+        allocators[name] = str(lib)
     for label, small in (("HC pages", 1024), ("HC no pages", 0)):
         src = work / f"hc{small}.c"
         setting = knobs.resolve("generic", [f"SMALL_MAX={small}"])

@@ -89,6 +89,18 @@ def find_system(name: str) -> Path:
                       f"install the Debian package {package}")
 
 
+def installed() -> dict[str, Path]:
+    """{name: library} of the allocators of SYSTEM (jemalloc, mimalloc, tcmalloc) installed
+    here, found as find_system finds them; those not installed are left out."""
+    found = {}
+    for name in SYSTEM:
+        try:
+            found[name] = find_system(name)
+        except HctuneError:
+            pass
+    return found
+
+
 def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None) -> Allocator:
     """The allocator called `name`; for hc, `setting` (default: the generic preset) is built
     through the build cache; for glibc, jemalloc, mimalloc and tcmalloc it is a dict of their
