@@ -12,15 +12,18 @@
  * (inuse and quick bits set, never merged while kept), on a list of its exact size, as long as
  * the kept blocks total at most B bytes; a request of that exact block size takes the most
  * recent one back.  The lists are HC_BC_SLOTS slots indexed by the block size in granules
- * (mod HC_BC_SLOTS), each holding blocks of one size: a freed block whose slot holds another
- * size first sends that slot's blocks to the big list (so the slots follow the sizes most
- * recently freed, and a size never asked for again does not stay).  Kept blocks are given back
- * to the big list:
+ * (mod HC_BC_SLOTS), each holding blocks of one size, and a slot keeps only the size last asked
+ * for there: a request that finds no block of its size claims the slot for it (sending blocks of
+ * another size that the slot held to the big list), and only frees of the claimed size are
+ * kept.  A size freed but never asked for again is not kept (a program whose big sizes do not
+ * repeat pays nothing in memory), nor one whose blocks a request of another size displaced.
+ * Kept blocks are given back to the big list:
  *  - by a complete coalescing (§3.8), which merges them like the quick lists' blocks (their
  *    quick bit says they are free);
+ *  - before the heap grows for want of a fit (hc_alloc_block), which then takes a fit among
+ *    them if there is one: a kept block never makes the heap grow;
  *  - by every purge (the decay's, malloc_trim), so that their pages can be released.
- * The cost is memory: at most B bytes not merged with their neighbours, which a first fit could
- * otherwise have split for another size.  0: the paper's big list for every free (the default;
+ * The cost is memory: at most B bytes not merged with their neighbours while they are kept.  0: the paper's big list for every free (the default;
  * generic leaves it to the search, docs/allocator-bench.md, "Big blocks").
  *
  * Per arena (struct hc_state), under its lock; single-threaded, malloc's and free's fast paths
@@ -28,10 +31,12 @@
 #include "hc_block.h"
 
 #if BIG_CACHE > 0
-/* The largest block kept: half the bound, and what a 32-bit header holds. */
-#define HC_BC_MAX ((size_t)(BIG_CACHE) / 2 < HC_MAX_BLOCK ? (size_t)(BIG_CACHE) / 2 : (size_t)HC_MAX_BLOCK)
-/* The largest request whose block may be kept (its rounding cannot overflow). */
-#define HC_BC_REQUEST (HC_BC_MAX - HC_HDR)
+/* The largest block kept: half the bound (a whole number of granules), and what a 32-bit header
+ * holds. */
+#define HC_BC_MAX (((size_t)(BIG_CACHE) / 2 < HC_MAX_BLOCK ? (size_t)(BIG_CACHE) / 2 : (size_t)HC_MAX_BLOCK) \
+                   / HC_GRANULE * HC_GRANULE)
+/* The largest request whose block may be kept (its block is at most HC_BC_MAX). */
+#define HC_BC_REQUEST (HC_BC_MAX > HC_HDR ? HC_BC_MAX - HC_HDR : 0)
 
 static inline struct hc_bc_slot *hc_bc_slot_of(size_t size)
 {
@@ -53,19 +58,14 @@ static HC_NOINLINE void hc_bc_evict(struct hc_bc_slot *s)
     }
 }
 
-/* Keep freed block b of `size` bytes (> HC_MEDIUM_MAX, inuse bit set, accounted as freed).
- * 0: not kept (too large, or the bound is reached); the caller lists it. */
+/* Keep freed block b of `size` bytes (> HC_MEDIUM_MAX, inuse bit set, accounted as freed) if its
+ * slot is claimed for its size and the bound allows.  0: not kept; the caller lists it. */
 static inline int hc_bc_push(char *b, size_t size)
 {
     HC_ARENA_HERE;
-    if (size > HC_BC_MAX || hc.bc.bytes + size > (size_t)(BIG_CACHE))
-        return 0;
     struct hc_bc_slot *s = hc_bc_slot_of(size);
-    if (hc_unlikely(s->size != size)) {
-        if (s->head)
-            hc_bc_evict(s);
-        s->size = (uint32_t)size;
-    }
+    if (s->size != size || hc.bc.bytes + size > (size_t)(BIG_CACHE))
+        return 0;
     *hc_hdr(b) |= HC_QUICK;
     *hc_link_next(b) = s->head;
     s->head = hc_off_of(b);
@@ -74,13 +74,25 @@ static inline int hc_bc_push(char *b, size_t size)
     return 1;
 }
 
-/* The most recently kept block of exactly `size` bytes, inuse bit set (not yet accounted); NULL
- * if none. */
+/* A request found no kept block in slot s for its block size: claim the slot for that size. */
+static HC_NOINLINE void hc_bc_claim(struct hc_bc_slot *s, size_t size)
+{
+    if (s->head)
+        hc_bc_evict(s);
+    s->size = (uint32_t)size;
+}
+
+/* The most recently kept block of exactly `size` bytes (<= HC_BC_MAX), inuse bit set (not yet
+ * accounted); NULL if none, the slot then claimed for the size. */
 static inline char *hc_bc_pop(size_t size)
 {
     HC_ARENA_HERE;
     struct hc_bc_slot *s = hc_bc_slot_of(size);
-    if (s->size != size || !s->head)
+    if (hc_unlikely(s->size != size)) {
+        hc_bc_claim(s, size);
+        return NULL;
+    }
+    if (!s->head)
         return NULL;
     char *b = hc_at(s->head);
     s->head = *hc_link_next(b);
