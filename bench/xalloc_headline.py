@@ -28,6 +28,10 @@ objective; mem significantly smaller than the best default on at least half of t
 the paired-bootstrap 95 % interval of the ratio to the best default: against glibc the
 summary's `vs_glibc`, against another allocator its `vs_recommended` (that default's runs
 against the answer's, round by round); where neither exists, the medians' intervals apart.
+
+perf on long programs (`--validate-scale 20 python3 perl gawk`: searched on short runs,
+validated on runs of seconds) and the criterion fixed before that run: `bench/xalloc_counts.py
+--help`, which also counts instructions and page faults beside each perf row.
 """
 
 from __future__ import annotations
@@ -188,12 +192,16 @@ def goals(results: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog=__doc__[__doc__.index("perf on long programs"):])
     ap.add_argument("--out", default="bench-out/xalloc-headline")
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--top", type=int, default=1)
     ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--validate-scale", type=float, default=None, metavar="SCALE",
+                    help="input b's scale (default: --scale): profile and search a short run, "
+                         "validate on a long one (perf on programs that run for seconds)")
     ap.add_argument("--objectives", default="mem,perf")
     ap.add_argument("--memory-measure", default="auto", choices=("auto", "peak", "mean", "final"),
                     help="what mem minimises and validation chooses on (search "
@@ -207,6 +215,7 @@ def main(argv=None) -> int:
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
+    vscale = a.scale if a.validate_scale is None else a.validate_scale
     objectives = [o for o in a.objectives.split(",") if o]
     # one file per memory measure: a mean run does not mix with a peak one
     slow = f"-slow{a.max_slowdown:g}" if a.max_slowdown is not None else ""
@@ -217,10 +226,10 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         db = out / "hctune.db"
         headline_real.make_inputs(out, "a", 2006, a.scale)
-        headline_real.make_inputs(out, "b", 2007, a.scale)
+        headline_real.make_inputs(out, "b", 2007, vscale)
         for name in a.programs:
             argv_a, env = command(name, out, "a", 2006, a.scale)
-            argv_b, _ = command(name, out, "b", 2007, a.scale)
+            argv_b, _ = command(name, out, "b", 2007, vscale)
             trace = out / f"{name}.hct"
             if not trace.exists():
                 headline_real.hctune(db, "profile", "-o", trace, *argv_a, env=env)
@@ -247,6 +256,7 @@ def main(argv=None) -> int:
                 done.write_text(json.dumps(results, indent=1, sort_keys=True))
     print(f"# .venv/bin/python bench/xalloc_headline.py --out {a.out} --trials {a.trials} "
           f"--runs {a.runs} --top {a.top} --scale {a.scale} --objectives {a.objectives} "
+          + (f"--validate-scale {a.validate_scale:g} " if a.validate_scale is not None else "")
           + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "auto" else "")
           + (f"--max-slowdown {a.max_slowdown:g} " if slow else "")
           + " ".join(a.programs))

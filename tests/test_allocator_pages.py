@@ -11,7 +11,8 @@
 - A producer thread allocating and consumers freeing keeps a bounded resident size; the owner
   gets back every block other threads freed (counted from HC's statistics); an exited thread's
   pages become empty once its blocks are freed, with no further call (the purge thread); 10,000
-  short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c.
+  short-lived threads reuse the same pages; the ring and fork modes of tests/c/hc_threads.c; a
+  fork that copies another thread's page in the middle of its owner's work (tests/c/sp_fork.c).
 - A double free aborts with one line (also a block another thread freed twice while it keeps
   or holds it).
 - Other threads' frees (hc_remote.c): counted from HC's statistics -- blocks kept by the freeing
@@ -227,6 +228,20 @@ def test_ring_and_fork(c_program, pages_on):
     res = run([c_program("hc_threads"), "fork", forks], library)
     assert res.returncode == 0 and res.stdout == f"ok fork children={forks}\n", \
         res.stdout + res.stderr[-2000:]
+
+
+def test_fork_trusts_nothing_a_dead_owner_wrote(c_program, pages_on):
+    """fork copies another thread's page at any instant of its owner's lock-free work (a carve
+    had pointed the free list at a block whose link was not yet written: 3 of 30 children of
+    `hc_threads fork` died walking it).  Made deterministic: the page's every byte that is not a
+    block the thread holds is overwritten, then the process forks; the child adopts the page
+    (some of its blocks come from it), gets zeroed blocks from calloc, and frees the dead
+    thread's blocks (tests/c/sp_fork.c)."""
+    _, library = pages_on
+    res = run([c_program("sp_fork")], library)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    m = re.fullmatch(r"ok adopted (\d+)\n", res.stdout)
+    assert m and int(m.group(1)) > 0, res.stdout
 
 
 def test_regions_reserved_on_demand(c_program, release_libraries):

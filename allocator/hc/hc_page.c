@@ -60,7 +60,8 @@
  *    thread needs a page and the pool has none (hc_sp_idle_give).
  *  - fork: the pools' lock is taken around fork by hc_lock.h's handlers, in its lock order
  *    (after the stdio list lock, not at all while single-threaded); in the child, pages of
- *    threads that did not survive the fork become orphans.
+ *    threads that did not survive the fork become orphans, with none of what their owners
+ *    wrote without a lock trusted (their free lists are dropped: hc_sp_fork_child).
  *  - Statistics: pages taken (small_pages, counted in heap_bytes and the footprint: the region is
  *    never unmapped), empty pages held, bytes released; the blocks on pages count in
  *    allocs_current and bytes_current when the statistics are read (a walk of the pages), not
@@ -1263,7 +1264,19 @@ static HC_UNUSED int hc_sp_purge_try(void)
 static void hc_sp_fork_prepare(void) { pthread_mutex_lock(&hc_sp_mu); }
 static void hc_sp_fork_parent(void) { pthread_mutex_unlock(&hc_sp_mu); }
 
-/* In the child only the forking thread lives on: the pages of every other owner are orphaned. */
+/* In the child only the forking thread lives on: the pages of every other owner are orphaned.
+ *
+ * Their owners take no lock, so fork copied each of those pages at an instant of its owner's
+ * work: between two stores of a push, or in the middle of a carve, which points the page's
+ * free list at a block whose link is not written yet (a child that walked it died on the
+ * block's old contents).  Nothing the owner writes alone is trusted here, and nothing is
+ * walked: the local free list is dropped (its blocks stay counted as used: lost, at most the
+ * free blocks the dead threads held), every block below the bump pointer counts as used, and
+ * no byte of the page counts as known zero, since a carve may have linked blocks past the
+ * bump pointer it had not yet moved.  What other threads wrote is consistent: the atomic list
+ * and its count were published by compare-and-swap, after the links they carry, and the page's
+ * size, class and end were written under hc_sp_mu, which fork holds.  The next thread to need
+ * the class adopts the page and collects the atomic list as for any orphan. */
 static void hc_sp_fork_child(void)
 {
     hc_sp_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
@@ -1275,21 +1288,23 @@ static void hc_sp_fork_child(void)
         if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
             continue;
         pg->owner = NULL;
-        /* Its owner takes no lock, so fork may have copied the page between the two stores of
-         * a pop or a push: the count is made again from the free list and the bump (each a
-         * single store, so consistent); a block caught in flight stays counted as used. */
         char *first = (char *)pg + HC_SP_HEAD;
-        size_t blocks = pg->size ? (size_t)(pg->end - first) / pg->size : 0, nfree = 0;
-        for (char *b = pg->free; b && nfree < blocks; b = *(char **)b)
-            nfree++;
-        pg->used = blocks ? (uint32_t)(blocks - nfree - (size_t)(pg->end - pg->bump) / pg->size)
-                          : 0;
-        if (hc_run_page(pg))
-            pg->used = hc_run_count(pg); /* from its end bits (hc_run.c) */
+        pg->free = NULL;
+        pg->zero_from = (char *)pg + HC_SP_PAGE;
+        if (hc_run_page(pg)) {
+            /* A run page's bitmaps and hole links are its owner's alone, and fork may have
+             * copied them mid-update: the child never reuses the page (it goes on no list, so
+             * no thread adopts it).  Its blocks may still be freed, onto its atomic list. */
+            pg->used = hc_run_count(pg);
+            pg->where = HC_SP_ORPHAN;
+            pg->prev = pg->next = NULL;
+            continue;
+        }
+        pg->used = pg->size ? (uint32_t)((size_t)(pg->bump - first) / pg->size) : 0;
 #if HC_DEBUG
-        /* ...and a carve or a red zone caught half written: the red zones are stamped again
-         * (they lie past every block's usable size; an overflow is the parent's to catch). */
-        for (char *b = first; blocks && !hc_run_page(pg) && b < pg->bump; b += pg->size)
+        /* ...and a red zone caught half written: the red zones are stamped again (they lie
+         * past every block's usable size; an overflow is the parent's to catch). */
+        for (char *b = first; pg->size && b < pg->bump; b += pg->size)
             memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
 #endif
         pg->where = HC_SP_ORPHAN;

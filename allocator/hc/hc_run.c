@@ -38,7 +38,8 @@
  *  - A run page whose blocks all came back goes to the empty pool unless it is the thread's most
  *    recently taken run page (hc_sp_retire), reused by any class.  A thread's exit orphans or
  *    retires its run pages like the others; a thread adopting an orphan merges its pending blocks
- *    and lists its holes.  fork's child recounts an orphaned run page's blocks from its end bits.
+ *    and lists its holes.  fork's child never reuses a run page of a thread that did not
+ *    survive the fork (its bitmaps may have been copied mid-update); its blocks can be freed.
  *  - calloc: a block at or above the page's zero_from (never handed out) is zero but for the hole
  *    node, cleared here.  realloc grows a block in place into the hole after it and shrinks it in
  *    place, the owner only.  The memalign family up to 32-byte alignment is served here.
@@ -436,18 +437,15 @@ static uint64_t hc_run_bytes(struct hc_sp_page *pg)
     return n > HC_RUN_FIRST ? (uint64_t)(n - HC_RUN_FIRST) << HC_RUN_SHIFT : 0;
 }
 
-/* fork's child: an orphaned run page's count of live blocks, from its end bits less the blocks on
- * its local list. */
+/* fork's child: a dead owner's run page's blocks, counted from its end bits (the statistics';
+ * the child never reuses the page, hc_sp_fork_child). */
 static uint32_t hc_run_count(struct hc_sp_page *pg)
 {
     struct hc_run_maps *m = hc_run_maps(pg);
-    unsigned n = 0, pending = 0;
+    unsigned n = 0;
     for (unsigned w = 0; w < HC_RUN_WORDS; w++)
         n += (unsigned)__builtin_popcountll(m->end[w]);
-    for (char *b = pg->free; b && pending < HC_RUN_NG; b = *(char **)b)
-        pending++;
-    n = n > 1 ? n - 1 : 0;
-    return n > pending ? n - pending : 0;
+    return n > 1 ? n - 1 : 0;
 }
 
 #if HC_DEBUG

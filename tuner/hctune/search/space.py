@@ -31,29 +31,48 @@ from hctune.errors import HctuneError
 FIXED_IN_SEARCH = {"MONITOR": 0}
 
 
-def _bounds(k: _knobs.Knob):
+def _param(name: str, kind: str) -> str:
+    """The Optuna parameter that carries a knob named `name` searched as `kind` (named so a reader
+    sees the transform): HC's knobs and the other allocators' alike."""
+    return {"pow2": f"{name}_log2", "log_or_zero": f"{name}+1"}.get(kind, name)
+
+
+def _encode(name: str, kind: str, value):
+    """A knob's value as its Optuna parameter (`_param`'s transform)."""
+    if kind == "pow2":
+        exp = math.log2(value)
+        if not exp.is_integer():
+            raise HctuneError(f"{name}={value} is not a power of two")
+        return int(exp)
+    if kind == "log_or_zero":
+        return int(value) + 1
+    return value
+
+
+def _decode(kind: str, value):
+    """An Optuna parameter back as the knob's value."""
+    if kind == "pow2":
+        return 2 ** int(value)
+    if kind == "log_or_zero":
+        return int(value) - 1
+    return value
+
+
+def _distribution(k, where: str, choices, step: int):
+    """The one mapping from a knob's search kind to its Optuna distribution, for HC's knobs
+    (configs/knobs.toml) and the other allocators' (configs/allocators.toml): `choices` are a
+    "choice" knob's values (None: the kind is refused), `step` an "int" knob's grid step, and
+    `where` names the declaration in errors."""
     lo = k.search_min if k.search_min is not None else k.min
     hi = k.search_max if k.search_max is not None else k.max
-    return lo, hi
-
-
-def param_name(k: _knobs.Knob) -> str:
-    """The Optuna parameter that carries knob `k` (named so a reader sees the transform)."""
-    return {"pow2": f"{k.name}_log2", "log_or_zero": f"{k.name}+1"}.get(k.search, k.name)
-
-
-def distribution(k: _knobs.Knob):
-    """The Optuna distribution of knob `k`, or None when it is not searched."""
-    lo, hi = _bounds(k)
     kind = k.search
     if kind == "fixed":
         return None
     if kind == "choice":
-        if k.type != "bool":
-            raise HctuneError(f"knobs.toml: {k.name}: search 'choice' is for boolean knobs")
-        return CategoricalDistribution([0, 1])
+        if choices is None:
+            raise HctuneError(f"{where}: search 'choice' is for boolean knobs")
+        return CategoricalDistribution(list(choices))
     if kind == "int":
-        step = k.search_step or k.step or 1
         # The last grid point must stay inside the legal range.
         hi = lo + (hi - lo) // step * step
         return IntDistribution(int(lo), int(hi), step=int(step))
@@ -67,7 +86,18 @@ def distribution(k: _knobs.Knob):
         # Log-uniform over 1..hi+1 shifted down by one: 0 ("never") stays reachable and small
         # values get as much attention as large ones.
         return IntDistribution(int(lo) + 1, int(hi) + 1, log=True)
-    raise HctuneError(f"knobs.toml: {k.name}: unknown search kind {kind!r}")
+    raise HctuneError(f"{where}: unknown search kind {kind!r}")
+
+
+def param_name(k: _knobs.Knob) -> str:
+    """The Optuna parameter that carries HC's knob `k`."""
+    return _param(k.name, k.search)
+
+
+def distribution(k: _knobs.Knob):
+    """The Optuna distribution of HC's knob `k`, or None when it is not searched."""
+    return _distribution(k, f"knobs.toml: {k.name}", [0, 1] if k.type == "bool" else None,
+                         k.search_step or k.step or 1)
 
 
 def searched(only=None, threads: bool = False) -> dict[str, _knobs.Knob]:
@@ -115,24 +145,9 @@ def params_threaded(params: dict) -> bool:
 
 
 def _to_param(k: _knobs.Knob, value):
-    if k.search == "pow2":
-        exp = math.log2(value)
-        if not exp.is_integer():
-            raise HctuneError(f"{k.name}={value} is not a power of two")
-        return int(exp)
-    if k.search == "log_or_zero":
-        return int(value) + 1
-    if k.type == "float":
-        return float(value)
-    return int(value)
-
-
-def _from_param(k: _knobs.Knob, value):
-    if k.search == "pow2":
-        return 2 ** int(value)
-    if k.search == "log_or_zero":
-        return int(value) - 1
-    return value
+    if k.search in ("pow2", "log_or_zero"):
+        return _encode(k.name, k.search, value)
+    return float(value) if k.type == "float" else int(value)
 
 
 def params_of(setting: dict, only=None, threads: bool = False) -> dict:
@@ -148,7 +163,7 @@ def setting_of(params: dict, only=None, threads: bool = False) -> dict:
         p = param_name(k)
         if p not in params:
             raise HctuneError(f"trial has no parameter {p!r}: the study was made with other knobs")
-        values[name] = _from_param(k, params[p])
+        values[name] = _decode(k.search, params[p])
     return _knobs.complete(values)
 
 
@@ -189,29 +204,13 @@ ALLOCATOR_PARAM = "allocator"
 
 
 def x_param_name(k) -> str:
-    return f"{k.full_name}+1" if k.search == "log_or_zero" else k.full_name
+    return _param(k.full_name, k.search)
 
 
 def x_distribution(k):
     """The Optuna distribution of another allocator's knob `k`, or None when not searched."""
-    lo = k.search_min if k.search_min is not None else k.min
-    hi = k.search_max if k.search_max is not None else k.max
-    kind = k.search
-    if kind == "fixed":
-        return None
-    if kind == "choice":
-        return CategoricalDistribution(list(k.choices) if k.type == "choice" else [0, 1])
-    if kind == "int":
-        step = k.search_step or 1
-        hi = lo + (hi - lo) // step * step
-        return IntDistribution(int(lo), int(hi), step=int(step))
-    if kind == "float":
-        return FloatDistribution(float(lo), float(hi))
-    if kind == "log":
-        return IntDistribution(int(lo), int(hi), log=True)
-    if kind == "log_or_zero":
-        return IntDistribution(int(lo) + 1, int(hi) + 1, log=True)
-    raise HctuneError(f"allocators.toml: {k.full_name}: unknown search kind {kind!r}")
+    return _distribution(k, f"allocators.toml: {k.full_name}",
+                         k.choices if k.type == "choice" else [0, 1], k.search_step or 1)
 
 
 def x_searched(name: str, threads: bool = False) -> dict:
@@ -226,8 +225,7 @@ def x_params_of(name: str, setting: dict, threads: bool = False) -> dict:
     full = {**_xknobs.defaults(name), **_xknobs.complete(name, setting)}
     params = {ALLOCATOR_PARAM: name}
     for n, k in x_searched(name, threads).items():
-        v = full[n]
-        params[x_param_name(k)] = int(v) + 1 if k.search == "log_or_zero" else v
+        params[x_param_name(k)] = _encode(k.full_name, k.search, full[n])
     return params
 
 
@@ -236,8 +234,7 @@ def x_setting_of(name: str, params: dict, threads: bool = False) -> dict:
     for n, k in x_searched(name, threads).items():
         p = x_param_name(k)
         if p in params:
-            v = params[p]
-            out[n] = int(v) - 1 if k.search == "log_or_zero" else v
+            out[n] = _decode(k.search, params[p])
     return _xknobs.complete(name, out)
 
 
