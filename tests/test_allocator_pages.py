@@ -57,10 +57,16 @@ SETTINGS = [
     ("4096-keep-batch", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "REMOTE_KEEP": 16,
                          "REMOTE_BATCH": 8}),
     ("1024-keep1-batch2", {"SMALL_MAX": 1024, "REMOTE_KEEP": 1, "REMOTE_BATCH": 2}),
+    # mid sizes as runs of granules on shared pages (hc_run.c, MID_RUNS)
+    ("4096-runs256", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "MID_RUNS": 256, "SMALL_YIELD": 1,
+                      "SMALL_IDLE": 1}),
+    ("2048-runs1024-keep-batch", {"SMALL_MAX": 2048, "MID_RUNS": 1024, "REMOTE_KEEP": 16,
+                                  "REMOTE_BATCH": 8}),
 ]
 IDS = [name for name, _ in SETTINGS]
 ON = "1024-c4"
 KEEP = "4096-keep-batch"
+RUNS = "4096-runs256"
 THREADS = 4
 
 
@@ -68,8 +74,9 @@ release_libraries, debug_libraries = libraries_by_id(SETTINGS)
 run = run_preloaded
 
 
-@pytest.fixture(params=[("release", ON), ("debug", ON), ("release", KEEP), ("debug", KEEP)],
-                ids=["release", "debug", "release-keep", "debug-keep"])
+@pytest.fixture(params=[("release", ON), ("debug", ON), ("release", KEEP), ("debug", KEEP),
+                        ("release", RUNS), ("debug", RUNS)],
+                ids=["release", "debug", "release-keep", "debug-keep", "release-runs", "debug-runs"])
 def pages_on(request):
     """(kind, the library with the pages on, built release or debug; and with other threads'
     blocks kept and batched, REMOTE_KEEP and REMOTE_BATCH)."""
@@ -97,7 +104,8 @@ def test_stress_debug(c_program, debug_libraries, name, threads):
                                              ("4096-c8", 4096, 8), ("1024-c1", 1024, 1),
                                              ("4096-m16", 4096, 4), ("4096-m16-p2h", 4096, 4),
                                              ("4096-m64-yield", 4096, 4),
-                                             ("2500-c8-m8", 2500, 8)])
+                                             ("2500-c8-m8", 2500, 8), ("4096-runs256", 4096, 4),
+                                             ("2048-runs1024-keep-batch", 2048, 4)])
 def test_every_size(c_program, release_libraries, debug_libraries, name, limit, per2):
     for library in (release_libraries[name], debug_libraries[name]):
         res = run([c_program("hc_pages"), "sizes", limit], library)
@@ -346,7 +354,8 @@ def test_programs_with_the_layer_on(release_libraries, debug_libraries, tmp_path
 STRICT_VARIANTS = [["SMALL_MAX=1024"], ["SMALL_MAX=4096", "SMALL_CLASSES=8", "DECAY_MS=0", "MID_CLASSES=64",
                                        "SMALL_IDLE=1", "SMALL_P2_HEADER=1", "SMALL_YIELD=1"],
                    ["SMALL_MAX=16", "SMALL_CLASSES=1", "ARENAS=1", "TCACHE_COUNT=0"],
-                   ["SMALL_MAX=4096", "REMOTE_KEEP=8", "REMOTE_BATCH=8"]]
+                   ["SMALL_MAX=4096", "REMOTE_KEEP=8", "REMOTE_BATCH=8"],
+                   ["SMALL_MAX=4096", "MID_CLASSES=64", "SMALL_P2_HEADER=1", "MID_RUNS=512"]]
 
 
 @pytest.mark.parametrize("debug", [False, True], ids=["release", "debug"])

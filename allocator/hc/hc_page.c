@@ -80,6 +80,11 @@
 #include "hc_lock.h"
 
 #define HC_SP_ON (SMALL_MAX > 0)
+/* MID_RUNS (hc_run.c): requests above it up to SMALL_MAX are runs of granules on shared pages. */
+#define HC_RUN_ON (HC_SP_ON && (MID_RUNS) > 0 && (MID_RUNS) < (SMALL_MAX) && (MID_RUNS) < 4096)
+#define HC_RUN_SHIFT 5u
+#define HC_RUN_GRAN (1u << HC_RUN_SHIFT) /* a run's granule: 32 bytes */
+#define HC_RUN_BINS (4096u >> HC_RUN_SHIFT) /* hole lists: 1 .. 127 granules, and 128 or more */
 
 #if HC_SP_ON
 
@@ -102,7 +107,12 @@
 /* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
  * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
  * a page holds, 63 down to 15: 32 + 50) */
-#define HC_SP_NCLS (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+#define HC_SP_NCLS_SIZED (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+/* With MID_RUNS, two more: the run requests' class (its current page is always hc_sp_none, so
+ * malloc's pop misses and the slow path calls hc_run_malloc) and the run pages' class. */
+#define HC_SP_NCLS (HC_SP_NCLS_SIZED + (HC_RUN_ON ? 2u : 0u))
+#define HC_RUN_RCLS (HC_SP_NCLS - 2u)
+#define HC_RUN_PCLS (HC_SP_NCLS - 1u)
 #define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
@@ -152,6 +162,11 @@ struct hc_sp_thread {
 #if SMALL_IDLE
     uint64_t idle[2];           /* classes whose current page was left empty (SMALL_IDLE) */
 #endif
+#if HC_RUN_ON
+    void *rbin[HC_RUN_BINS];    /* MID_RUNS: the holes of the thread's run pages by length (hc_run.c) */
+    uint64_t rmask[HC_RUN_BINS / 64]; /* bit b: rbin[b] is not empty */
+    uint32_t rpages, rfresh;    /* run pages owned; taken since the last scan for others' frees */
+#endif
     unsigned char state;
 #if HC_DEBUG
     uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
@@ -174,6 +189,20 @@ static void hc_rm_exit(void);
 static void hc_rm_exit_counts(void);
 static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
 static void hc_rm_stats(struct hc_stats *out);
+
+/* hc_run.c (after this file): mid sizes as runs of granules on shared pages (MID_RUNS). */
+static inline int hc_run_page(struct hc_sp_page *pg) { return HC_RUN_ON && pg->cls == HC_SP_NCLS - 1u; }
+static void hc_run_format(struct hc_sp_page *pg);
+static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean);
+static void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg);
+static void hc_run_detach(struct hc_sp_thread *t, struct hc_sp_page *pg);
+static size_t hc_run_usable(struct hc_sp_page *pg, void *p);
+static void *hc_run_realloc(void *p, size_t n);
+static uint64_t hc_run_bytes(struct hc_sp_page *pg);
+static uint32_t hc_run_count(struct hc_sp_page *pg);
+#if HC_DEBUG
+static void hc_run_check(struct hc_sp_page *pg);
+#endif
 
 /* The region: [base, base + 16 * span16).  Before it exists span16 is 0, so free()'s compare
  * fails for every pointer.  Both in one cache line, read together by free(); base is set once,
@@ -247,7 +276,7 @@ static void hc_sp_red_check(char *b, size_t size)
 static void hc_sp_classes(void)
 {
     unsigned c = 0; /* the last slot filled */
-    for (size_t s = 16; c + 1 < HC_SP_NCLS;) {
+    for (size_t s = 16; c + 1 < HC_SP_NCLS_SIZED;) {
         size_t fit = s;
         if (HC_SP_MID && s > HC_SP_MID_FROM) {
             size_t per_page = (HC_SP_PAGE - HC_SP_HEAD) / s;
@@ -261,7 +290,7 @@ static void hc_sp_classes(void)
         /* A power of two and a header: the class one granule above each power of two from 128
          * (144, 272, 528, 1,040; stretched above 1 KiB), for the many requests of a power-of-two
          * payload plus a few bytes (sqlite3's 1,032-byte rows took 1,088 bytes). */
-        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS) {
+        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS_SIZED) {
             size_t x = s + 16;
             if (HC_SP_MID && x > HC_SP_MID_FROM)
                 x = (HC_SP_PAGE - HC_SP_HEAD) / ((HC_SP_PAGE - HC_SP_HEAD) / x) & ~(size_t)15;
@@ -281,6 +310,13 @@ static void hc_sp_classes(void)
             k++;
         hc_sp_cls[i] = (uint8_t)k;
     }
+#if HC_RUN_ON
+    /* Requests above MID_RUNS: the run requests' class (no size: memalign's class test fails). */
+    for (size_t i = (size_t)(MID_RUNS) / 16 + 1; i < HC_SP_IDX; i++)
+        hc_sp_cls[i] = (uint8_t)HC_RUN_RCLS;
+    hc_sp_size[HC_RUN_RCLS] = 0;
+    hc_sp_size[HC_RUN_PCLS] = HC_RUN_GRAN;
+#endif
 }
 
 #define HC_SP_PROT (PROT_READ | PROT_WRITE)
@@ -404,6 +440,8 @@ static inline struct hc_sp_page *hc_sp_avail(struct hc_sp_thread *t, unsigned c)
 static void hc_sp_unlink(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     unsigned c = pg->cls;
+    if (hc_run_page(pg))
+        hc_run_detach(t, pg); /* its holes leave the thread's lists (hc_run.c) */
     if (pg->prev)
         pg->prev->next = pg->next;
     else if (pg->where == HC_SP_AVAIL)
@@ -699,6 +737,8 @@ static void hc_sp_format(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned
     pg->bump = first;
     pg->used = 0;
     __atomic_store_n(&pg->xfree, 0, __ATOMIC_RELAXED);
+    if (hc_run_page(pg))
+        hc_run_format(pg); /* bitmaps (hc_run.c) */
     __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
 }
 
@@ -778,6 +818,10 @@ static HC_COLD void hc_sp_fail(const char *what, void *p)
  * threads' frees not yet collected, which used still counts), every free block on a boundary. */
 static void hc_sp_check_page(struct hc_sp_page *pg)
 {
+    if (hc_run_page(pg)) {
+        hc_run_check(pg);
+        return;
+    }
     char *first = (char *)pg + HC_SP_HEAD;
     size_t size = pg->size, blocks = (size_t)(pg->end - first) / size, nfree = 0;
     if (!size || pg->bump < first || pg->bump > pg->end || (size_t)(pg->bump - first) % size)
@@ -809,7 +853,7 @@ static void hc_sp_dbg_tick(struct hc_sp_thread *t)
         for (int k = 0; k < 2; k++)
             for (struct hc_sp_page *pg = lists[k]; pg; pg = pg->next) {
                 hc_sp_check_page(pg);
-                for (char *b = (char *)pg + HC_SP_HEAD; b < pg->bump; b += pg->size)
+                for (char *b = (char *)pg + HC_SP_HEAD; !hc_run_page(pg) && b < pg->bump; b += pg->size)
                     hc_sp_red_check(b, pg->size);
             }
     }
@@ -820,6 +864,8 @@ static void hc_sp_check_arg(void *p)
 {
     struct hc_sp_page *pg = hc_sp_page_of(p);
     char *first = (char *)pg + HC_SP_HEAD;
+    if (pg->size && hc_run_page(pg))
+        return; /* checked by hc_run.c's free (hc_run_block) */
     if (!pg->size || (char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
         hc_sp_fail("free of a pointer that malloc did not return (not a block of its small page)", p);
     hc_sp_red_check(p, pg->size);
@@ -875,6 +921,8 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     unsigned c = hc_sp_cls[(want + 15) >> 4];
     if (!c)
         c = 1;
+    if (HC_RUN_ON && c == HC_RUN_RCLS)
+        return hc_run_malloc(t, n, clean); /* mid sizes: runs of granules (hc_run.c) */
     char *b = hc_rm_take(c); /* a block of another thread's page this thread freed */
     if (b) {
         *clean = 0;
@@ -988,6 +1036,10 @@ static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
 /* The owner freed into a page that is full, or that is now empty. */
 static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
+    if (hc_run_page(pg)) { /* every free of a run block comes here (hc_run.c) */
+        hc_run_free_owner(t, pg);
+        return;
+    }
     if (pg->where == HC_SP_FULL) {
         hc_sp_unlink(t, pg);
         hc_sp_push_avail(t, pg, 0);
@@ -1060,7 +1112,13 @@ static inline __attribute__((always_inline)) void hc_sp_free(void *p)
     hc_sp_free_block(pg, p, key);
 }
 
-static inline size_t hc_sp_usable(void *p) { return hc_sp_page_of(p)->size - HC_SP_RED; }
+static inline size_t hc_sp_usable(void *p)
+{
+    struct hc_sp_page *pg = hc_sp_page_of(p);
+    if (hc_run_page(pg))
+        return hc_run_usable(pg, p);
+    return pg->size - HC_SP_RED;
+}
 
 /* ---- thread exit, malloc_trim, fork, statistics ---- */
 
@@ -1079,6 +1137,8 @@ static void hc_sp_exit(void *arg)
             for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
                 next = pg->next;
                 pg->used &= ~HC_SP_FULLBIT;
+                if (hc_run_page(pg))
+                    pg->used--; /* a run page's header counts while it is owned (hc_run.c) */
                 hc_sp_collect(pg);
                 if (pg->used == 0) {
                     hc_sp_retire_locked(pg);
@@ -1122,7 +1182,7 @@ static size_t hc_sp_trim(void)
                 for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
                     next = pg->next;
                     hc_sp_collect(pg);
-                    if ((pg->used & ~HC_SP_FULLBIT) == 0 && pg != t->cur[c]) {
+                    if ((pg->used & ~HC_SP_FULLBIT) == (uint32_t)hc_run_page(pg) && pg != t->cur[c]) {
                         hc_sp_unlink(t, pg);
                         hc_sp_retire(pg);
                     } else if (pg->where == HC_SP_FULL && pg->free) {
@@ -1141,11 +1201,11 @@ static size_t hc_sp_trim(void)
 /* Pages taken, and the blocks and bytes handed out on them: a walk of every page (the owners
  * keep their counts without atomics, so a page another thread is working on is read as it
  * happens to be; the numbers are exact when the other threads are quiet). */
-struct hc_sp_totals { uint64_t pages, blocks, bytes; };
+struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
 
 static struct hc_sp_totals hc_sp_totals(void)
 {
-    struct hc_sp_totals t = { 0, 0, 0 };
+    struct hc_sp_totals t = { 0, 0, 0, 0 };
     if (__atomic_load_n(&hc_sp_state, __ATOMIC_ACQUIRE) <= 0)
         return t;
     char *top = __atomic_load_n(&hc_sp_top, __ATOMIC_ACQUIRE);
@@ -1154,7 +1214,11 @@ static struct hc_sp_totals hc_sp_totals(void)
         uint32_t size = __atomic_load_n(&pg->size, __ATOMIC_RELAXED);
         uint32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~HC_SP_FULLBIT;
         t.pages++;
-        if (size) {
+        if (size && hc_run_page(pg)) {
+            t.blocks += used - (used && __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) ? 1 : 0);
+            t.bytes += hc_run_bytes(pg);
+            t.runs++;
+        } else if (size) {
             t.blocks += used;
             t.bytes += (uint64_t)used * size;
         }
@@ -1176,6 +1240,7 @@ static void hc_sp_stats(struct hc_stats *out)
     out->small_pages_empty = hc_sp_ndirty + hc_sp_nclean;
     out->small_bytes_released = hc_sp_released_bytes;
     pthread_mutex_unlock(&hc_sp_mu);
+    out->run_pages = t.runs;
     out->heap_bytes += t.pages * HC_SP_PAGE;
     out->footprint += t.pages * HC_SP_PAGE;
     out->allocs_current += t.blocks;
@@ -1235,8 +1300,17 @@ static void hc_sp_fork_child(void)
         pg->owner = NULL;
         char *first = (char *)pg + HC_SP_HEAD;
         pg->free = NULL;
-        pg->used = pg->size ? (uint32_t)((size_t)(pg->bump - first) / pg->size) : 0;
         pg->zero_from = (char *)pg + HC_SP_PAGE;
+        if (hc_run_page(pg)) {
+            /* A run page's bitmaps and hole links are its owner's alone, and fork may have
+             * copied them mid-update: the child never reuses the page (it goes on no list, so
+             * no thread adopts it).  Its blocks may still be freed, onto its atomic list. */
+            pg->used = hc_run_count(pg);
+            pg->where = HC_SP_ORPHAN;
+            pg->prev = pg->next = NULL;
+            continue;
+        }
+        pg->used = pg->size ? (uint32_t)((size_t)(pg->bump - first) / pg->size) : 0;
 #if HC_DEBUG
         /* ...and a red zone caught half written: the red zones are stamped again (they lie
          * past every block's usable size; an overflow is the parent's to catch). */
@@ -1266,8 +1340,8 @@ static inline size_t hc_sp_class_size(size_t n) { return n; }
 #define HC_SP_PAGE ((size_t)0)
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
-struct hc_sp_totals { uint64_t pages, blocks, bytes; };
-static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0 }; return t; }
+struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
+static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}
 static inline HC_UNUSED void hc_sp_yield(size_t n) { (void)n; }
 static void hc_sp_fork_prepare(void) {}

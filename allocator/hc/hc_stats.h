@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define HC_STATS_VERSION 3
+#define HC_STATS_VERSION 4
 
 /* X(name, doc): every field is a uint64_t. */
 #define HC_STATS_FIELDS(X)                                                                       \
@@ -58,7 +58,8 @@
     X(small_remote_kept, "small blocks of another thread's page kept by the thread that freed them, for its own next requests (REMOTE_KEEP, hc_remote.c)") \
     X(small_remote_batches, "pushes of several blocks of one page at once onto its atomic list by the thread that freed them (REMOTE_BATCH)") \
     X(small_remote_takes, "lists of other threads' frees taken from a small page by its owner (one atomic exchange each)") \
-    X(small_remote_returned, "blocks on them: small blocks freed by another thread that came back to their page")
+    X(small_remote_returned, "blocks on them: small blocks freed by another thread that came back to their page") \
+    X(run_pages, "of the small pages, those holding mid sizes as runs of 32-byte granules (MID_RUNS, hc_run.c) [always]")
 
 struct hc_stats {
 #define HC_STATS_MEMBER(name, doc) uint64_t name;
