@@ -216,7 +216,8 @@ static void hc_run_format(struct hc_sp_page *pg)
 
 /* The block at p of pg: its first and last granule, checked (the owner, or a thread holding the
  * page by the pools' lock). */
-static void hc_run_block(struct hc_sp_page *pg, void *p, unsigned *first, unsigned *last)
+static inline __attribute__((always_inline)) void hc_run_block(struct hc_sp_page *pg, void *p,
+                                                               unsigned *first, unsigned *last)
 {
     struct hc_run_maps *m = hc_run_maps(pg);
     unsigned g = hc_run_g(pg, p);
@@ -231,7 +232,9 @@ static void hc_run_block(struct hc_sp_page *pg, void *p, unsigned *first, unsign
 }
 
 /* Give back the granules [a, e] of pg's block and merge them with the holes on either side. */
-static void hc_run_release(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned a, unsigned e)
+static inline __attribute__((always_inline)) void hc_run_release(struct hc_sp_thread *t,
+                                                                 struct hc_sp_page *pg, unsigned a,
+                                                                 unsigned e)
 {
     struct hc_run_maps *m = hc_run_maps(pg);
     unsigned s = a, f = e + 1, len = f - a;
@@ -327,13 +330,17 @@ static int hc_run_new_page(struct hc_sp_thread *t)
 
 /* A block of n bytes (MID_RUNS < n <= SMALL_MAX) for t, or NULL (the paper's heap then). *clean:
  * the block was never written. */
-static HC_NOINLINE void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean)
+static HC_NOINLINE int hc_run_refill(struct hc_sp_thread *t)
+{
+    return (t->rpages && t->rfresh * 8 >= t->rpages && hc_run_scan(t)) || hc_run_new_page(t);
+}
+
+static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean)
 {
     unsigned k = (unsigned)((n + HC_RUN_GRAN - 1) >> HC_RUN_SHIFT), b;
-    while ((b = hc_run_fit(t, k - 1)) == HC_RUN_BINS) {
-        if (!(t->rpages && t->rfresh * 8 >= t->rpages && hc_run_scan(t)) && !hc_run_new_page(t))
+    while (hc_unlikely((b = hc_run_fit(t, k - 1)) == HC_RUN_BINS))
+        if (!hc_run_refill(t))
             return NULL;
-    }
     struct hc_run_node *h = t->rbin[b];
     struct hc_sp_page *pg = hc_sp_page_of(h);
     struct hc_run_maps *m = hc_run_maps(pg);
@@ -361,14 +368,16 @@ static HC_NOINLINE void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *cl
 
 /* The owner freed p into its run page (hc_page.c's free pushed it onto the page's local list and
  * counted it: it is taken off again and merged). */
-static HC_NOINLINE void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg)
+static inline __attribute__((always_inline)) void hc_run_free_owner(struct hc_sp_thread *t,
+                                                                    struct hc_sp_page *pg)
 {
     void *p = pg->free;
     pg->free = *(void **)p;
     unsigned a, e;
     hc_run_block(pg, p, &a, &e);
     hc_run_release(t, pg, a, e);
-    hc_run_maybe_retire(t, pg);
+    if (hc_unlikely((pg->used & ~HC_SP_FULLBIT) == 1))
+        hc_run_maybe_retire(t, pg);
 #if HC_DEBUG
     if (pg->size)
         hc_run_check(pg);
