@@ -26,8 +26,8 @@ prints them beside the wall-time ratio and its paired 95 % interval.
 
 The criterion for the perf goal (fixed and committed before the long-program run,
 `xalloc_headline.py --out bench-out/xalloc-perf-long --trials 20 --runs 21 --scale 1
---validate-scale 20 --objectives perf python3 perl gawk`; docs/allocators.md, "perf on long
-programs"): a program counts when validate's recommendation, chosen on the 21 interleaved
+--validate-scale 20 --objectives perf perl gawk`, and python3 likewise at `--validate-scale 5`;
+docs/allocators.md, "perf on long programs"): a program counts when validate's recommendation, chosen on the 21 interleaved
 rounds on input b, has the paired-bootstrap 95 % interval of its wall time over the fastest
 allocator as it comes (within the memory limit) entirely below 1 (xalloc_headline.py's
 `significant`); an answer that is an allocator as it comes does not count. Reported beside it,

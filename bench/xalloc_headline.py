@@ -29,7 +29,7 @@ the paired-bootstrap 95 % interval of the ratio to the best default: against gli
 summary's `vs_glibc`, against another allocator its `vs_recommended` (that default's runs
 against the answer's, round by round); where neither exists, the medians' intervals apart.
 
-perf on long programs (`--validate-scale 20 python3 perl gawk`: searched on short runs,
+perf on long programs (`--validate-scale 20 perl gawk`, python3 at 5: searched on short runs,
 validated on runs of seconds) and the criterion fixed before that run: `bench/xalloc_counts.py
 --help`, which also counts instructions and page faults beside each perf row.
 """
