@@ -265,6 +265,13 @@ void *malloc(size_t n) { return hc_malloc(n); }
 static HC_NOINLINE void *hc_malloc_small_slow(size_t n)
 {
     int clean;
+#if HC_RUN_ON
+    /* A mid size of a thread already on the pages: its runs (hc_run.c), no detour. */
+    if (n > (size_t)(MID_RUNS) && hc_likely(hc_sp_me.state == HC_SP_LIVE)) {
+        void *p = hc_run_malloc(&hc_sp_me, n, &clean);
+        return p ? p : hc_malloc_slow(n);
+    }
+#endif
     void *p = hc_sp_malloc_slow(n, &clean);
     return p ? p : hc_malloc_slow(n);
 }

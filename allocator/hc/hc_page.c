@@ -166,6 +166,9 @@ struct hc_sp_thread {
     void *rbin[HC_RUN_BINS];    /* MID_RUNS: the holes of the thread's run pages by length (hc_run.c) */
     uint64_t rmask[HC_RUN_BINS / 64]; /* bit b: rbin[b] is not empty */
     uint32_t rpages, rfresh;    /* run pages owned; taken since the last scan for others' frees */
+    void *rkeep[HC_RUN_BINS + 1];         /* freed runs kept whole, by length in granules */
+    unsigned char rkeep_n[HC_RUN_BINS + 1];
+    uint32_t rkeep_bytes;
 #endif
     unsigned char state;
 #if HC_DEBUG
@@ -196,6 +199,8 @@ static void hc_run_format(struct hc_sp_page *pg);
 static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean);
 static void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg);
 static void hc_run_detach(struct hc_sp_thread *t, struct hc_sp_page *pg);
+static void hc_run_keep_flush(struct hc_sp_thread *t);
+static void hc_run_keep_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p);
 static size_t hc_run_usable(struct hc_sp_page *pg, void *p);
 static void *hc_run_realloc(void *p, size_t n);
 static uint64_t hc_run_bytes(struct hc_sp_page *pg);
@@ -1031,6 +1036,8 @@ static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
     for (void *q = pg->free; q; q = *(void **)q)
         if (q == p)
             hc_fail("free(): double free (block already free on its page)");
+    if (hc_run_page(pg))
+        hc_run_keep_check(&hc_sp_me, pg, p); /* a run kept whole (hc_run.c) */
 }
 
 /* The owner freed into a page that is full, or that is now empty. */
@@ -1129,6 +1136,7 @@ static void hc_sp_exit(void *arg)
     struct hc_sp_thread *t = arg;
     size_t orphaned = 0;
     hc_rm_exit(); /* kept blocks back onto their pages' lists, first: some may be t's own */
+    hc_run_keep_flush(t); /* runs kept whole, merged (hc_run.c) */
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -1175,6 +1183,8 @@ static size_t hc_sp_trim(void)
         return 0;
     struct hc_sp_thread *t = &hc_sp_me;
     hc_rm_flush(); /* kept blocks back onto their pages' lists */
+    if (t->state == HC_SP_LIVE)
+        hc_run_keep_flush(t); /* runs kept whole, merged (hc_run.c) */
     if (t->state == HC_SP_LIVE)
         for (unsigned c = 1; c < HC_SP_NCLS; c++) {
             struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
