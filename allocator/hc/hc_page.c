@@ -166,6 +166,9 @@ struct hc_sp_thread {
     void *rbin[HC_RUN_BINS];    /* MID_RUNS: the holes of the thread's run pages by length (hc_run.c) */
     uint64_t rmask[HC_RUN_BINS / 64]; /* bit b: rbin[b] is not empty */
     uint32_t rpages, rfresh;    /* run pages owned; taken since the last scan for others' frees */
+    void *rkeep[HC_RUN_BINS + 1];         /* freed runs kept whole, by length in granules */
+    unsigned char rkeep_n[HC_RUN_BINS + 1];
+    uint32_t rkeep_bytes;
 #endif
     unsigned char state;
 #if HC_DEBUG
@@ -196,6 +199,8 @@ static void hc_run_format(struct hc_sp_page *pg);
 static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean);
 static void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg);
 static void hc_run_detach(struct hc_sp_thread *t, struct hc_sp_page *pg);
+static void hc_run_keep_flush(struct hc_sp_thread *t);
+static void hc_run_keep_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p);
 static size_t hc_run_usable(struct hc_sp_page *pg, void *p);
 static void *hc_run_realloc(void *p, size_t n);
 static uint64_t hc_run_bytes(struct hc_sp_page *pg);
@@ -634,7 +639,12 @@ static size_t hc_sp_decay(int all)
  * pages still waited for the decay, so HC's peak RSS was the sum of both (glibc's freed blocks
  * coalesce and serve that growth).  Pages within the bound are kept (python3 drops a container
  * and refills its pages within milliseconds; docs/allocator-bench.md, "Empty pages yield to the
- * heap").  Most recently emptied pages, which hc_sp_take reuses first, go last. */
+ * heap").  Most recently emptied pages, which hc_sp_take reuses first, go last.
+ * At SMALL_YIELD=2, only while the empty pool holds more pages than are in use: a phase that
+ * emptied most of its pages (sqlite3's sort: 2,700 empty against 115 in use when its heap grows),
+ * not a program that drops a container and refills its pages within milliseconds (python3: 49
+ * empty against 127 in use when its dicts grow the heap; at 1 its 13 pages released so came
+ * back as 208 more page faults, +5 %). */
 static HC_UNUSED void hc_sp_yield(size_t n)
 {
 #if SMALL_YIELD
@@ -642,6 +652,11 @@ static HC_UNUSED void hc_sp_yield(size_t n)
         __atomic_load_n(&hc_sp_state, __ATOMIC_RELAXED) <= 0 || pthread_mutex_trylock(&hc_sp_mu) != 0)
         return;
     size_t keep = hc_sp_keep(), pages = (n + HC_SP_PAGE - 1) / HC_SP_PAGE;
+#if SMALL_YIELD >= 2
+    size_t carved = (size_t)(hc_sp_top - (char *)hc_sp_base) / HC_SP_PAGE;
+    if (hc_sp_ndirty <= carved - hc_sp_ndirty - hc_sp_nclean)
+        pages = 0; /* no more empty pages than pages in use */
+#endif
     for (; pages && hc_sp_ndirty > keep && hc_sp_dirty_tail; pages--)
         hc_sp_release_oldest();
     pthread_mutex_unlock(&hc_sp_mu);
@@ -1021,6 +1036,8 @@ static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
     for (void *q = pg->free; q; q = *(void **)q)
         if (q == p)
             hc_fail("free(): double free (block already free on its page)");
+    if (hc_run_page(pg))
+        hc_run_keep_check(&hc_sp_me, pg, p); /* a run kept whole (hc_run.c) */
 }
 
 /* The owner freed into a page that is full, or that is now empty. */
@@ -1119,6 +1136,7 @@ static void hc_sp_exit(void *arg)
     struct hc_sp_thread *t = arg;
     size_t orphaned = 0;
     hc_rm_exit(); /* kept blocks back onto their pages' lists, first: some may be t's own */
+    hc_run_keep_flush(t); /* runs kept whole, merged (hc_run.c) */
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -1165,6 +1183,8 @@ static size_t hc_sp_trim(void)
         return 0;
     struct hc_sp_thread *t = &hc_sp_me;
     hc_rm_flush(); /* kept blocks back onto their pages' lists */
+    if (t->state == HC_SP_LIVE)
+        hc_run_keep_flush(t); /* runs kept whole, merged (hc_run.c) */
     if (t->state == HC_SP_LIVE)
         for (unsigned c = 1; c < HC_SP_NCLS; c++) {
             struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
