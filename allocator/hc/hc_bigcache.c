@@ -24,7 +24,8 @@
  *    them if there is one: a kept block never makes the heap grow;
  *  - by every purge (the decay's, malloc_trim), so that their pages can be released.
  * The cost is memory: at most B bytes not merged with their neighbours while they are kept.  0: the paper's big list for every free (the default;
- * generic leaves it to the search, docs/allocator-bench.md, "Big blocks").
+ * generic has 131104: blocks up to 64 KiB, docs/allocator-bench.md, "Big blocks kept for their
+ * size").
  *
  * Per arena (struct hc_state), under its lock; single-threaded, malloc's and free's fast paths
  * (hc_api.c) use it with no lock, as the quick lists. */
