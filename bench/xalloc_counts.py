@@ -242,7 +242,7 @@ def counts(a) -> int:
           + " ".join(a.programs))
     print("\n| program | answer | fastest as it comes | wall answer / fastest (paired 95 % CI) "
           "| significant | instructions answer / fastest | minor faults answer / fastest "
-          "| count moved | answer / glibc: instructions, faults |\n|---|---|---|---|---|---|---|---|---|")
+          "| count moved (wins only) | answer / glibc: instructions, faults |\n|---|---|---|---|---|---|---|---|---|")
     launcher = hcrun()
     for prog in a.programs:
         s = (results.get(prog) or {}).get("perf")
@@ -276,7 +276,8 @@ def counts(a) -> int:
         print(f"| {prog} | {w} | {b} | {wall} | {'yes' if c.get('significant') else 'no'} | "
               f"{fmt(ri)} ({ins.get(w, 0) / 1e6:,.0f} M / {ins.get(b, 0) / 1e6:,.0f} M) | "
               f"{fmt(rf)} ({flt.get(w) or 0:,.0f} / {flt.get(b) or 0:,.0f}) | "
-              f"{', '.join(moved) if moved else 'no count moved'} | {fmt(gi)}, {fmt(gf)} |",
+              f"{(', '.join(moved) or 'no count moved') if c.get('significant') else '-'} | "
+              f"{fmt(gi)}, {fmt(gf)} |",
               flush=True)
     return 0
 

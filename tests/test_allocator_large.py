@@ -1,4 +1,5 @@
-"""Large blocks that do not fragment (BIG_AO_FIT, allocator/hc/hc_big.c).
+"""Large blocks that do not fragment (BIG_AO_FIT, allocator/hc/hc_big.c), kept freed big blocks
+(BIG_CACHE, allocator/hc/hc_bigcache.c), and calloc's mappings.
 
 bench/churn_words.c keeps a word table of 16..32-byte nodes (never freed) beside 500 buffers of
 1..64 KiB replaced or reallocated at random. With the paper's best-fit big list and deferred
@@ -85,6 +86,34 @@ def test_big_tree_keeps_first_fit(c_program, hc_library, debug):
         name, off = line.split()
         got.setdefault(name, []).append(int(off))
     assert got == BIG_TREE
+
+
+# tests/c/hc_bigcache.c: which of its 16 blocks of 6,016 bytes each step's malloc returned, and
+# how many mallocs a kept block served (HCMALLOC_STATS).  BIG_CACHE=32768 keeps blocks of up to
+# 16 KiB, 32 KiB of them in all: five of the eight freed.
+BIG_CACHE = {
+    0: ({"lifo": 0, "evicted": 2, "trim": 4}, 0),      # the big list's first fit throughout
+    32768: ({"lifo": 8,       # the last of the five kept (0, 2, 4, 6, 8; 10-14 were over the bound)
+             "evicted": 0,    # a freed 7,040-byte block took their slot: they went to the big list
+             "trim": 2},      # malloc_trim gave kept block 11 to the big list: first fit again
+            1),
+}
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("bound", sorted(BIG_CACHE))
+def test_big_cache_keeps_freed_blocks_of_their_size(c_program, hc_library, tmp_path, bound, debug):
+    """BIG_CACHE (hc_bigcache.c): a freed big block is kept for the next request of its exact
+    size, most recent first, up to the bound; another size's free in its slot, and a purge, give
+    the kept blocks to the big list.  The debug build checks the kept lists after every call."""
+    lib = hc_library(knobs.resolve("generic", [f"BIG_CACHE={bound}"]), debug=debug)
+    out = tmp_path / "stats"
+    text = run(c_program("hc_bigcache"), lib, HCMALLOC_STATS=str(out),
+               **({"HCMALLOC_CHECK": "1"} if debug else {}))
+    got = {name: int(k) for name, k in (line.split() for line in text.splitlines())}
+    steps, hits = BIG_CACHE[bound]
+    assert got == steps
+    assert stats(out)["big_cache_hits"] == hits
 
 
 @pytest.mark.parametrize("sets,calloc_mapped", [([], 1), (["CALLOC_MMAP=0"], 0), (["CALLOC_CACHE=0"], 1)])

@@ -64,6 +64,7 @@ def test_stress_debug_matrix(c_program, debug_libraries, setting):
 
 
 @pytest.mark.parametrize("preset,sets", [("generic", []), ("generic", ["BIG_AO_FIT=0"]),
+                                         ("generic", ["BIG_CACHE=1048576"]),
                                          ("p2c-mem", []), ("p2c-perf", []), ("gawk-mem", [])])
 def test_stress_release(c_program, hc_library, preset, sets):
     """Table 6 and a spread of Table 7 rows (Hasan & Chang 2006), optimised, a million calls;
@@ -83,6 +84,9 @@ EDGES = [
     ["COALESCE_IN_FREE=1", "IN_FREE_BLOCKS=1000000", "IN_FREE_HEAP=0"],
     ["COALESCE_IN_FREE=1", "IN_FREE_BLOCKS=0"],
     ["MONITOR=0", "QL_HIGH=16", "SPLIT=0"],
+    # BIG_CACHE (hc_bigcache.c): kept big blocks, with the tree and with the paper's big list
+    ["BIG_CACHE=1048576"], ["BIG_CACHE=2080", "BIG_AO_FIT=0"],
+    ["BIG_CACHE=67108864", "SMALL_MAX=0", "COALESCE_IN_FREE=1"],
 ]
 
 

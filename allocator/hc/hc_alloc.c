@@ -115,7 +115,8 @@ static HC_UNUSED int hc_complete_pays(size_t size)
  *  3. SPLIT: the next non-empty list found through the bitmap (§3.5, §3.6).
  *  4. COALESCE: incremental coalescing until a large enough block emerges (§3.7).
  *  5. COALESCE_QL: complete coalescing when the footprint is over the ratio (§3.8).
- *  6. The wilderness, grown from the OS as needed (§3.9).
+ *  6. The wilderness, grown from the OS as needed (§3.9); with BIG_CACHE, its kept blocks go to
+ *     the big list first, and a fit among them is taken instead.
  *  7. Out of heap: coalesce everything whatever the ratio, then fail (the caller may mmap). */
 static HC_NOINLINE char *hc_alloc_block(size_t size)
 {
@@ -176,6 +177,15 @@ static HC_NOINLINE char *hc_alloc_block(size_t size)
     if (hc_complete_pays(size)) {
         HC_COUNT(coalesce_complete, 1);
         hc_coalesce_complete();
+        if ((b = hc_find_fit(size, &coalesced)) != NULL)
+            return hc_carve(b, size, coalesced);
+    }
+#endif
+#if BIG_CACHE > 0
+    /* BIG_CACHE: blocks kept for their sizes go to the big list before the heap grows for want
+     * of a fit (hc_bigcache.c), so that they never cost the heap its growth. */
+    if (hc.bc.bytes) {
+        hc_bc_flush();
         if ((b = hc_find_fit(size, &coalesced)) != NULL)
             return hc_carve(b, size, coalesced);
     }

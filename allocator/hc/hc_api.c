@@ -46,6 +46,16 @@ static void *hc_malloc_locked(size_t n)
         hc.last_clean = 0;
         return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
     }
+#if BIG_CACHE > 0
+    if (n > HC_MEDIUM_MAX - HC_HDR && n <= HC_BC_REQUEST && n <= hc.mmap_above) {
+        char *b = hc_bc_pop(hc_request_size(n)); /* a kept big block of its size (hc_bigcache.c) */
+        if (b) {
+            hc.last_clean = 0;
+            hc_account_alloc(hc_size(b));
+            return hc_payload(b);
+        }
+    }
+#endif
     if (hc_likely(n <= hc.mmap_above)) {
         char *b = hc_alloc_block(hc_request_size(n));
         if (hc_likely(b != NULL)) {
@@ -204,6 +214,9 @@ static HC_NOINLINE void hc_free_slow(void *p)
 }
 
 static void *hc_malloc_small_slow(size_t n);
+#if BIG_CACHE > 0
+static void *hc_malloc_big(size_t n);
+#endif
 
 /* malloc's body, which calloc also calls: a compiler may turn "malloc, then memset to 0" into a
  * call to calloc, which would call itself here. */
@@ -236,6 +249,12 @@ static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
                 return p;
         }
     }
+#if BIG_CACHE > 0
+    /* Single-threaded, a big size tries its kept list (BIG_CACHE, hc_bigcache.c) as a quick-list
+     * size tries its quick list: what hc_malloc_locked would do first. */
+    else if (!HC_DEBUG)
+        return hc_malloc_big(n);
+#endif
     return hc_malloc_slow(n);
 }
 
@@ -258,6 +277,30 @@ static HC_NOINLINE void *hc_malloc_small_slow(size_t n)
 }
 #endif
 
+#if BIG_CACHE > 0
+/* Single-threaded free of big heap block b (checked in use): kept for the next request of its
+ * size (hc_bigcache.c), else to the big list.  Out of line, so that free's other paths keep
+ * their registers. */
+static HC_NOINLINE void hc_free_big(char *b, size_t size)
+{
+    hc_account_free(size);
+    hc_free_listed(b, size);
+}
+
+/* Single-threaded malloc of a big size: a kept block of its size, else the slow path. */
+static HC_NOINLINE void *hc_malloc_big(size_t n)
+{
+    if (n <= HC_BC_REQUEST && n <= hc.mmap_above && HC_SINGLE_THREADED()) {
+        char *b = hc_bc_pop(hc_request_size(n));
+        if (b) {
+            hc_account_alloc(hc_size(b));
+            return hc_payload(b);
+        }
+    }
+    return hc_malloc_slow(n);
+}
+#endif
+
 /* free of anything but a page block: the paper's fast paths, else hc_free_slow.  Out of line
  * when the small pages are on, so that free's page path needs no stack frame. */
 #if HC_SP_ON
@@ -275,6 +318,12 @@ static inline __attribute__((always_inline)) void hc_free_heap(void *p)
         /* In use, not already on a quick list (a double free), 16-byte aligned. */
         if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)))) {
             if (hc_likely(HC_SINGLE_THREADED())) {
+#if BIG_CACHE > 0
+                if (size > HC_MEDIUM_MAX) {
+                    hc_free_big(b, size); /* out of line: kept (BIG_CACHE) or to the big list */
+                    return;
+                }
+#endif
                 hc_account_free(size);
                 if (size <= HC_QL_SIZE)
                     hc_free_quick(b, size);

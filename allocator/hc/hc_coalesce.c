@@ -100,7 +100,8 @@ static HC_UNUSED char *hc_coalesce_incremental(size_t size)
 }
 
 /* Complete coalescing (§3.8, §3.11): every free block of the heap, quick lists included.
- *  1. Forget every list and quick list: the walk below lists each free block again.
+ *  1. Forget every list and quick list (and BIG_CACHE's kept blocks): the walk below lists each
+ *     free block again.
  *  2. Walk the heap from the first block to the wilderness.  A block is free if its inuse bit is
  *     clear or it is on a quick list (inuse and quick bits both set, §3.10), so the quick lists
  *     need no walk of their own (a walk in their LIFO order, all over the heap, was most of the
@@ -119,6 +120,7 @@ static void hc_coalesce_complete(void)
     if (!hc.ready || hc.end == hc.base)
         return;
     memset(hc.ql, 0, sizeof hc.ql);
+    hc_bc_forget(); /* BIG_CACHE's kept blocks carry the quick bit too (hc_bigcache.c) */
     memset(hc.lists, 0, sizeof hc.lists);
     memset(hc.map, 0, sizeof hc.map);
     memset(hc.unco, 0, sizeof hc.unco);

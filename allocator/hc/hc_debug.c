@@ -74,7 +74,8 @@ static void hc_check_full(void)
         if (h & HC_INUSE) {
             HC_REQUIRE(!(h & HC_COALESCED), "in-use block marked coalesced", b);
             if (h & HC_QUICK) {
-                HC_REQUIRE(s <= HC_QL_SIZE, "quick-list block larger than QL_HIGH", b);
+                HC_REQUIRE(s <= HC_QL_SIZE || (BIG_CACHE > 0 && s > HC_MEDIUM_MAX),
+                           "quick-list block larger than QL_HIGH", b);
                 hc_print_add(&heap_quick, b);
                 free_bytes += s;
             } else {
@@ -138,6 +139,26 @@ static void hc_check_full(void)
             HC_REQUIRE(list_quick.n <= heap_quick.n, "quick list cycle or stray entry", b);
         }
     }
+#if BIG_CACHE > 0
+    /* BIG_CACHE's kept blocks (hc_bigcache.c): quick lists of big sizes, one size a slot. */
+    size_t kept = 0;
+    for (unsigned i = 0; i < HC_BC_SLOTS; i++) {
+        struct hc_bc_slot *sl = &hc.bc.slot[i];
+        HC_REQUIRE(!sl->head || (sl->size / HC_GRANULE) % HC_BC_SLOTS == i, "kept big blocks in the wrong slot", NULL);
+        for (hc_off o = sl->head; o; o = *hc_link_next(hc_at(o))) {
+            char *b = hc_at(o);
+            HC_REQUIRE(b >= hc.first && b < hc.top, "kept big block outside the heap", b);
+            HC_REQUIRE((*hc_hdr(b) & (HC_INUSE | HC_QUICK)) == (HC_INUSE | HC_QUICK),
+                       "kept big block without inuse and quick bits", b);
+            HC_REQUIRE(hc_size(b) == sl->size && sl->size > HC_MEDIUM_MAX && sl->size <= HC_BC_MAX,
+                       "kept big block of another size than its slot", b);
+            kept += sl->size;
+            hc_print_add(&list_quick, b);
+            HC_REQUIRE(list_quick.n <= heap_quick.n, "kept big block list cycle or stray entry", b);
+        }
+    }
+    HC_REQUIRE(kept == hc.bc.bytes && kept <= (size_t)(BIG_CACHE), "kept big bytes wrong", NULL);
+#endif
 #if BIG_AO_FIT
     /* The big list's tree (hc_big.c): address order, links both ways, priorities, maxima. */
     HC_REQUIRE(!hc.big_root || !*hc_t_parent(hc_at(hc.big_root)), "tree root with a parent", NULL);

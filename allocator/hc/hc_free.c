@@ -44,21 +44,32 @@ static inline void hc_free_quick(char *b, size_t size)
  *  1. A quick-list size: hc_free_quick.
  *  2. Any other block (hc_free_listed): inuse bit cleared, size copied to the trailer, the next
  *     block's prev-inuse bit cleared, then onto the head of its uncoalesced sub-list (§3.3,
- *     §3.4). */
-static inline void hc_free_listed(char *b, size_t size)
+ *     §3.4) (hc_free_to_list).
+ *  3. BIG_AO_FIT: a big block is merged with its free neighbours at once (hc_big.c).
+ *  4. BIG_CACHE: a big block is first offered to its kept list (hc_bigcache.c). */
+static inline void hc_free_to_list(char *b, size_t size)
 {
     *hc_hdr(b) &= ~(HC_INUSE | HC_COALESCED);
     hc_set_trailer(b, size);
     hc_clear_pinuse(b + size);
 #if BIG_AO_FIT
-    /* 3. BIG_AO_FIT: a big block is merged with its free neighbours at once (hc_big.c). */
     if (size > HC_MEDIUM_MAX) {
         hc_merge_list(b);
-        hc_freed(size);
         return;
     }
 #endif
     hc_list_link(b, size, 0);
+}
+
+static inline void hc_free_listed(char *b, size_t size)
+{
+#if BIG_CACHE > 0
+    if (size > HC_MEDIUM_MAX && hc_bc_push(b, size)) {
+        hc_freed(size);
+        return;
+    }
+#endif
+    hc_free_to_list(b, size);
     hc_freed(size);
 }
 

@@ -109,6 +109,17 @@ struct hc_os_state {
     uint64_t purged_bytes; /* bytes released by them (pages released again counted again) */
 };
 
+/* BIG_CACHE (hc_bigcache.c): freed big blocks kept by exact size, the quick-list way. */
+#define HC_BC_SLOTS 64u
+struct hc_bc_slot {
+    uint32_t size; /* the block size this slot holds */
+    hc_off head;   /* its most recently kept block; singly linked through the next link */
+};
+struct hc_bc {
+    size_t bytes; /* kept, at most BIG_CACHE */
+    struct hc_bc_slot slot[HC_BC_SLOTS];
+};
+
 struct hc_state {
     char *base;        /* start of the reserved region */
     char *limit;       /* its end: reserved so far (grows in place, hc_heap_grow) */
@@ -132,6 +143,9 @@ struct hc_state {
     struct hc_stats st;
     size_t mmap_above;              /* requests above this are mapped (MMAP_THRESHOLD, hc_os.c) */
     struct hc_os_state os;
+#if BIG_CACHE > 0
+    struct hc_bc bc;                /* BIG_CACHE: kept big blocks (hc_bigcache.c) */
+#endif
 };
 
 /* The arenas (hc_arena.c): ARENAS independent heaps, each a struct hc_state with its own
@@ -189,6 +203,15 @@ static void hc_list_remove(char *b);
 static char *hc_wild_take(size_t size);
 static char *hc_alloc_block(size_t size);
 static void hc_free_block(char *b);
+static inline void hc_free_to_list(char *b, size_t size);
+#if BIG_CACHE > 0
+static inline int hc_bc_push(char *b, size_t size);
+static void hc_bc_flush(void);
+static void hc_bc_forget(void);
+#else
+static inline void hc_bc_flush(void);
+static inline void hc_bc_forget(void);
+#endif
 static void *hc_mmap_block(size_t n, size_t align);
 static void hc_munmap_block(char *p);
 static void hc_coalesce_complete(void);

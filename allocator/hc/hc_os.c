@@ -298,6 +298,7 @@ static size_t hc_os_purge(size_t pad, int all)
     if (!hc.ready || hc.base == NULL || hc.end == hc.base)
         return 0;
     size_t done = 0, seen = 0;
+    hc_bc_flush(); /* BIG_CACHE's kept blocks to the big list, their pages with it */
     int valley = hc_os_valley();
     hc.os.valleys = valley && !all ? hc.os.valleys + 1 : 0;
     if (all || valley)

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define HC_STATS_VERSION 3
+#define HC_STATS_VERSION 4
 
 /* X(name, doc): every field is a uint64_t. */
 #define HC_STATS_FIELDS(X)                                                                       \
@@ -38,6 +38,7 @@
     X(ql_prealloc_blocks, "blocks preallocated into quick lists (§3.10)")                       \
     X(list_hits, "allocations served from the exact or next medium list (§3.4)")                \
     X(big_hits, "allocations served best-fit from the big list (§3.3)")                         \
+    X(big_cache_hits, "allocations served by a freed big block of their exact size kept by BIG_CACHE (hc_bigcache.c)") \
     X(splits, "free blocks split to serve a request (§3.6)")                                    \
     X(coalesce_incremental, "incremental coalescing runs (§3.7)")                               \
     X(coalesce_complete, "complete coalescing runs from malloc (§3.8)")                         \

@@ -9,6 +9,8 @@
  *                statistics, small_bytes_released), the heap's growth in bytes (heap_bytes less
  *                the pages' share), the empty pages left.  Run with a long DECAY_MS, so that the
  *                decay cannot release anything meanwhile: the figures are counts, not timings.
+ *   sp_yield K   the same, with K more blocks of 1,032 bytes allocated first and kept: with
+ *                K = 14,000 about 230 pages stay in use, more than the 200 emptied.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,8 +20,8 @@
 
 #include "hc_stats.h"
 
-enum { MID = 12000, BIG = 64 };
-static char *mid[MID], *big[BIG];
+enum { MID = 12000, BIG = 64, KEEP_MAX = 100000 };
+static char *mid[MID], *big[BIG], *kept[KEEP_MAX];
 
 static int stats(struct hc_stats *st)
 {
@@ -28,10 +30,18 @@ static int stats(struct hc_stats *st)
     return get && get(st) == 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     struct hc_stats a, b;
+    int keep = argc > 1 ? atoi(argv[1]) : 0;
+    if (keep < 0 || keep > KEEP_MAX)
+        return 2;
     free(malloc(70000)); /* the heap set up, stdio's buffers made */
+    for (int i = 0; i < keep; i++) {
+        if (!(kept[i] = malloc(1032)))
+            return 1;
+        memset(kept[i], 3, 1032);
+    }
     for (int i = 0; i < MID; i++) {
         if (!(mid[i] = malloc(1032)))
             return 1;
@@ -54,5 +64,7 @@ int main(void)
            (unsigned long long)b.small_pages_empty);
     for (int i = 0; i < BIG; i++)
         free(big[i]);
+    for (int i = 0; i < keep; i++)
+        free(kept[i]);
     return 0;
 }
