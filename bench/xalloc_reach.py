@@ -93,11 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--objective", choices=("mem", "perf"), default="mem")
     ap.add_argument("--try", dest="tries", action="append", default=[],
                     metavar="ALLOCATOR:KNOB=V,KNOB=V")
-    ap.add_argument("programs", nargs="*", default=list(xh.PROGRAMS))
+    ap.add_argument("programs", nargs="*", default=list(xh.PROGRAMS), type=xh.program_name)
     a = ap.parse_args(argv)
-    unknown = [p for p in a.programs if p not in xh.PROGRAMS]
-    if unknown:
-        ap.error(f"unknown program {unknown[0]}; known: {', '.join(xh.PROGRAMS)}")
     try:
         tries = tuple(tried(t) for t in a.tries)
         cands = candidates(a.objective, tries)
