@@ -297,11 +297,8 @@ def main(argv=None) -> int:
     ap.add_argument("--validate-scale", type=float, default=1.0,
                     help="the scale of the headline's validation input (its --validate-scale)")
     ap.add_argument("--fault-runs", type=int, default=3)
-    ap.add_argument("programs", nargs="*", default=list(xh.PROGRAMS))
+    ap.add_argument("programs", nargs="*", default=list(xh.PROGRAMS), type=xh.program_name)
     a = ap.parse_args(argv)
-    unknown = [p for p in a.programs if p not in xh.PROGRAMS]
-    if unknown:
-        ap.error(f"unknown program {unknown[0]}; known: {', '.join(xh.PROGRAMS)}")
     try:
         return share(a) if a.share else counts(a)
     except HctuneError as e:

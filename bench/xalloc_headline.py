@@ -191,6 +191,13 @@ def goals(results: dict) -> list[str]:
             f"perf significantly faster than the best default: {sig_perf} (goal: 2)"]
 
 
+def program_name(name: str) -> str:
+    """argparse's type for the xalloc scripts' PROGRAM arguments: one of PROGRAMS."""
+    if name not in PROGRAMS:
+        raise argparse.ArgumentTypeError(f"unknown program {name}; known: {', '.join(PROGRAMS)}")
+    return name
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog=__doc__[__doc__.index("perf on long programs"):])
@@ -212,7 +219,7 @@ def main(argv=None) -> int:
                          "--max-slowdown; validation keeps it); the study and the results "
                          "file are named for it")
     ap.add_argument("--tables-only", action="store_true")
-    ap.add_argument("programs", nargs="*", default=list(PROGRAMS))
+    ap.add_argument("programs", nargs="*", default=list(PROGRAMS), type=program_name)
     a = ap.parse_args(argv)
     out = Path(a.out).resolve()
     vscale = a.scale if a.validate_scale is None else a.validate_scale

@@ -5,9 +5,9 @@ configs/allocators.toml for the objective (mem: each allocator's smallest settin
 jemalloc's `lean`, `no_decay`, mimalloc's `decommit_now`, tcmalloc's `aggressive_decommit`,
 ...; perf: the `fast` ones) and HC's generic preset (mem: also the paper's Table 6 and the
 small-page sizes 256 and 4096); no search, no replay. Prints per program the median peak RSS,
-time-weighted mean RSS, wall time, CPU time (user+sys) and minor page faults of each setting
+time-weighted mean RSS, final RSS (the last sample: what is left after the peak), wall time, CPU time (user+sys) and minor page faults of each setting
 (perf: with the runs' range), and the best setting's ratio to the best allocator as it comes
-(mem: on both RSS measures; perf: on wall and CPU time).
+(mem: on the three RSS measures; perf: on wall and CPU time).
 
     .venv/bin/python bench/xalloc_reach.py [--out bench-out/xalloc-headline] [--runs 3]
         [--scale 0.5] [--objective mem|perf] [--try ALLOCATOR:KNOB=V,KNOB=V ...] [PROGRAM ...]
@@ -93,11 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--objective", choices=("mem", "perf"), default="mem")
     ap.add_argument("--try", dest="tries", action="append", default=[],
                     metavar="ALLOCATOR:KNOB=V,KNOB=V")
-    ap.add_argument("programs", nargs="*", default=list(xh.PROGRAMS))
+    ap.add_argument("programs", nargs="*", default=list(xh.PROGRAMS), type=xh.program_name)
     a = ap.parse_args(argv)
-    unknown = [p for p in a.programs if p not in xh.PROGRAMS]
-    if unknown:
-        ap.error(f"unknown program {unknown[0]}; known: {', '.join(xh.PROGRAMS)}")
     try:
         tries = tuple(tried(t) for t in a.tries)
         cands = candidates(a.objective, tries)
@@ -128,29 +125,34 @@ def main(argv=None) -> int:
                 if not r.get("problem"):
                     rows[c.label].append(r)
         print(f"\n## {name} ({a.runs} interleaved runs each; MiB, s; perf: median (range))\n")
-        print("| setting | peak RSS | mean RSS | wall | CPU | minor faults |\n"
-              "|---|---:|---:|---:|---:|---:|")
+        print("| setting | peak RSS | mean RSS | final RSS | wall | CPU | minor faults |\n"
+              "|---|---:|---:|---:|---:|---:|---:|")
         med = {}
         for c in cands:
             rs = rows[c.label]
             if not rs:
-                print(f"| {c.label} | failed | | | | |")
+                print(f"| {c.label} | failed | | | | | |")
                 continue
             wall = [r["wall_s"] for r in rs]
             cpu = [r["user_s"] + r["sys_s"] for r in rs]
             flt = [r["minflt"] for r in rs]
             med[c.label] = (statistics.median(r["peak_rss_bytes"] for r in rs) / 2**20,
                             statistics.median(r["rss_mean_bytes"] or 0 for r in rs) / 2**20,
+                            statistics.median(r["rss_final_bytes"] or 0 for r in rs) / 2**20,
                             statistics.median(wall), statistics.median(cpu))
             print(f"| {c.label} | {med[c.label][0]:.1f} | {med[c.label][1]:.1f} | "
+                  f"{med[c.label][2]:.1f} | "
                   f"{spread(wall, '.3f')} | {spread(cpu, '.3f')} | {spread(flt, '.0f')} |")
         defaults = [c.label for c in cands if c.kind == "reference" and c.label in med]
         line = [name]
-        measures = ((0, "peak"), (1, "mean")) if a.objective == "mem" else \
-            ((2, "wall"), (3, "CPU"))
+        measures = ((0, "peak"), (1, "mean"), (2, "final")) if a.objective == "mem" else \
+            ((3, "wall"), (4, "CPU"))
         for i, what in measures:
-            d = min(defaults, key=lambda k: med[k][i])
-            b = min(med, key=lambda k: med[k][i])
+            known = [k for k in med if med[k][i] > 0]     # 0: no RSS sample (a short run)
+            if not known or not any(k in known for k in defaults):
+                continue
+            d = min((k for k in defaults if k in known), key=lambda k: med[k][i])
+            b = min(known, key=lambda k: med[k][i])
             line.append(f"{what}: {b} {med[b][i] / med[d][i]:.3f} of {d}")
         summary.append(" | ".join(line))
     print("\n## best setting / best allocator as it comes (medians)\n")
