@@ -46,8 +46,7 @@ static void *hc_malloc_locked(size_t n)
         hc.last_clean = 0;
         return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
     }
-#if BIG_CACHE > 0
-    if (n > HC_MEDIUM_MAX - HC_HDR && n <= HC_BC_REQUEST && n <= hc.mmap_above) {
+    if (HC_BC_ON && n > HC_MEDIUM_MAX - HC_HDR && n <= HC_BC_REQUEST && n <= hc.mmap_above) {
         char *b = hc_bc_pop(hc_request_size(n)); /* a kept big block of its size (hc_bigcache.c) */
         if (b) {
             hc.last_clean = 0;
@@ -55,7 +54,6 @@ static void *hc_malloc_locked(size_t n)
             return hc_payload(b);
         }
     }
-#endif
     if (hc_likely(n <= hc.mmap_above)) {
         char *b = hc_alloc_block(hc_request_size(n));
         if (hc_likely(b != NULL)) {
@@ -214,9 +212,7 @@ static HC_NOINLINE void hc_free_slow(void *p)
 }
 
 static void *hc_malloc_small_slow(size_t n);
-#if BIG_CACHE > 0
 static void *hc_malloc_big(size_t n);
-#endif
 
 /* malloc's body, which calloc also calls: a compiler may turn "malloc, then memset to 0" into a
  * call to calloc, which would call itself here. */
@@ -249,12 +245,10 @@ static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
                 return p;
         }
     }
-#if BIG_CACHE > 0
     /* Single-threaded, a big size tries its kept list (BIG_CACHE, hc_bigcache.c) as a quick-list
      * size tries its quick list: what hc_malloc_locked would do first. */
-    else if (!HC_DEBUG)
+    else if (HC_BC_ON && !HC_DEBUG)
         return hc_malloc_big(n);
-#endif
     return hc_malloc_slow(n);
 }
 
@@ -277,7 +271,6 @@ static HC_NOINLINE void *hc_malloc_small_slow(size_t n)
 }
 #endif
 
-#if BIG_CACHE > 0
 /* Single-threaded free of big heap block b (checked in use): kept for the next request of its
  * size (hc_bigcache.c), else to the big list.  Out of line, so that free's other paths keep
  * their registers. */
@@ -299,7 +292,6 @@ static HC_NOINLINE void *hc_malloc_big(size_t n)
     }
     return hc_malloc_slow(n);
 }
-#endif
 
 /* free of anything but a page block: the paper's fast paths, else hc_free_slow.  Out of line
  * when the small pages are on, so that free's page path needs no stack frame. */
@@ -318,12 +310,10 @@ static inline __attribute__((always_inline)) void hc_free_heap(void *p)
         /* In use, not already on a quick list (a double free), 16-byte aligned. */
         if (hc_likely((h & (HC_INUSE | HC_QUICK)) == HC_INUSE && !((uintptr_t)p & (HC_GRANULE - 1)))) {
             if (hc_likely(HC_SINGLE_THREADED())) {
-#if BIG_CACHE > 0
-                if (size > HC_MEDIUM_MAX) {
+                if (HC_BC_ON && size > HC_MEDIUM_MAX) {
                     hc_free_big(b, size); /* out of line: kept (BIG_CACHE) or to the big list */
                     return;
                 }
-#endif
                 hc_account_free(size);
                 if (size <= HC_QL_SIZE)
                     hc_free_quick(b, size);

@@ -120,6 +120,8 @@ static void hc_bc_forget(void)
     memset(&hc.bc, 0, sizeof hc.bc);
 }
 #else
+#define HC_BC_REQUEST ((size_t)0)
+static inline HC_UNUSED char *hc_bc_pop(size_t size) { (void)size; return NULL; }
 static inline void hc_bc_flush(void) {}
 static inline void hc_bc_forget(void) {}
 #endif

@@ -109,7 +109,9 @@ struct hc_os_state {
     uint64_t purged_bytes; /* bytes released by them (pages released again counted again) */
 };
 
-/* BIG_CACHE (hc_bigcache.c): freed big blocks kept by exact size, the quick-list way. */
+/* BIG_CACHE (hc_bigcache.c): freed big blocks kept by exact size, the quick-list way.  Off, its
+ * calls are stubs the compiler drops behind `if (HC_BC_ON && ...)`, as for the pages. */
+#define HC_BC_ON (BIG_CACHE > 0)
 #define HC_BC_SLOTS 64u
 struct hc_bc_slot {
     uint32_t size; /* the block size this slot holds */
