@@ -259,13 +259,11 @@ void *malloc(size_t n) { return hc_malloc(n); }
 static HC_NOINLINE void *hc_malloc_small_slow(size_t n)
 {
     int clean;
-#if HC_RUN_ON
     /* A mid size of a thread already on the pages: its runs (hc_run.c), no detour. */
-    if (n > (size_t)(MID_RUNS) && hc_likely(hc_sp_me.state == HC_SP_LIVE)) {
+    if (HC_RUN_ON && n > (size_t)(MID_RUNS) && hc_likely(hc_sp_me.state == HC_SP_LIVE)) {
         void *p = hc_run_malloc(&hc_sp_me, n, &clean);
         return p ? p : hc_malloc_slow(n);
     }
-#endif
     void *p = hc_sp_malloc_slow(n, &clean);
     return p ? p : hc_malloc_slow(n);
 }
@@ -448,11 +446,9 @@ void *realloc(void *p, size_t n)
         size_t have = hc_sp_usable(p);
         if (!have)
             hc_fail("realloc(): invalid pointer");
-#if HC_RUN_ON
         /* A run block (hc_run.c): grown or shrunk in place by its owner when the granules allow. */
-        if (hc_run_page(hc_sp_page_of(p)) && hc_run_realloc(p, n))
+        if (HC_RUN_ON && hc_run_realloc(p, n))
             return p;
-#endif
         if (n <= have && n > have / 2)
             return p;
         void *q = malloc(n);
@@ -547,15 +543,13 @@ static void *hc_memalign(size_t align, size_t n)
 {
     if (align <= HC_GRANULE)
         return malloc(n);
-#if HC_RUN_ON
     /* Runs of granules are aligned to a granule (hc_run.c). */
-    if (align <= HC_RUN_GRAN && n > (size_t)(MID_RUNS) && n <= HC_SP_LIMIT) {
+    if (HC_RUN_ON && align <= HC_RUN_GRAN && n > (size_t)(MID_RUNS) && n <= HC_SP_LIMIT) {
         int clean;
         void *p = hc_sp_malloc_slow(n, &clean);
         if (p)
             return p;
     }
-#endif
     if (HC_SP_ON && !HC_DEBUG && align <= HC_SP_ALIGN_MAX && n <= HC_SP_LIMIT) {
         /* A power-of-two class of at least align bytes is aligned to align (hc_page.c). */
         size_t need = n > align ? n : align;

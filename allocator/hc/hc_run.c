@@ -476,13 +476,14 @@ static inline size_t hc_run_usable(struct hc_sp_page *pg, void *p)
     return (size_t)(hc_run_next_set(hc_run_maps(pg)->end, g) - g + 1) << HC_RUN_SHIFT;
 }
 
-/* realloc of the run block p to n bytes in place, by its owner: grown into the hole after it, or
- * shrunk (the tail merged with the hole after it).  p, or NULL (the caller moves it). */
+/* realloc of p, if it is a run block, to n bytes in place, by its owner: grown into the hole
+ * after it, or shrunk (the tail merged with the hole after it).  p, or NULL (the caller moves
+ * it, or p is not a run block). */
 static void *hc_run_realloc(void *p, size_t n)
 {
     struct hc_sp_page *pg = hc_sp_page_of(p);
     struct hc_sp_thread *t = &hc_sp_me;
-    if (__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) != t || n <= (size_t)(MID_RUNS) || n > HC_SP_LIMIT)
+    if (!hc_run_page(pg) || __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) != t || n <= (size_t)(MID_RUNS) || n > HC_SP_LIMIT)
         return NULL;
     struct hc_run_maps *m = hc_run_maps(pg);
     unsigned a, e;
@@ -584,4 +585,6 @@ static inline HC_UNUSED void hc_run_check(struct hc_sp_page *pg) { (void)pg; }
 #endif
 
 #endif /* HC_RUN_ON */
+#else /* no small pages, so no run page */
+static inline HC_UNUSED void *hc_run_realloc(void *p, size_t n) { (void)p; (void)n; return NULL; }
 #endif /* HC_SP_ON */
