@@ -1,6 +1,7 @@
 """hctune's own tables: schema versioning, idempotent trace registration, transactions."""
 
 import sqlite3
+import threading
 
 import pytest
 
@@ -38,6 +39,34 @@ def test_newer_schema_is_refused(tmp_path):
     c.close()
     with pytest.raises(HctuneError, match="newer"):
         Database(path)
+
+
+def test_opening_a_new_file_waits_while_another_process_holds_it(tmp_path):
+    """Switching a new file to WAL needs its exclusive lock, for which SQLite does not wait:
+    two searches started together on a new file once failed with "database is locked" (a CI
+    run). Here another connection holds the write lock for 0.3 s; the open waits, then
+    succeeds."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x)")     # still in rollback-journal mode
+    holder.execute("BEGIN IMMEDIATE")            # its write lock: SQLite fails the switch at once
+    released = threading.Event()
+
+    def release():
+        released.wait(0.3)
+        holder.execute("COMMIT")
+
+    t = threading.Thread(target=release)
+    t.start()
+    try:
+        with Database(path) as d:
+            assert d.query_one("SELECT version FROM hc_schema")[0] == SCHEMA_VERSION
+            mode = d.query_one("PRAGMA journal_mode")[0]
+    finally:
+        released.set()
+        t.join()
+        holder.close()
+    assert mode == "wal"
 
 
 def test_not_a_database(tmp_path):

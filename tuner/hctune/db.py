@@ -16,7 +16,9 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import sqlalchemy
@@ -207,6 +209,25 @@ _checked: set[str] = set()      # server databases whose schema this process has
 _engines_lock = threading.Lock()
 
 
+def _wal(con, wait_s: float = 60.0):
+    """Put a SQLite file in WAL mode (once per file: the mode is stored in it). Switching takes
+    the file's exclusive lock and SQLite does not wait for it (no busy handler), so processes
+    opening a new file together get "database is locked" at once; they try again here for as
+    long as the connection's own busy timeout would wait."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.001
+    while True:
+        try:
+            if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 def _engine(url: str) -> sqlalchemy.engine.Engine:
     """One engine per database and process. SQLite opens the file afresh for each Database (as
     cheap as a pool, and right when the file is replaced); PostgreSQL keeps a pool."""
@@ -221,7 +242,7 @@ def _engine(url: str) -> sqlalchemy.engine.Engine:
 
             @sqlalchemy.event.listens_for(eng, "connect")
             def _pragmas(dbapi_connection, record):
-                dbapi_connection.execute("PRAGMA journal_mode=WAL")
+                _wal(dbapi_connection)
                 dbapi_connection.execute("PRAGMA foreign_keys=ON")
         else:
             eng = sqlalchemy.create_engine(url, pool_size=4, max_overflow=16, pool_pre_ping=True,
