@@ -218,7 +218,8 @@ def compare(s: dict, objective: str) -> dict:
 def table(results: dict, objective: str) -> str:
     first = next((v[objective] for v in results.values() if v.get(objective)), {})
     what = {"peak_rss_bytes": "peak RSS", "rss_mean_bytes": "mean RSS",
-            "rss_final_bytes": "final RSS"}.get(first.get("measure"), "wall time")
+            "rss_final_bytes": "final RSS", "cpu_s": "CPU time"}.get(first.get("measure"),
+                                                                      "wall time")
     what = "measure" if objective == "mem" else what
     lines = [f"| program | validated winner | best default | {what} winner / best default "
              "| significant | verdict |", "|---|---|---|---|---|---|"]
@@ -280,6 +281,9 @@ def main(argv=None) -> int:
                     help="mem studies: time at most PCT %% over glibc's (search "
                          "--max-slowdown; validation keeps it); the study and the results "
                          "file are named for it")
+    ap.add_argument("--time-measure", default="wall", choices=("wall", "cpu"),
+                    help="perf: validate chooses on the wall time or on the program's user + sys "
+                         "CPU time (validate --time-measure); the results file is named for it")
     ap.add_argument("--tables-only", action="store_true")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS), type=program_name)
     a = ap.parse_args(argv)
@@ -289,7 +293,8 @@ def main(argv=None) -> int:
     # one file per memory measure: a mean run does not mix with a peak one
     slow = f"-slow{a.max_slowdown:g}" if a.max_slowdown is not None else ""
     done = out / ("xalloc-headline" + ("" if a.memory_measure in ("auto", "peak")
-                                       else f"-{a.memory_measure}") + slow + ".json")
+                                       else f"-{a.memory_measure}") + slow
+                         + ("-cpu" if a.time_measure == "cpu" else "") + ".json")
     results = json.loads(done.read_text()) if done.exists() else {}
     if not a.tables_only:
         out.mkdir(parents=True, exist_ok=True)
@@ -318,8 +323,9 @@ def main(argv=None) -> int:
                 headline_real.hctune(db, "search", trace, "--objective", objective,
                                      "--allocators", "installed", "--trials", a.trials,
                                      "--seed", 1, "--study", study, *more)
+                timed = ["--time-measure", a.time_measure] if objective != "mem" else []
                 s = headline_real.hctune(db, "validate", "--study", study, "--runs", a.runs,
-                                         "--top", a.top, "--json", "--", *argv_b, env=env,
+                                         "--top", a.top, *timed, "--json", "--", *argv_b, env=env,
                                          capture=True)
                 results[name][objective] = json.loads(s)
                 done.write_text(json.dumps(results, indent=1, sort_keys=True))
@@ -328,6 +334,7 @@ def main(argv=None) -> int:
           + (f"--validate-scale {a.validate_scale:g} " if a.validate_scale is not None else "")
           + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "auto" else "")
           + (f"--max-slowdown {a.max_slowdown:g} " if slow else "")
+          + ("--time-measure cpu " if a.time_measure == "cpu" else "")
           + " ".join(a.programs))
     for objective in objectives:
         print(f"\n## {objective}: the validated winner on input b (searched on input a) against "
