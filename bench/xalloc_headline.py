@@ -194,7 +194,10 @@ def compare(s: dict, objective: str) -> dict:
     out = {"winner": w["candidate"] if w else None,
            "winner_allocator": w["allocator"] if w else None,
            "winner_setting": w["setting"] if w else None,
-           "best_default": best["candidate"] if best else None}
+           "best_default": best["candidate"] if best else None,
+           # an allocator as it comes (generic HC included) is not a tuned answer: the
+           # perf criterion of the fifth and sixth passes does not count it
+           "as_it_comes": bool(w and w["kind"] != "tuned")}
     if w and best and w["median"].get(m):
         out["ratio"] = w["median"][m] / best["median"][m]
         lo_w, hi_w = w["ci"][m]
@@ -247,11 +250,13 @@ def goals(results: dict) -> list[str]:
     sig_mem = sum(1 for c in mem if c.get("significant"))
     ten = sum(1 for c in mem if c.get("significant") and c["ratio"] <= 0.9)
     sig_perf = sum(1 for c in perf if c.get("significant"))
+    tuned_perf = sum(1 for c in perf if c.get("significant") and not c["as_it_comes"])
     return [f"winner at least as good as the best default (median): {at_least} of {len(every)}",
             f"mem significantly smaller than the best default: {sig_mem} of {len(mem)} "
             f"(goal: at least half)",
             f"mem smaller by >= 10 %, significantly: {ten} (goal: 3)",
-            f"perf significantly faster than the best default: {sig_perf} (goal: 2)"]
+            f"perf significantly faster than the best default: {sig_perf} (goal: 2); "
+            f"of them a tuned setting, not an allocator as it comes: {tuned_perf}"]
 
 
 def program_name(name: str) -> str:
