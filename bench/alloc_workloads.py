@@ -125,6 +125,11 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
     """The workloads whose programs exist here, inputs written into `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     found = []
+
+    def words():
+        if not (workdir / "words.txt").exists():
+            _words(workdir / "words.txt", 100_000)
+
     python = sys.executable  # the interpreter running the bench: a real binary, not a shim
     (workdir / "containers.py").write_text(PYTHON_SCRIPT)
     # PYTHONMALLOC=malloc: every object through malloc, not Python's own small-object pool.
@@ -136,37 +141,28 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
                           "python3 (pymalloc on): strings, bytes, dicts of 8 B .. 1 MiB"))
     gcc = shutil.which("gcc")
     if gcc:
-        large = workdir / "large_blocks"
-        built = subprocess.run([gcc, "-O2", "-o", str(large),
-                                str(Path(__file__).resolve().parent / "large_blocks.c")],
-                               capture_output=True)
-        if built.returncode == 0:
-            found.append(Workload("large", [str(large), "40000"], {},
+        def built(name: str) -> str | None:
+            """bench/NAME.c compiled into workdir; None if it does not compile here."""
+            out = workdir / name
+            src = Path(__file__).resolve().parent / f"{name}.c"
+            ok = subprocess.run([gcc, "-O2", "-o", str(out), str(src)],
+                                capture_output=True).returncode == 0
+            return str(out) if ok else None
+
+        if large := built("large_blocks"):
+            found.append(Workload("large", [large, "40000"], {},
                                   "large_blocks.c: 64 live blocks of 64 KiB .. 4 MiB replaced 40,000 times"))
-        churn = workdir / "churn_words"
-        built = subprocess.run([gcc, "-O2", "-o", str(churn),
-                                str(Path(__file__).resolve().parent / "churn_words.c")],
-                               capture_output=True)
-        if built.returncode == 0:
-            found.append(Workload("churn", [str(churn), "400000"], {},
+        if churn := built("churn_words"):
+            found.append(Workload("churn", [churn, "400000"], {},
                                   "churn_words.c: a word table of 16-32-byte nodes beside 500 "
                                   "buffers of 1-64 KiB replaced or reallocated, 400,000 rounds"))
-        table = workdir / "wordtable"
-        built = subprocess.run([gcc, "-O2", "-o", str(table),
-                                str(Path(__file__).resolve().parent / "wordtable.c")],
-                               capture_output=True)
-        if built.returncode == 0:
-            found.append(Workload("wordtable", [str(table), "400000", "1"], {},
+        if table := built("wordtable"):
+            found.append(Workload("wordtable", [table, "400000", "1"], {},
                                   "wordtable.c: a hash table of 24-byte nodes and 4-13-byte "
                                   "words beside 500 buffers of 1-64 KiB, 400,000 rounds"))
-        pool = workdir / "wordpool"
-        built = subprocess.run([gcc, "-O2", "-o", str(pool),
-                                str(Path(__file__).resolve().parent / "wordpool.c")],
-                               capture_output=True)
-        if built.returncode == 0:
-            if not (workdir / "words.txt").exists():
-                _words(workdir / "words.txt", 100_000)
-            found.append(Workload("wordpool", [str(pool), str(workdir / "words.txt")], {},
+        if pool := built("wordpool"):
+            words()
+            found.append(Workload("wordpool", [pool, str(workdir / "words.txt")], {},
                                   "wordpool.c: every distinct word strdup'd in a thinned hash "
                                   "table beside 20,000 buffers of 32 B-4 KiB, 100k lines"))
         cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True,
@@ -182,19 +178,17 @@ def make(workdir: Path, only: list[str] | None = None) -> list[Workload]:
                               {}, "sqlite3: 200k-row script, index, delete, update, join"))
     gawk = shutil.which("gawk")
     if gawk:
-        _words(workdir / "words.txt", 100_000)
+        words()
         found.append(Workload("gawk", [gawk, GAWK_PROGRAM, str(workdir / "words.txt")], {},
                               "gawk: word counts and string building on 100k lines"))
     perl = shutil.which("perl")
     if perl:
-        if not (workdir / "words.txt").exists():
-            _words(workdir / "words.txt", 100_000)
+        words()
         found.append(Workload("perl", [perl, "-e", PERL_PROGRAM, str(workdir / "words.txt")], {},
                               "perl: word counts and lists of words by prefix on 100k lines"))
     xz = shutil.which("xz")
     if xz:
-        if not (workdir / "words.txt").exists():
-            _words(workdir / "words.txt", 100_000)
+        words()
         # threaded; 256 KiB blocks so that four threads each get work from a small input
         found.append(Workload("xz", [xz, "-T4", "--block-size=262144", "-6", "-c",
                                      str(workdir / "words.txt")], {},

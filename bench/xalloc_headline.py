@@ -14,7 +14,10 @@ of requests with quiet spells between them), phased_service (bench/phased_servic
 Python service that loads a cache, evicts most of it and goes on serving), also as
 phased_service_t4 (the same script with a pool of four threads), and sqlite_session (Debian's
 sqlite3 through a five-phase session: load, index, aggregate, keep 1 in 32 rows, drop and
-VACUUM, small queries; see sqlite_session()); default: all. The
+VACUUM, small queries; see sqlite_session()), sqlite_reports (Debian's sqlite3 keeping a table
+and serving report queries whose temporary b-trees and sorters are freed) and python_batch
+(Debian's python3 through six batches whose lists and strings are freed, then a tail of small
+work); default: all. The
 batch programs' RSS is what they keep live; the long-running ones also hold memory they freed,
 which is where the decay and trim knobs act, so their mem objective is the time-weighted mean
 RSS (`--memory-measure auto`: mean for them, peak for the rest) and they have no perf row (their
@@ -48,7 +51,8 @@ _spec = importlib.util.spec_from_file_location("headline_real", ROOT / "bench" /
 headline_real = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(headline_real)
 
-LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4", "sqlite_session")
+LONG_RUNNING = ("phased_server", "phased_service", "phased_service_t4", "sqlite_session",
+                "sqlite_reports", "python_batch")
 PROGRAMS = ("wordpool", *headline_real.PROGRAMS, *LONG_RUNNING)
 DEFAULTS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 MEASURE = {"mem": "peak_rss_bytes", "perf": "wall_s"}
@@ -80,6 +84,55 @@ def sqlite_session(path: Path, seed: int, scale: float):
     path.write_text("\n".join(lines) + "\n")
 
 
+def sqlite_reports(path: Path, seed: int, scale: float):
+    """sqlite3 as a database that keeps its table and serves reports: load a table of 80,000
+    rows (x scale, from the seed), then six rounds of three report queries (a GROUP BY over a
+    computed key, a COUNT(DISTINCT) and a sort of the whole table: each builds a temporary
+    b-tree or sorter in memory that is freed when the query ends) and 300 lookups by key. The
+    table stays; what the allocator gets back is the queries' temporary memory."""
+    n = max(2000, int(80000 * scale))
+    lines = ["PRAGMA temp_store=MEMORY;",
+             "CREATE TABLE r(k INTEGER PRIMARY KEY, g INTEGER, w TEXT, p TEXT);",
+             f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) "
+             f"INSERT INTO r SELECT x, (x * 7919 + {seed}) % 20011, 'w' || ((x * 31 + {seed}) % 5003), "
+             f"printf('%.*c', (x * 13 + {seed}) % 120 + 10, 'y') FROM c;"]
+    for rnd in range(6):
+        s = seed * 7 + rnd
+        lines += [
+            f"SELECT (g * {rnd + 3}) % 7919 AS h, COUNT(*), SUM(length(p)), MAX(w) FROM r "
+            "GROUP BY h ORDER BY 3 DESC, 1 LIMIT 3;",
+            f"SELECT COUNT(DISTINCT w || substr(p, 1, {rnd + 5}) || g) FROM r;",
+            f"SELECT k, w FROM r ORDER BY p || w DESC, (k * {s}) % 1009 LIMIT 2 OFFSET {n // 2};"]
+        for q in range(300):
+            lines.append(f"SELECT w, length(p) FROM r WHERE k = {(q * 7919 + s) % n + 1};")
+    path.write_text("\n".join(lines) + "\n")
+
+
+# python_batch: a batch job in Python: six batches, each parses N generated CSV-like lines into
+# lists, sorts them, joins them into one report string and folds them into a small running total
+# (kept); the batch's lists and strings are freed; then a tail of small lookups on the totals.
+PY_BATCH = """
+import random, sys
+rng = random.Random(int(sys.argv[1]))
+n = int(sys.argv[2])
+totals = {}
+for batch in range(6):
+    rows = [f"{rng.randrange(10**6)},w{rng.randrange(5003)},{'x' * rng.randrange(10, 200)}"
+            for _ in range(n)]
+    parsed = [r.split(",") for r in rows]
+    parsed.sort(key=lambda p: (p[2], p[1]))
+    report = "\\n".join(",".join(p) for p in parsed[::3])
+    for p in parsed:
+        totals[p[1]] = totals.get(p[1], 0) + int(p[0])
+    totals[f"len{batch}"] = len(report)
+    del rows, parsed, report
+hits = 0
+for q in range(200000):
+    hits += totals.get(f"w{(q * 7919) % 6000}", 0) & 1
+print(len(totals), hits)
+"""
+
+
 def command(name: str, out: Path, tag: str, seed: int, scale: float):
     if name == "wordpool":
         exe = out / "wordpool"
@@ -97,6 +150,15 @@ def command(name: str, out: Path, tag: str, seed: int, scale: float):
         sql = out / f"session-{tag}.sql"
         sqlite_session(sql, seed, scale)       # cheap, and follows --scale
         return ["sqlite3", ":memory:", "-init", str(sql), ".quit"], {}
+    if name == "sqlite_reports":
+        sql = out / f"reports-{tag}.sql"
+        sqlite_reports(sql, seed, scale)
+        return ["sqlite3", ":memory:", "-init", str(sql), ".quit"], {}
+    if name == "python_batch":
+        py = headline_real.command("python3", out, tag, seed, scale)[0][0]
+        (out / "batch.py").write_text(PY_BATCH)
+        return ([py, str(out / "batch.py"), str(seed), str(max(2000, int(60000 * scale)))],
+                {"PYTHONMALLOC": "malloc"})
     if name in ("phased_service", "phased_service_t4"):
         py = headline_real.command("python3", out, tag, seed, scale)[0][0]
         return ([py, str(ROOT / "bench" / "phased_service.py"), str(seed),
@@ -156,7 +218,8 @@ def compare(s: dict, objective: str) -> dict:
 def table(results: dict, objective: str) -> str:
     first = next((v[objective] for v in results.values() if v.get(objective)), {})
     what = {"peak_rss_bytes": "peak RSS", "rss_mean_bytes": "mean RSS",
-            "rss_final_bytes": "final RSS"}.get(first.get("measure"), "wall time")
+            "rss_final_bytes": "final RSS", "cpu_s": "CPU time"}.get(first.get("measure"),
+                                                                      "wall time")
     what = "measure" if objective == "mem" else what
     lines = [f"| program | validated winner | best default | {what} winner / best default "
              "| significant | verdict |", "|---|---|---|---|---|---|"]
@@ -218,6 +281,9 @@ def main(argv=None) -> int:
                     help="mem studies: time at most PCT %% over glibc's (search "
                          "--max-slowdown; validation keeps it); the study and the results "
                          "file are named for it")
+    ap.add_argument("--time-measure", default="wall", choices=("wall", "cpu"),
+                    help="perf: validate chooses on the wall time or on the program's user + sys "
+                         "CPU time (validate --time-measure); the results file is named for it")
     ap.add_argument("--tables-only", action="store_true")
     ap.add_argument("programs", nargs="*", default=list(PROGRAMS), type=program_name)
     a = ap.parse_args(argv)
@@ -227,7 +293,8 @@ def main(argv=None) -> int:
     # one file per memory measure: a mean run does not mix with a peak one
     slow = f"-slow{a.max_slowdown:g}" if a.max_slowdown is not None else ""
     done = out / ("xalloc-headline" + ("" if a.memory_measure in ("auto", "peak")
-                                       else f"-{a.memory_measure}") + slow + ".json")
+                                       else f"-{a.memory_measure}") + slow
+                         + ("-cpu" if a.time_measure == "cpu" else "") + ".json")
     results = json.loads(done.read_text()) if done.exists() else {}
     if not a.tables_only:
         out.mkdir(parents=True, exist_ok=True)
@@ -256,8 +323,9 @@ def main(argv=None) -> int:
                 headline_real.hctune(db, "search", trace, "--objective", objective,
                                      "--allocators", "installed", "--trials", a.trials,
                                      "--seed", 1, "--study", study, *more)
+                timed = ["--time-measure", a.time_measure] if objective != "mem" else []
                 s = headline_real.hctune(db, "validate", "--study", study, "--runs", a.runs,
-                                         "--top", a.top, "--json", "--", *argv_b, env=env,
+                                         "--top", a.top, *timed, "--json", "--", *argv_b, env=env,
                                          capture=True)
                 results[name][objective] = json.loads(s)
                 done.write_text(json.dumps(results, indent=1, sort_keys=True))
@@ -266,6 +334,7 @@ def main(argv=None) -> int:
           + (f"--validate-scale {a.validate_scale:g} " if a.validate_scale is not None else "")
           + (f"--memory-measure {a.memory_measure} " if a.memory_measure != "auto" else "")
           + (f"--max-slowdown {a.max_slowdown:g} " if slow else "")
+          + ("--time-measure cpu " if a.time_measure == "cpu" else "")
           + " ".join(a.programs))
     for objective in objectives:
         print(f"\n## {objective}: the validated winner on input b (searched on input a) against "

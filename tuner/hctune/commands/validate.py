@@ -52,7 +52,9 @@ def table(s: dict) -> Table:
     # mem's measure: the peak RSS, or the mean or final RSS of the runs' curve
     mem = s.get("measure") if s.get("measure") in CURVE_MEASURES else "peak_rss_bytes"
     rss = {"rss_mean_bytes": "RSS\nmean", "rss_final_bytes": "RSS\nfinal"}.get(mem, "RSS")
-    for col in ("candidate", "wall s", "wall/\ngeneric", "wall/\nglibc", rss, "RSS/\nglibc",
+    # perf's time: the wall time, or with --time-measure cpu the program's CPU time
+    tm, tw = ("cpu_s", "CPU") if s.get("measure") == "cpu_s" else ("wall_s", "wall")
+    for col in ("candidate", f"{tw} s", f"{tw}/\ngeneric", f"{tw}/\nglibc", rss, "RSS/\nglibc",
                 "replay\nt, mem", "status"):
         t.add_column(col, justify="left" if col in ("candidate", "status") else "right",
                      overflow="fold")
@@ -60,8 +62,8 @@ def table(s: dict) -> Table:
     for e in s["candidates"]:
         rp, med = e.get("replay"), e["median"]
         t.add_row(("[bold]" if e["candidate"] == chosen else "") + escape(e["candidate"]),
-                  "-" if med["wall_s"] is None else f"{med['wall_s']:.3f}",
-                  _ratio(e["vs_generic"].get("wall_s")), _ratio(e["vs_glibc"].get("wall_s")),
+                  "-" if med.get(tm) is None else f"{med[tm]:.3f}",
+                  _ratio(e["vs_generic"].get(tm)), _ratio(e["vs_glibc"].get(tm)),
                   _size(med.get(mem)),
                   _ratio(e["vs_glibc"].get(mem)),
                   f"{rp['perf_ratio']:.2f}\n{rp['mem_ratio']:.2f}" if rp else "-",
@@ -157,11 +159,15 @@ def progress_bar(console: Console):
 @click.option("--memory-measure", type=click.Choice(("peak", "mean", "final")), default=None,
               help="mem: choose on the runs' peak RSS, or the mean or final RSS of their RSS "
                    "curve (sampled every 5 ms); default: the study's --memory-measure.")
+@click.option("--time-measure", type=click.Choice(tuple(_validate.TIME_MEASURES)), default="wall",
+              show_default=True,
+              help="perf/pareto: choose on the wall time, or on the program's user + sys CPU "
+                   "time (steadier than wall time when other work loads the machine).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def command(ctx, study_name, objective, top, runs, max_memory_overhead, references, libs, timeout,
-            memory_measure, as_json, program):
+            memory_measure, time_measure, as_json, program):
     """Run the real program under the study's best settings, generic HC, glibc and the others.
 
     The program is the profiled command (same arguments, directory and stdin file) unless
@@ -179,7 +185,8 @@ def command(ctx, study_name, objective, top, runs, max_memory_overhead, referenc
     with prog:
         s = _validate.validate(ctx.obj["db_path"], study_name, top, runs, list(program) or None,
                                references, extra, max_memory_overhead, timeout, progress,
-                               objective=objective, memory_measure=memory_measure)
+                               objective=objective, memory_measure=memory_measure,
+                               time_measure=time_measure)
     if as_json:
         click.echo(json.dumps(s, indent=2, sort_keys=True))
     else:

@@ -17,7 +17,8 @@ prediction against the real program, and so does `hctune validate`:
    rounds (see `ratio_ci`); on the real measure (mem: peak RSS, or with the study's
    --memory-measure the mean or final RSS of hcrun's RSS curve, among those whose wall time is
    within the study's --max-slowdown when it has one; perf and pareto: wall time among those
-   whose peak RSS is within the memory limit) the one rule of `rule.recommend`
+   whose peak RSS is within the memory limit; with --time-measure cpu the program's user + sys
+   CPU time instead of the wall time) the one rule of `rule.recommend`
    (a candidate must win significantly over every simpler option) gives the recommendation
    among all candidates and the winner among the HC ones (what emit writes); and a verdict
    that names what to use, by how much, and every reference that did better.
@@ -46,7 +47,8 @@ from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS, _kill_group, run_once, 
 from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci  # noqa: F401
 from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
 from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
-from hctune.validate.summary import DEFAULT_MEMORY_OVERHEAD, _pct, _span, _verdict, summarize  # noqa: F401
+from hctune.validate.summary import (DEFAULT_MEMORY_OVERHEAD, TIME_MEASURES, _pct, _span,  # noqa: F401
+                                    _verdict, summarize)
 
 
 def _limit(row, memory_limit) -> tuple[float | None, bool]:
@@ -67,18 +69,23 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              runs: int = DEFAULT_RUNS, argv: list[str] | None = None, references: bool = True,
              extra=(), memory_limit: float | None = None, timeout: float | None = None,
              progress=None, seed: int = 0, storage: str | None = None,
-             objective: str | None = None, memory_measure: str | None = None) -> dict:
+             objective: str | None = None, memory_measure: str | None = None,
+             time_measure: str = "wall") -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
     on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
     is [(label, library path[, env])]; `storage`: the
     study's Optuna storage URL when the one hc_studies names lacks its password (workers);
     `objective` without `study`: the latest study of that objective on the latest traces;
-    `memory_measure` (peak | mean | final): mem's measure, default the study's."""
+    `memory_measure` (peak | mean | final): mem's measure, default the study's;
+    `time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user + sys
+    CPU time."""
     if runs < MIN_RUNS:
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
         raise HctuneError("--top must be at least 1")
+    if time_measure not in TIME_MEASURES:
+        raise HctuneError(f"--time-measure: use {', '.join(TIME_MEASURES)}, not {time_measure!r}")
     from hctune.search import results          # deferred: Optuna (see candidates.tuned_trials)
     from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
@@ -99,7 +106,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         status = "failed"
         try:
             summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
-                                  seed, memory_limit, notes, memory_measure)
+                                  seed, memory_limit, notes, memory_measure, time_measure)
             status = "done"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -112,7 +119,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
 
 
 def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
-                memory_limit, notes, memory_measure="peak") -> dict:
+                memory_limit, notes, memory_measure="peak", time_measure="wall") -> dict:
     def on_run(r, done, total):
         db.add_real_run(vid, r)     # stored as it finishes: an interrupted validation keeps it
         if progress:
@@ -126,7 +133,7 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
     limit, vs_generic = _limit(row, memory_limit)
     slowdown = json.loads(row["options_json"] or "{}").get("max_slowdown")
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
-                        memory_measure, slowdown)
+                        memory_measure, slowdown, time_measure)
     summary["notes"] = notes + more + summary["notes"]
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"

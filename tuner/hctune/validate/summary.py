@@ -28,10 +28,15 @@ def _pct(ratio_entry, faster_word="faster", slower_word="slower") -> str:
     return rule.pct(ratio_entry, faster_word, slower_word)
 
 
+# perf and pareto choose on wall time, or with --time-measure cpu on the program's user + sys
+# CPU time (hcrun's rusage of the child): on a machine loaded by other work a single-threaded
+# program's wall time adds the time it waits for a core, its CPU time does not
+TIME_MEASURES = {"wall": "wall_s", "cpu": "cpu_s"}
+
 DOMINATES = 5.0     # %: a smaller gain on the other measure is not worth a line of the verdict
-OTHER = {"wall_s": "peak_rss_bytes", "peak_rss_bytes": "wall_s", "rss_mean_bytes": "wall_s",
+OTHER = {"wall_s": "peak_rss_bytes", "cpu_s": "peak_rss_bytes", "peak_rss_bytes": "wall_s", "rss_mean_bytes": "wall_s",
          "rss_final_bytes": "wall_s"}
-WORDS = {"wall_s": ("faster", "slower"), "peak_rss_bytes": ("smaller", "larger"),
+WORDS = {"wall_s": ("faster", "slower"), "cpu_s": ("faster in CPU time", "slower in CPU time"), "peak_rss_bytes": ("smaller", "larger"),
          "rss_mean_bytes": ("smaller on average", "larger on average"),
          "rss_final_bytes": ("smaller at the end", "larger at the end")}
 
@@ -55,7 +60,7 @@ def _pairs(vals: dict, seed: int):
 def _cap(rows, measure, memory_limit, memory_vs_generic):
     """(largest eligible median peak RSS in bytes, its base, whose) for perf; (None, ...) else."""
     glibc = next((e for e in rows if e["candidate"] == "glibc"), None)
-    if measure != "wall_s" or memory_limit is None or not glibc or \
+    if measure not in TIME_MEASURES.values() or memory_limit is None or not glibc or \
             not glibc["median"]["peak_rss_bytes"]:
         return None, None, None
     base, of = glibc["median"]["peak_rss_bytes"], "glibc's"
@@ -79,7 +84,7 @@ def _time_cap(rows, max_slowdown):
 def summarize(cands: list[Candidate], runs: list[dict], objective: str,
               memory_limit: float | None = DEFAULT_MEMORY_OVERHEAD, seed: int = 0,
               memory_vs_generic: bool = False, memory_measure: str = "peak",
-              max_slowdown: float | None = None) -> dict:
+              max_slowdown: float | None = None, time_measure: str = "wall") -> dict:
     """Medians, intervals, ratios, the recommendation, the HC winner and the verdict from the
     stored runs (pure: the same runs give the same summary). perf/pareto choices keep median
     peak RSS within `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's
@@ -87,7 +92,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     another allocator); `winner` is the rule over the HC candidates: what `emit` writes.
     `memory_measure` (the study's --memory-measure): mem's measure, the peak RSS, or the mean
     or the final RSS of the runs' RSS curve. `max_slowdown` (the study's --max-slowdown): mem
-    choices keep median wall time within this many percent of glibc's."""
+    choices keep median wall time within this many percent of glibc's. `time_measure` (wall |
+    cpu): perf's and pareto's measure, the wall time or the program's user + sys CPU time."""
     import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     curve_rng = np.random.default_rng(seed + 1)
@@ -129,10 +135,11 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                 for m in MEASURES + CURVE_MEASURES:
                     if e["median"].get(m) is not None:
                         e[key][m] = ratio(e, by_label[other], m)
-    measure = REAL_MEMORY_FIELDS[memory_measure] if objective == "mem" else "wall_s"
+    timed = objective != "mem"
+    measure = TIME_MEASURES[time_measure] if timed else REAL_MEMORY_FIELDS[memory_measure]
     cap, base, of = _cap(rows, measure, memory_limit, memory_vs_generic)
     cap_field, limit, limit_pct = "peak_rss_bytes", "memory limit", memory_limit
-    if measure != "wall_s":
+    if not timed:
         cap, base, of = _time_cap(rows, max_slowdown)
         cap_field, limit, limit_pct = "wall_s", "time limit", max_slowdown
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
@@ -173,7 +180,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     return {"objective": objective, "measure": measure, "memory_measure": memory_measure,
             "memory_limit_pct": memory_limit,
             "memory_limit_of": "max(glibc, generic HC)" if memory_vs_generic else "glibc",
-            "time_limit_pct": max_slowdown if measure != "wall_s" else None,
+            "time_limit_pct": max_slowdown if not timed else None,
+            "time_measure": time_measure if timed else None,
             "candidates": rows, "winner": brief(winner), "recommendation": brief(rec),
             "best_measured": overall["best"]["candidate"] if overall["best"] else None,
             "significant": significant, "verdict": verdict, "notes": notes,
