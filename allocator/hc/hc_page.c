@@ -70,6 +70,12 @@
  *    one line; a double free on the owner's side is caught by a per-process key written into a
  *    freed block (its second word) and a walk of the page's free list when the key matches.
  *    The debug build also checks each pointer is a block boundary and each page's counts.
+ *  - Page kinds (hc_page.h): everything above is the pages' shared mechanism.  How a page lays
+ *    out its blocks is its kind's: this file's class pages (HC_PK_CLASS: one size class, a bump
+ *    pointer and a free list; the section "the class pages' kind", and malloc's and free's fast
+ *    paths) and hc_run.c's run pages (HC_PK_RUNS, MID_RUNS).  The mechanism asks a page's kind
+ *    through hc_page.h's hc_pk_* operations (the statistics' walk, fork's child and the debug
+ *    checks still test hc_pk_runs themselves).
  *
  * The paper's quick lists, medium lists, big list and thread cache keep serving everything above
  * SMALL_MAX (and everything a page cannot serve: a thread past its destructor, a region the OS
@@ -78,103 +84,9 @@
  */
 #include "hc_block.h"
 #include "hc_lock.h"
-
-#define HC_SP_ON (SMALL_MAX > 0)
-/* MID_RUNS (hc_run.c): requests above it up to SMALL_MAX are runs of granules on shared pages. */
-#define HC_RUN_ON (HC_SP_ON && (MID_RUNS) > 0 && (MID_RUNS) < (SMALL_MAX) && (MID_RUNS) < 4096)
-#define HC_RUN_SHIFT 5u
-#define HC_RUN_GRAN (1u << HC_RUN_SHIFT) /* a run's granule: 32 bytes */
-#define HC_RUN_BINS (4096u >> HC_RUN_SHIFT) /* hole lists: 1 .. 127 granules, and 128 or more */
+#include "hc_page.h"
 
 #if HC_SP_ON
-
-#define HC_SP_LIMIT ((size_t)((SMALL_MAX) < 4096 ? (SMALL_MAX) : 4096))
-#define HC_SP_PER2 ((SMALL_CLASSES) >= 8 ? 8u : (SMALL_CLASSES) >= 4 ? 4u : (SMALL_CLASSES) >= 2 ? 2u : 1u)
-/* Classes per power of two from HC_SP_MID_FROM up (MID_CLASSES; 0: HC_SP_PER2's spacing
- * throughout, the class sizes unstretched). */
-#define HC_SP_MID ((MID_CLASSES) >= 64 ? 64u : (MID_CLASSES) >= 32 ? 32u : (MID_CLASSES) >= 16 ? 16u \
-                   : (MID_CLASSES) >= 8 ? 8u : (MID_CLASSES) >= 4 ? 4u : (MID_CLASSES) >= 2 ? 2u \
-                   : (MID_CLASSES) >= 1 ? 1u : 0u)
-#define HC_SP_MID_FROM 1024u
-#define HC_SP_SHIFT 16u
-#define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
-#define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
-#define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space at most ... */
-#define HC_SP_GROW ((size_t)1 << 26)         /* ... reserved 64 MiB at first, then doubling */
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000         /* Linux 4.17; older kernels take it as a hint */
-#endif
-/* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
- * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
- * a page holds, 63 down to 15: 32 + 50) */
-#define HC_SP_NCLS_SIZED (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
-/* With MID_RUNS, two more: the run requests' class (its current page is always hc_sp_none, so
- * malloc's pop misses and the slow path calls hc_run_malloc) and the run pages' class. */
-#define HC_SP_NCLS (HC_SP_NCLS_SIZED + (HC_RUN_ON ? 2u : 0u))
-#define HC_RUN_RCLS (HC_SP_NCLS - 2u)
-#define HC_RUN_PCLS (HC_SP_NCLS - 1u)
-#define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
-#define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
-/* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
- * freed or handed out again, and on the page walks), so a write past a block's end is caught as
- * the paper's blocks' headers catch it.  Release builds have none. */
-#define HC_SP_RED (HC_DEBUG ? 16u : 0u)
-#define HC_SP_RED_BYTE 0xa7
-
-enum { HC_SP_AVAIL = 1, HC_SP_FULL, HC_SP_ORPHAN, HC_SP_EMPTY };
-#define HC_SP_FULLBIT 0x80000000u
-enum { HC_SP_NEW = 0, HC_SP_STARTING, HC_SP_LIVE, HC_SP_DEAD };
-
-struct hc_sp_thread;
-
-struct hc_sp_page {
-    /* line 0: written when the page changes hands, read by every free */
-    struct hc_sp_thread *owner; /* NULL: orphan or empty */
-    uint32_t size;              /* block size; 0: not a page of blocks (empty, or never used) */
-    uint32_t cls;
-    char *end;                  /* end of the last whole block */
-    char *zero_from;            /* bytes from here up were never written (or released) */
-    uint64_t stamp;             /* when it went to the empty pool (ms, coarse clock) */
-    unsigned char released;     /* in the empty pool, its blocks' pages given back */
-    char pad0[64 - 41];
-    /* line 1: the owner's */
-    void *free;                 /* local free list: the next block is each block's first word */
-    char *bump;                 /* next block never handed out */
-    struct hc_sp_page *next, *prev; /* the list the page is on (where) */
-    uint32_t used;              /* blocks handed out and not freed by the owner; HC_SP_FULLBIT
-                                 * added while the page is on the full list, so that free's one
-                                 * signed test catches both "now empty" and "was full" */
-    uint32_t where;
-    char pad1[64 - 40];
-    /* line 2: other threads' frees: the head of their list in the low HC_SP_XSHIFT bits, how
-     * many blocks it holds above them (hc_sp_xpush), so the owner takes the list without
-     * walking it */
-    uintptr_t xfree;
-};
-
-/* A thread's pages.  cur[c] is the head of class c's list of pages with free blocks, or
- * hc_sp_none (whose free list is empty) so that malloc's fast path needs no NULL test. */
-struct hc_sp_thread {
-    struct hc_sp_page *cur[HC_SP_NCLS];
-    struct hc_sp_page *full[HC_SP_NCLS];
-    uint32_t nfull[HC_SP_NCLS];
-    uint32_t fresh[HC_SP_NCLS]; /* pages taken since the last scan of the full list */
-#if SMALL_IDLE
-    uint64_t idle[2];           /* classes whose current page was left empty (SMALL_IDLE) */
-#endif
-#if HC_RUN_ON
-    void *rbin[HC_RUN_BINS];    /* MID_RUNS: the holes of the thread's run pages by length (hc_run.c) */
-    uint64_t rmask[HC_RUN_BINS / 64]; /* bit b: rbin[b] is not empty */
-    uint32_t rpages, rfresh;    /* run pages owned; taken since the last scan for others' frees */
-    void *rkeep[HC_RUN_BINS + 1];         /* freed runs kept whole, by length in granules */
-    unsigned char rkeep_n[HC_RUN_BINS + 1];
-    uint32_t rkeep_bytes;
-#endif
-    unsigned char state;
-#if HC_DEBUG
-    uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
-#endif
-};
 
 static struct hc_sp_page hc_sp_none;
 static __thread struct hc_sp_thread hc_sp_me __attribute__((tls_model("initial-exec"))) = {
@@ -193,21 +105,6 @@ static void hc_rm_exit_counts(void);
 static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
 static void hc_rm_stats(struct hc_stats *out);
 
-/* hc_run.c (after this file): mid sizes as runs of granules on shared pages (MID_RUNS). */
-static inline int hc_run_page(struct hc_sp_page *pg) { return HC_RUN_ON && pg->cls == HC_SP_NCLS - 1u; }
-static void hc_run_format(struct hc_sp_page *pg);
-static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean);
-static void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg);
-static void hc_run_detach(struct hc_sp_thread *t, struct hc_sp_page *pg);
-static void hc_run_keep_flush(struct hc_sp_thread *t);
-static void hc_run_keep_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p);
-static size_t hc_run_usable(struct hc_sp_page *pg, void *p);
-static void *hc_run_realloc(void *p, size_t n);
-static uint64_t hc_run_bytes(struct hc_sp_page *pg);
-static uint32_t hc_run_count(struct hc_sp_page *pg);
-#if HC_DEBUG
-static void hc_run_check(struct hc_sp_page *pg);
-#endif
 
 /* The region: [base, base + 16 * span16).  Before it exists span16 is 0, so free()'s compare
  * fails for every pointer.  Both in one cache line, read together by free(); base is set once,
@@ -445,8 +342,7 @@ static inline struct hc_sp_page *hc_sp_avail(struct hc_sp_thread *t, unsigned c)
 static void hc_sp_unlink(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     unsigned c = pg->cls;
-    if (hc_run_page(pg))
-        hc_run_detach(t, pg); /* its holes leave the thread's lists (hc_run.c) */
+    hc_pk_leave(t, pg);
     if (pg->prev)
         pg->prev->next = pg->next;
     else if (pg->where == HC_SP_AVAIL)
@@ -725,25 +621,20 @@ static void hc_sp_sweep_orphans(void)
     hc_sp_carved_since_sweep = 0;
 }
 
-/* Make pg a page of class c owned by t, its blocks from the start. */
+/* Make pg a page of class c owned by t, its blocks laid out by its kind, all free. */
 static void hc_sp_format(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned c, int fresh)
 {
-    size_t size = hc_sp_size[c];
-    char *first = (char *)pg + HC_SP_HEAD;
-    pg->size = (uint32_t)size;
+    pg->size = hc_sp_size[c];
     pg->cls = c;
-    pg->end = first + (HC_SP_PAGE - HC_SP_HEAD) / size * size;
+    pg->kind = hc_pk_of_class(c);
     if (fresh)
-        pg->zero_from = first;
+        pg->zero_from = (char *)pg + HC_SP_HEAD;
     else if (!pg->released)
         pg->zero_from = (char *)pg + HC_SP_PAGE;
     pg->released = 0;
     pg->free = NULL;
-    pg->bump = first;
-    pg->used = 0;
     __atomic_store_n(&pg->xfree, 0, __ATOMIC_RELAXED);
-    if (hc_run_page(pg))
-        hc_run_format(pg); /* bitmaps (hc_run.c) */
+    hc_pk_format(t, pg);
     __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
 }
 
@@ -759,6 +650,7 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
         __atomic_store_n(&pg->owner, t, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&hc_sp_mu);
         hc_sp_collect(pg);
+        hc_pk_adopt(t, pg);
         return pg;
     }
     if (hc_sp_norphans && hc_sp_carved_since_sweep * 8 >= hc_sp_norphans)
@@ -823,7 +715,7 @@ static HC_COLD void hc_sp_fail(const char *what, void *p)
  * threads' frees not yet collected, which used still counts), every free block on a boundary. */
 static void hc_sp_check_page(struct hc_sp_page *pg)
 {
-    if (hc_run_page(pg)) {
+    if (hc_pk_runs(pg)) {
         hc_run_check(pg);
         return;
     }
@@ -858,7 +750,7 @@ static void hc_sp_dbg_tick(struct hc_sp_thread *t)
         for (int k = 0; k < 2; k++)
             for (struct hc_sp_page *pg = lists[k]; pg; pg = pg->next) {
                 hc_sp_check_page(pg);
-                for (char *b = (char *)pg + HC_SP_HEAD; !hc_run_page(pg) && b < pg->bump; b += pg->size)
+                for (char *b = (char *)pg + HC_SP_HEAD; !hc_pk_runs(pg) && b < pg->bump; b += pg->size)
                     hc_sp_red_check(b, pg->size);
             }
     }
@@ -869,7 +761,7 @@ static void hc_sp_check_arg(void *p)
 {
     struct hc_sp_page *pg = hc_sp_page_of(p);
     char *first = (char *)pg + HC_SP_HEAD;
-    if (pg->size && hc_run_page(pg))
+    if (pg->size && hc_pk_runs(pg))
         return; /* checked by hc_run.c's free (hc_run_block) */
     if (!pg->size || (char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
         hc_sp_fail("free of a pointer that malloc did not return (not a block of its small page)", p);
@@ -910,6 +802,41 @@ static HC_NOINLINE void hc_sp_idle_give(struct hc_sp_thread *t)
     }
 }
 #endif
+
+/* ---- the class pages' kind (HC_PK_CLASS, hc_page.h) ---- */
+
+/* pg's blocks from the start: none handed out, the bump pointer at the first. */
+static void hc_class_format(struct hc_sp_thread *t, struct hc_sp_page *pg)
+{
+    char *first = (char *)pg + HC_SP_HEAD;
+    (void)t;
+    pg->end = first + (HC_SP_PAGE - HC_SP_HEAD) / pg->size * pg->size;
+    pg->bump = first;
+    pg->used = 0;
+}
+
+/* The owner freed into a class page that is full, or that is now empty (hc_pk_free_owner). */
+static void hc_class_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg)
+{
+    if (pg->where == HC_SP_FULL) {
+        hc_sp_unlink(t, pg);
+        hc_sp_push_avail(t, pg, 0);
+    }
+    if (pg->used == 0 && pg != t->cur[pg->cls]) {
+        hc_sp_unlink(t, pg);
+        hc_sp_retire(pg);
+    }
+#if SMALL_IDLE
+    else if (pg->used == 0)
+        t->idle[pg->cls >> 6] |= (uint64_t)1 << (pg->cls & 63);
+#endif
+}
+
+static inline size_t hc_class_usable(struct hc_sp_page *pg, void *p)
+{
+    (void)p;
+    return pg->size - HC_SP_RED;
+}
 
 /* ---- malloc ---- */
 
@@ -1036,29 +963,14 @@ static HC_COLD void hc_sp_double_free_check(struct hc_sp_page *pg, void *p)
     for (void *q = pg->free; q; q = *(void **)q)
         if (q == p)
             hc_fail("free(): double free (block already free on its page)");
-    if (hc_run_page(pg))
-        hc_run_keep_check(&hc_sp_me, pg, p); /* a run kept whole (hc_run.c) */
+    hc_pk_free_check(&hc_sp_me, pg, p);
 }
 
-/* The owner freed into a page that is full, or that is now empty. */
+/* The owner's free that the signed test sent here: a class page full or now empty, or any free
+ * of a run (hc_page.h). */
 static HC_NOINLINE void hc_sp_free_owner_slow(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
-    if (hc_run_page(pg)) { /* every free of a run block comes here (hc_run.c) */
-        hc_run_free_owner(t, pg);
-        return;
-    }
-    if (pg->where == HC_SP_FULL) {
-        hc_sp_unlink(t, pg);
-        hc_sp_push_avail(t, pg, 0);
-    }
-    if (pg->used == 0 && pg != t->cur[pg->cls]) {
-        hc_sp_unlink(t, pg);
-        hc_sp_retire(pg);
-    }
-#if SMALL_IDLE
-    else if (pg->used == 0)
-        t->idle[pg->cls >> 6] |= (uint64_t)1 << (pg->cls & 63);
-#endif
+    hc_pk_free_owner(t, pg);
 }
 
 /* A page no thread owns, or one that is not in use (then p is not a live block). */
@@ -1121,10 +1033,7 @@ static inline __attribute__((always_inline)) void hc_sp_free(void *p)
 
 static inline size_t hc_sp_usable(void *p)
 {
-    struct hc_sp_page *pg = hc_sp_page_of(p);
-    if (hc_run_page(pg))
-        return hc_run_usable(pg, p);
-    return pg->size - HC_SP_RED;
+    return hc_pk_usable(hc_sp_page_of(p), p);
 }
 
 /* ---- thread exit, malloc_trim, fork, statistics ---- */
@@ -1136,7 +1045,7 @@ static void hc_sp_exit(void *arg)
     struct hc_sp_thread *t = arg;
     size_t orphaned = 0;
     hc_rm_exit(); /* kept blocks back onto their pages' lists, first: some may be t's own */
-    hc_run_keep_flush(t); /* runs kept whole, merged (hc_run.c) */
+    hc_pk_flush(t); /* what the kinds hold back (runs kept whole, hc_run.c) */
     t->state = HC_SP_DEAD;
     pthread_mutex_lock(&hc_sp_mu);
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
@@ -1145,8 +1054,7 @@ static void hc_sp_exit(void *arg)
             for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
                 next = pg->next;
                 pg->used &= ~HC_SP_FULLBIT;
-                if (hc_run_page(pg))
-                    pg->used--; /* a run page's header counts while it is owned (hc_run.c) */
+                hc_pk_disown(pg); /* used: the page's live blocks, from now on */
                 hc_sp_collect(pg);
                 if (pg->used == 0) {
                     hc_sp_retire_locked(pg);
@@ -1184,7 +1092,7 @@ static size_t hc_sp_trim(void)
     struct hc_sp_thread *t = &hc_sp_me;
     hc_rm_flush(); /* kept blocks back onto their pages' lists */
     if (t->state == HC_SP_LIVE)
-        hc_run_keep_flush(t); /* runs kept whole, merged (hc_run.c) */
+        hc_pk_flush(t); /* what the kinds hold back (runs kept whole, hc_run.c) */
     if (t->state == HC_SP_LIVE)
         for (unsigned c = 1; c < HC_SP_NCLS; c++) {
             struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
@@ -1192,7 +1100,7 @@ static size_t hc_sp_trim(void)
                 for (struct hc_sp_page *pg = lists[k], *next; pg; pg = next) {
                     next = pg->next;
                     hc_sp_collect(pg);
-                    if ((pg->used & ~HC_SP_FULLBIT) == (uint32_t)hc_run_page(pg) && pg != t->cur[c]) {
+                    if (hc_pk_is_empty(pg) && pg != t->cur[c]) {
                         hc_sp_unlink(t, pg);
                         hc_sp_retire(pg);
                     } else if (pg->where == HC_SP_FULL && pg->free) {
@@ -1224,7 +1132,7 @@ static struct hc_sp_totals hc_sp_totals(void)
         uint32_t size = __atomic_load_n(&pg->size, __ATOMIC_RELAXED);
         uint32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~HC_SP_FULLBIT;
         t.pages++;
-        if (size && hc_run_page(pg)) {
+        if (size && hc_pk_runs(pg)) {
             t.blocks += used - (used && __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) ? 1 : 0);
             t.bytes += hc_run_bytes(pg);
             t.runs++;
@@ -1311,7 +1219,7 @@ static void hc_sp_fork_child(void)
         char *first = (char *)pg + HC_SP_HEAD;
         pg->free = NULL;
         pg->zero_from = (char *)pg + HC_SP_PAGE;
-        if (hc_run_page(pg)) {
+        if (hc_pk_runs(pg)) {
             /* A run page's bitmaps and hole links are its owner's alone, and fork may have
              * copied them mid-update: the child never reuses the page (it goes on no list, so
              * no thread adopts it).  Its blocks may still be freed, onto its atomic list. */

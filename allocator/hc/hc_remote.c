@@ -51,6 +51,7 @@
  * code is HC's own.
  */
 #include "hc_block.h"
+#include "hc_page.h"
 
 #if HC_SP_ON
 

@@ -9,15 +9,19 @@
  * SMALL_MAX), requests of more than MID_RUNS bytes up to SMALL_MAX are served here instead:
  *
  *  - A run page is a small page (hc_page.c: 64 KiB, owned by a thread, found from a pointer by
- *    masking, on the same region, pools, orphan and fork paths) of class HC_RUN_PCLS whose blocks
- *    are runs of HC_RUN_GRAN (32-byte) granules, any length from 1 to 128 granules, anywhere in
- *    the page.  After the page's 256-byte header come two bitmaps of one bit a granule: `inuse`
- *    (the granule belongs to a live block, or to the header) and `end` (the last granule of a live
- *    block).  A block's length is the distance to the next end bit: no per-block header.  The
- *    page's first HC_RUN_FIRST granules (header and bitmaps) are a permanent block, so every
- *    backward search stops there.  Blocks are 32-byte aligned.  (64-byte granules halve the
- *    bitmaps but round sqlite3's 1,032-byte rows up to 1,088 bytes, 59 a page; 32-byte ones
- *    take 1,056, 61 a page.)
+ *    masking, on the same region, pools, orphan and fork paths) of class HC_RUN_PCLS and kind
+ *    HC_PK_RUNS, whose blocks are runs of HC_RUN_GRAN (32-byte) granules, any length from 1 to
+ *    128 granules, anywhere in the page.  The page machinery reaches this file only through
+ *    the kind's operations (hc_page.h's hc_pk_*: format, adopt, leave, disown, is_empty, the
+ *    owner's free, free_check, flush, usable), which are the functions of the section "the run
+ *    pages' kind" and the free ones below; the statistics, fork and the debug check still call
+ *    hc_run_bytes, hc_run_count and hc_run_check.  After the page's 256-byte header come two
+ *    bitmaps of one bit a granule: `inuse` (the granule belongs to a live block, or to the
+ *    header) and `end` (the last granule of a live block).  A block's length is the distance
+ *    to the next end bit: no per-block header.  The page's first HC_RUN_FIRST granules (header
+ *    and bitmaps) are a permanent block, so every backward search stops there.  Blocks are
+ *    32-byte aligned.  (64-byte granules halve the bitmaps but round sqlite3's 1,032-byte rows
+ *    up to 1,088 bytes, 59 a page; 32-byte ones take 1,056, 61 a page.)
  *  - Holes (maximal runs of free granules) of all of a thread's run pages sit in HC_RUN_BINS
  *    (128) lists by length (1 .. 127 granules, and one list for 128 or more), a doubly linked
  *    node in the hole's first 24 bytes (with its length), with two words of bits saying which lists are non-empty.  malloc of k
@@ -53,6 +57,7 @@
  *    does not start a block aborts (invalid pointer); other threads' double frees are caught when
  *    the owner merges them.  The debug build checks a page's bitmaps and counts.
  */
+#include "hc_page.h"
 
 #if HC_SP_ON
 #if HC_RUN_ON
@@ -206,13 +211,14 @@ static void hc_run_holes(struct hc_sp_thread *t, struct hc_sp_page *pg, int add)
     }
 }
 
-/* ---- pages ---- */
+/* ---- the run pages' kind (HC_PK_RUNS, hc_page.h) ---- */
 
-/* hc_sp_format's part for a run page: one permanent block over the header and the bitmaps, the
- * rest free.  Every free goes to the owner's slow path: HC_SP_FULLBIT stays in the count, and
- * the header block counts as one while the page is owned, so that even a double free on an
- * empty page leaves the count negative (hc_sp_exit takes the header's one off an orphan). */
-static void hc_run_format(struct hc_sp_page *pg)
+/* hc_sp_format's part (hc_pk_format): one permanent block over the header and the bitmaps, the
+ * rest one hole on t's lists.  Every free goes to the owner's slow path: HC_SP_FULLBIT stays in
+ * the count, and the header block counts as one while the page is owned, so that even a double
+ * free on an empty page leaves the count negative (hc_run_disown takes the header's one off an
+ * orphan). */
+static void hc_run_format(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     struct hc_run_maps *m = hc_run_maps(pg);
     memset(m, 0, sizeof *m);
@@ -220,7 +226,14 @@ static void hc_run_format(struct hc_sp_page *pg)
     hc_run_bits(m->end, HC_RUN_FIRST - 1, HC_RUN_FIRST, 1);
     pg->end = pg->bump = (char *)pg + HC_SP_PAGE;
     pg->used = HC_SP_FULLBIT | 1u;
+    hc_run_hole_add(t, pg, HC_RUN_FIRST, HC_RUN_NG - HC_RUN_FIRST);
 }
+
+/* The owner's count while it owns pg: its live blocks, runs kept whole, and the header. */
+static inline int hc_run_is_empty(struct hc_sp_page *pg) { return (pg->used & ~HC_SP_FULLBIT) == 1; }
+
+/* pg's owner is exiting (hc_pk_disown): the header stops counting. */
+static void hc_run_disown(struct hc_sp_page *pg) { pg->used--; }
 
 /* The block at p of pg: its first and last granule, checked (the owner, or a thread holding the
  * page by the pools' lock). */
@@ -284,14 +297,14 @@ static void hc_run_drain(struct hc_sp_thread *t, struct hc_sp_page *pg, int list
 /* pg is empty (no live block): retired unless it is the thread's newest run page. */
 static void hc_run_maybe_retire(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
-    if ((pg->used & ~HC_SP_FULLBIT) == 1 && pg != t->cur[HC_RUN_PCLS]) {
-        hc_sp_unlink(t, pg); /* its one hole off the lists (hc_run_detach) */
+    if (hc_run_is_empty(pg) && pg != t->cur[HC_RUN_PCLS]) {
+        hc_sp_unlink(t, pg); /* its one hole off the lists (hc_run_leave) */
         hc_sp_retire(pg);
     }
 }
 
-/* hc_sp_unlink's part: pg leaves t (retired), its holes leave t's lists. */
-static void hc_run_detach(struct hc_sp_thread *t, struct hc_sp_page *pg)
+/* hc_sp_unlink's part (hc_pk_leave): pg leaves t (retired), its holes leave t's lists. */
+static void hc_run_leave(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     hc_run_holes(t, pg, 0);
     t->rpages--;
@@ -314,20 +327,22 @@ static int hc_run_scan(struct hc_sp_thread *t)
     return found;
 }
 
-/* A page for t's runs: an orphan adopted (its pending blocks merged, its holes listed), else an
- * empty or new page formatted.  0 when the region is used up. */
+/* hc_sp_take's part for an orphan t adopts (hc_pk_adopt): its pending blocks merged, the
+ * header counted again, its holes listed. */
+static void hc_run_adopt(struct hc_sp_thread *t, struct hc_sp_page *pg)
+{
+    hc_run_drain(t, pg, 0);
+    pg->used = (pg->used + 1) | HC_SP_FULLBIT;
+    hc_run_holes(t, pg, 1);
+}
+
+/* A page for t's runs: an orphan adopted, else an empty or new page formatted (hc_sp_take).  0
+ * when the region is used up. */
 static int hc_run_new_page(struct hc_sp_thread *t)
 {
     struct hc_sp_page *pg = hc_sp_take(t, HC_RUN_PCLS);
     if (!pg)
         return 0;
-    if (pg->where == HC_SP_ORPHAN) {
-        hc_run_drain(t, pg, 0);
-        pg->used = (pg->used + 1) | HC_SP_FULLBIT;
-        hc_run_holes(t, pg, 1);
-    } else {
-        hc_run_hole_add(t, pg, HC_RUN_FIRST, HC_RUN_NG - HC_RUN_FIRST);
-    }
     t->rpages++;
     t->rfresh++;
     hc_sp_push_avail(t, pg, 1);
@@ -388,7 +403,7 @@ static HC_NOINLINE void hc_run_free_merge(struct hc_sp_thread *t, struct hc_sp_p
                                           unsigned e)
 {
     hc_run_release(t, pg, a, e);
-    if (hc_unlikely((pg->used & ~HC_SP_FULLBIT) == 1))
+    if (hc_unlikely(hc_run_is_empty(pg)))
         hc_run_maybe_retire(t, pg);
 }
 
@@ -417,8 +432,8 @@ static inline __attribute__((always_inline)) void hc_run_free_owner(struct hc_sp
 #endif
 }
 
-/* Every run kept whole merged into its page (thread exit, malloc_trim). */
-static void hc_run_keep_flush(struct hc_sp_thread *t)
+/* Every run kept whole merged into its page (hc_pk_flush: thread exit, malloc_trim). */
+static void hc_run_flush(struct hc_sp_thread *t)
 {
     if (!t->rkeep_bytes)
         return;
@@ -457,8 +472,8 @@ static int hc_run_unkeep(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned
     return 0;
 }
 
-/* A second free of p while this thread keeps it whole. */
-static void hc_run_keep_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p)
+/* A second free of p while this thread keeps it whole (hc_pk_free_check). */
+static void hc_run_free_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p)
 {
     if ((uintptr_t)p & (HC_RUN_GRAN - 1) || hc_run_g(pg, p) < HC_RUN_FIRST)
         return;
@@ -483,7 +498,7 @@ static void *hc_run_realloc(void *p, size_t n)
 {
     struct hc_sp_page *pg = hc_sp_page_of(p);
     struct hc_sp_thread *t = &hc_sp_me;
-    if (!hc_run_page(pg) || __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) != t || n <= (size_t)(MID_RUNS) || n > HC_SP_LIMIT)
+    if (!hc_pk_runs(pg) || __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) != t || n <= (size_t)(MID_RUNS) || n > HC_SP_LIMIT)
         return NULL;
     struct hc_run_maps *m = hc_run_maps(pg);
     unsigned a, e;
@@ -568,16 +583,19 @@ static void hc_run_check(struct hc_sp_page *pg)
 }
 #endif
 
-#else /* MID_RUNS off: a run page never exists */
+#else /* MID_RUNS off: a run page never exists (hc_pk_runs is 0) */
 
-static inline HC_UNUSED void hc_run_format(struct hc_sp_page *pg) { (void)pg; }
 static inline HC_UNUSED void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean) { (void)t; (void)n; (void)clean; return NULL; }
-static inline HC_UNUSED void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
-static inline HC_UNUSED void hc_run_detach(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
-static inline HC_UNUSED void hc_run_keep_flush(struct hc_sp_thread *t) { (void)t; }
-static inline HC_UNUSED void hc_run_keep_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p) { (void)t; (void)pg; (void)p; }
-static inline HC_UNUSED size_t hc_run_usable(struct hc_sp_page *pg, void *p) { (void)pg; (void)p; return 0; }
 static inline HC_UNUSED void *hc_run_realloc(void *p, size_t n) { (void)p; (void)n; return NULL; }
+static inline HC_UNUSED void hc_run_format(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
+static inline HC_UNUSED void hc_run_adopt(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
+static inline HC_UNUSED void hc_run_leave(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
+static inline HC_UNUSED void hc_run_disown(struct hc_sp_page *pg) { (void)pg; }
+static inline HC_UNUSED int hc_run_is_empty(struct hc_sp_page *pg) { (void)pg; return 0; }
+static inline HC_UNUSED void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
+static inline HC_UNUSED void hc_run_free_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p) { (void)t; (void)pg; (void)p; }
+static inline HC_UNUSED void hc_run_flush(struct hc_sp_thread *t) { (void)t; }
+static inline HC_UNUSED size_t hc_run_usable(struct hc_sp_page *pg, void *p) { (void)pg; (void)p; return 0; }
 static inline HC_UNUSED uint64_t hc_run_bytes(struct hc_sp_page *pg) { (void)pg; return 0; }
 static inline HC_UNUSED uint32_t hc_run_count(struct hc_sp_page *pg) { (void)pg; return 0; }
 #if HC_DEBUG

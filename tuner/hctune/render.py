@@ -21,7 +21,7 @@ from hctune.files import write_atomic
 
 # allocator/hc/ in the order of the translation unit (hc_internal.h explains why one unit).
 SOURCES = (
-    "hc_stats.h", "hc_internal.h", "hc_block.h", "hc_lock.h",
+    "hc_stats.h", "hc_internal.h", "hc_block.h", "hc_lock.h", "hc_page.h",
     "hc_lists.c", "hc_big.c", "hc_heap.c", "hc_os.c", "hc_coalesce.c", "hc_alloc.c", "hc_free.c",
     "hc_bigcache.c", "hc_realloc.c", "hc_align.c", "hc_arena.c", "hc_stats.c", "hc_debug.c",
     "hc_tcache.c", "hc_page.c", "hc_run.c", "hc_remote.c", "hc_glibc.c", "hc_api.c",
