@@ -110,6 +110,7 @@ class XAllocator:
     doc: str
     knobs: dict  # name -> XKnob, in file order
     seeds: tuple = ()  # (name, objectives, source, setting): advice a search tries early
+    validated: tuple = ()  # names of the seeds validation runs itself (`validate = true`)
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,13 +129,16 @@ def _table() -> dict[str, XAllocator]:
             ks[kname] = XKnob(allocator=name, name=kname, **fields)
         out[name] = XAllocator(name=name, package=a["package"], files=tuple(a["files"]),
                                style=a["style"], doc=a["doc"], knobs=ks)
-        seeds = []
+        seeds, validated = [], []
         for sname, fields in a.get("seeds", {}).items():
             fields = dict(fields)
             objectives = tuple(fields.pop("objectives"))
             source = fields.pop("source")
+            if fields.pop("validate", False):
+                validated.append(sname)
             seeds.append((sname, objectives, source, complete(name, fields, out[name])))
-        out[name] = dataclasses.replace(out[name], seeds=tuple(seeds))
+        out[name] = dataclasses.replace(out[name], seeds=tuple(seeds),
+                                        validated=tuple(validated))
     return out
 
 
@@ -243,6 +247,14 @@ def describe(name: str, setting: dict | None) -> str:
     if not env:
         return f"{name} (defaults)"
     return f"{name} with " + " ".join(f"{k}={v}" for k, v in env.items())
+
+
+def validated_seeds(name: str, objective: str) -> list[tuple[str, dict]]:
+    """(seed name, setting) of `name`'s seeds for `objective` that validation runs itself
+    (`validate = true`: their effect, page faults, is one the replay cannot see)."""
+    a = allocator(name)
+    return [(sname, setting) for sname, objectives, _, setting in a.seeds
+            if sname in a.validated and objective in objectives]
 
 
 def seeds(name: str, objective: str) -> list[tuple[str, dict]]:

@@ -32,6 +32,9 @@ class Knob:
     search_max: float | int | None = None
     threads: bool = False  # searched only when a trace of the study is multi-threaded
     single_thread_value: float | int | None = None  # held here in a single-threaded study
+    # a fixed knob whose effect the replay cannot see (page faults, resident memory): validation
+    # also runs generic HC with {"value": v} for a study of one of {"objectives": [...]}
+    validate: dict | None = None
 
     def parse(self, text: str):
         """A value from the command line, checked; raises HctuneError with one clear line."""
@@ -71,6 +74,13 @@ def _knobs() -> tuple[Knob, ...]:
 def knobs() -> dict[str, Knob]:
     """All knobs, in the order of configs/knobs.toml."""
     return {k.name: k for k in _knobs()}
+
+
+def validated(objective: str) -> list[tuple[str, object]]:
+    """(knob, value) of the fixed knobs that validation also tries on generic HC for
+    `objective` (their `validate` field in configs/knobs.toml)."""
+    return [(k.name, k.check(k.validate["value"])) for k in _knobs()
+            if k.validate and objective in k.validate["objectives"]]
 
 
 def defaults() -> dict:

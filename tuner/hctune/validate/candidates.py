@@ -8,6 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from hctune import allocator_knobs as _xknobs
 from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.db import Database
@@ -136,6 +137,7 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                                                                 "perf_ratio": 1.0}))
     time_limited = json.loads(study_row["options_json"] or "{}").get("max_slowdown") is not None
     out += allocator_candidates(st, objective, notes, time_limited)
+    out += blind_candidates(st, objective, generic, out, notes)
     if references:
         for name in REFERENCES:
             try:
@@ -213,4 +215,40 @@ def allocator_candidates(st, objective: str, notes: list,
                                  env=dict(a.variables),
                                  replay={"mem_ratio": t.user_attrs["mem"],
                                          "perf_ratio": t.user_attrs["perf"]}))
+    return out
+
+
+def blind_candidates(st, objective: str, generic: dict, have: list,
+                     notes: list) -> list[Candidate]:
+    """The settings whose effect the replay cannot see, so a study's best would reach them only
+    by chance, run by validation itself for `objective`: generic HC with each fixed knob that
+    declares `validate` (configs/knobs.toml: HUGEPAGE=1) and each seed of the study's other
+    allocators declared `validate = true` (configs/allocators.toml: the huge_pages seeds). Kind
+    tuned; one already among `have` (same allocator and setting) is not added twice. Only for
+    a study across allocators (search --allocators), as the seeds are: an HC-only study's
+    validation runs what it ran before."""
+    from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
+    names = {_study.trial_allocator(t) for t in _study.finished(st)} - {"hc"}
+    if not names:
+        return []
+    seen = {(c.allocator, _knobs.key(c.setting) if c.allocator == "hc" and c.setting
+             else json.dumps(c.setting or {}, sort_keys=True)) for c in have}
+    out = []
+    for name, value in _knobs.validated(objective):
+        setting = dict(generic, **{name: value})
+        if ("hc", _knobs.key(setting)) not in seen:
+            seen.add(("hc", _knobs.key(setting)))
+            out.append(Candidate(f"hc generic, {name}={value}", "tuned", "hc", setting=setting))
+    for alloc in sorted(names):
+        for sname, setting in _xknobs.validated_seeds(alloc, objective):
+            if (alloc, json.dumps(setting, sort_keys=True)) in seen:
+                continue
+            try:
+                a = allocators.resolve(alloc, setting)
+            except HctuneError as e:
+                notes.append(f"{alloc}'s {sname} seed left out: {e}")
+                continue
+            seen.add((alloc, json.dumps(setting, sort_keys=True)))
+            out.append(Candidate(f"{alloc} {sname}", "tuned", alloc, library=a.library,
+                                 setting=setting, env=dict(a.variables)))
     return out
