@@ -262,9 +262,12 @@ def test_regions_reserved_on_demand(c_program, release_libraries):
     assert vm[ON] - vm["off"] <= 128, vm
 
 
-def test_double_free_aborts(c_program, pages_on):
+@pytest.mark.parametrize("size", [32, 1000])
+def test_double_free_aborts(c_program, pages_on, size):
+    """The owner's second free of a block, another freed between: on a class page, and at 1,000
+    bytes with the runs' settings on a run page (each page kind's check, hc_page.h)."""
     _, library = pages_on
-    res = run([c_program("hc_pages"), "doublefree"], library)
+    res = run([c_program("hc_pages"), "doublefree", size], library)
     assert res.returncode < 0 and "double free" in res.stderr, res.stdout + res.stderr
 
 

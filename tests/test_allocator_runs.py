@@ -5,8 +5,9 @@
   takes a page per 64 KiB of its blocks (counted from HC's statistics, tests/c/hc_runs.c).
 - realloc grows into the free granules after a block and shrinks in place (same pointer,
   contents kept), and moves a block whose next granules are in use.
-- The owner's double free and a free inside a block abort with one line; another thread's
-  double free aborts when the owner merges its frees.
+- The owner's double free (tests/c/hc_pages.c doublefree 1000, the class pages' program) and a
+  free inside a block abort with one line; another thread's double free aborts when the owner
+  merges its frees.
 - A thread's run pages orphaned at its exit are adopted by another thread, which allocates into
   their holes with every block's contents intact; after all is freed and malloc_trim, the
   102 pages are empty but for at most two (glibc's blocks for its cached thread stacks).
@@ -50,11 +51,12 @@ def test_realloc_in_place(c_program, runs_library):
     assert res.returncode == 0 and res.stdout == "ok inplace\n", res.stdout + res.stderr[-2000:]
 
 
-@pytest.mark.parametrize("mode,message", [("doublefree", "double free"),
-                                          ("interior", "invalid pointer"),
-                                          ("remotedouble", "double free")])
-def test_misuse_aborts(c_program, runs_library, mode, message):
-    res = run_preloaded([c_program("hc_runs"), mode], runs_library)
+@pytest.mark.parametrize("argv,message", [(("hc_pages", "doublefree", "1000"), "double free"),
+                                          (("hc_runs", "interior"), "invalid pointer"),
+                                          (("hc_runs", "remotedouble"), "double free")],
+                         ids=["doublefree", "interior", "remotedouble"])
+def test_misuse_aborts(c_program, runs_library, argv, message):
+    res = run_preloaded([c_program(argv[0]), *argv[1:]], runs_library)
     assert res.returncode < 0 and message in res.stderr, res.stdout + res.stderr[-2000:]
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 

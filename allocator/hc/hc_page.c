@@ -74,8 +74,7 @@
  *    out its blocks is its kind's: this file's class pages (HC_PK_CLASS: one size class, a bump
  *    pointer and a free list; the section "the class pages' kind", and malloc's and free's fast
  *    paths) and hc_run.c's run pages (HC_PK_RUNS, MID_RUNS).  The mechanism asks a page's kind
- *    through hc_page.h's hc_pk_* operations (the statistics' walk, fork's child and the debug
- *    checks still test hc_pk_runs themselves).
+ *    only through hc_page.h's hc_pk_* operations.
  *
  * The paper's quick lists, medium lists, big list and thread cache keep serving everything above
  * SMALL_MAX (and everything a page cannot serve: a thread past its destructor, a region the OS
@@ -212,13 +211,8 @@ static void hc_sp_classes(void)
             k++;
         hc_sp_cls[i] = (uint8_t)k;
     }
-#if HC_RUN_ON
-    /* Requests above MID_RUNS: the run requests' class (no size: memalign's class test fails). */
-    for (size_t i = (size_t)(MID_RUNS) / 16 + 1; i < HC_SP_IDX; i++)
-        hc_sp_cls[i] = (uint8_t)HC_RUN_RCLS;
-    hc_sp_size[HC_RUN_RCLS] = 0;
-    hc_sp_size[HC_RUN_PCLS] = HC_RUN_GRAN;
-#endif
+    if (HC_RUN_ON)
+        hc_run_classes(); /* the requests above MID_RUNS, and the run pages' class (hc_run.c) */
 }
 
 #define HC_SP_PROT (PROT_READ | PROT_WRITE)
@@ -711,14 +705,11 @@ static HC_COLD void hc_sp_fail(const char *what, void *p)
     abort();
 }
 
-/* The page's counts: free list + blocks never handed out + used = its blocks (less the other
- * threads' frees not yet collected, which used still counts), every free block on a boundary. */
-static void hc_sp_check_page(struct hc_sp_page *pg)
+/* A class page's counts: free list + blocks never handed out + used = its blocks (less the
+ * other threads' frees not yet collected, which used still counts), every free block on a
+ * boundary; every: each block handed out has its red zone intact too. */
+static void hc_class_check(struct hc_sp_page *pg, int every)
 {
-    if (hc_pk_runs(pg)) {
-        hc_run_check(pg);
-        return;
-    }
     char *first = (char *)pg + HC_SP_HEAD;
     size_t size = pg->size, blocks = (size_t)(pg->end - first) / size, nfree = 0;
     if (!size || pg->bump < first || pg->bump > pg->end || (size_t)(pg->bump - first) % size)
@@ -733,6 +724,8 @@ static void hc_sp_check_page(struct hc_sp_page *pg)
     }
     if (nfree + (size_t)(pg->end - pg->bump) / size + (pg->used & ~HC_SP_FULLBIT) != blocks)
         hc_sp_fail("page's free, unused and used blocks do not add up", pg);
+    for (char *b = first; every && b < pg->bump; b += size)
+        hc_sp_red_check(b, size);
 }
 
 /* The periodic walk (HCMALLOC_CHECK, hc_debug.c's period): every block of every page the
@@ -748,24 +741,29 @@ static void hc_sp_dbg_tick(struct hc_sp_thread *t)
     for (unsigned c = 1; c < HC_SP_NCLS; c++) {
         struct hc_sp_page *lists[2] = { hc_sp_avail(t, c), t->full[c] };
         for (int k = 0; k < 2; k++)
-            for (struct hc_sp_page *pg = lists[k]; pg; pg = pg->next) {
-                hc_sp_check_page(pg);
-                for (char *b = (char *)pg + HC_SP_HEAD; !hc_pk_runs(pg) && b < pg->bump; b += pg->size)
-                    hc_sp_red_check(b, pg->size);
-            }
+            for (struct hc_sp_page *pg = lists[k]; pg; pg = pg->next)
+                hc_pk_check(pg, 1);
     }
 }
 
-/* p is a block boundary of a page in use, handed out (below the bump pointer). */
+#define HC_SP_NOT_OURS "free of a pointer that malloc did not return (not a block of its small page)"
+
+/* p is a block boundary of a class page, handed out (below the bump pointer). */
+static void hc_class_check_arg(struct hc_sp_page *pg, void *p)
+{
+    char *first = (char *)pg + HC_SP_HEAD;
+    if ((char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
+        hc_sp_fail(HC_SP_NOT_OURS, p);
+    hc_sp_red_check(p, pg->size);
+}
+
+/* p is a block of a page in use. */
 static void hc_sp_check_arg(void *p)
 {
     struct hc_sp_page *pg = hc_sp_page_of(p);
-    char *first = (char *)pg + HC_SP_HEAD;
-    if (pg->size && hc_pk_runs(pg))
-        return; /* checked by hc_run.c's free (hc_run_block) */
-    if (!pg->size || (char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
-        hc_sp_fail("free of a pointer that malloc did not return (not a block of its small page)", p);
-    hc_sp_red_check(p, pg->size);
+    if (!pg->size)
+        hc_sp_fail(HC_SP_NOT_OURS, p);
+    hc_pk_check_arg(pg, p);
 }
 #endif
 
@@ -836,6 +834,27 @@ static inline size_t hc_class_usable(struct hc_sp_page *pg, void *p)
 {
     (void)p;
     return pg->size - HC_SP_RED;
+}
+
+static void hc_class_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_totals *to)
+{
+    to->blocks += used;
+    to->bytes += (uint64_t)used * pg->size;
+}
+
+/* fork's child (hc_sp_fork_child): every block below the bump pointer counts as used (the local
+ * free list, dropped, may be a carve's half-linked one), and the page is adopted as any orphan. */
+static int hc_class_fork_child(struct hc_sp_page *pg)
+{
+    char *first = (char *)pg + HC_SP_HEAD;
+    pg->used = pg->size ? (uint32_t)((size_t)(pg->bump - first) / pg->size) : 0;
+#if HC_DEBUG
+    /* ...and a red zone caught half written: the red zones are stamped again (they lie past
+     * every block's usable size; an overflow is the parent's to catch). */
+    for (char *b = first; pg->size && b < pg->bump; b += pg->size)
+        memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
+#endif
+    return 1;
 }
 
 /* ---- malloc ---- */
@@ -918,7 +937,7 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     pg->used++;
 #if HC_DEBUG
     memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
-    hc_sp_check_page(pg);
+    hc_class_check(pg, 0);
     hc_sp_dbg_tick(t);
 #endif
     if (!*clean)
@@ -997,7 +1016,7 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
             hc_sp_free_owner_slow(t, pg);
 #if HC_DEBUG
         if (pg->size)
-            hc_sp_check_page(pg);
+            hc_pk_check(pg, 0);
         hc_sp_dbg_tick(t);
 #endif
         return;
@@ -1119,8 +1138,6 @@ static size_t hc_sp_trim(void)
 /* Pages taken, and the blocks and bytes handed out on them: a walk of every page (the owners
  * keep their counts without atomics, so a page another thread is working on is read as it
  * happens to be; the numbers are exact when the other threads are quiet). */
-struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
-
 static struct hc_sp_totals hc_sp_totals(void)
 {
     struct hc_sp_totals t = { 0, 0, 0, 0 };
@@ -1132,14 +1149,8 @@ static struct hc_sp_totals hc_sp_totals(void)
         uint32_t size = __atomic_load_n(&pg->size, __ATOMIC_RELAXED);
         uint32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~HC_SP_FULLBIT;
         t.pages++;
-        if (size && hc_pk_runs(pg)) {
-            t.blocks += used - (used && __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) ? 1 : 0);
-            t.bytes += hc_run_bytes(pg);
-            t.runs++;
-        } else if (size) {
-            t.blocks += used;
-            t.bytes += (uint64_t)used * size;
-        }
+        if (size)
+            hc_pk_totals(pg, used, &t);
     }
     return t;
 }
@@ -1216,27 +1227,12 @@ static void hc_sp_fork_child(void)
         if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
             continue;
         pg->owner = NULL;
-        char *first = (char *)pg + HC_SP_HEAD;
         pg->free = NULL;
         pg->zero_from = (char *)pg + HC_SP_PAGE;
-        if (hc_pk_runs(pg)) {
-            /* A run page's bitmaps and hole links are its owner's alone, and fork may have
-             * copied them mid-update: the child never reuses the page (it goes on no list, so
-             * no thread adopts it).  Its blocks may still be freed, onto its atomic list. */
-            pg->used = hc_run_count(pg);
-            pg->where = HC_SP_ORPHAN;
-            pg->prev = pg->next = NULL;
-            continue;
-        }
-        pg->used = pg->size ? (uint32_t)((size_t)(pg->bump - first) / pg->size) : 0;
-#if HC_DEBUG
-        /* ...and a red zone caught half written: the red zones are stamped again (they lie
-         * past every block's usable size; an overflow is the parent's to catch). */
-        for (char *b = first; pg->size && b < pg->bump; b += pg->size)
-            memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
-#endif
         pg->where = HC_SP_ORPHAN;
-        pg->prev = NULL;
+        pg->prev = pg->next = NULL;
+        if (!hc_pk_fork_child(pg))
+            continue; /* never reused, on no list (its blocks may still be freed) */
         pg->next = hc_sp_orphans[pg->cls];
         hc_sp_orphans[pg->cls] = pg;
         hc_sp_norphans++;
@@ -1258,7 +1254,6 @@ static inline size_t hc_sp_class_size(size_t n) { return n; }
 #define HC_SP_PAGE ((size_t)0)
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
-struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}
 static inline HC_UNUSED void hc_sp_yield(size_t n) { (void)n; }

@@ -137,15 +137,24 @@ struct hc_sp_thread {
 
 enum { HC_PK_CLASS = 0, HC_PK_RUNS = 1 };
 
+/* The blocks and bytes in use on the pages (hc_sp_totals' walk); runs: run pages among them. */
+struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
+
 /* The class pages' operations (hc_page.c). */
 static void hc_class_format(struct hc_sp_thread *t, struct hc_sp_page *pg);
 static void hc_class_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg);
 static inline size_t hc_class_usable(struct hc_sp_page *pg, void *p);
+static void hc_class_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_totals *to);
+static int hc_class_fork_child(struct hc_sp_page *pg);
+#if HC_DEBUG
+static void hc_class_check(struct hc_sp_page *pg, int every);
+static void hc_class_check_arg(struct hc_sp_page *pg, void *p);
+#endif
 
-/* The run pages' (hc_run.c; stubs there when MID_RUNS is off).  Besides the operations: malloc
- * of a mid size (hc_sp_malloc_slow and hc_api.c call it for the requests' class, HC_RUN_RCLS)
- * and realloc in place (hc_api.c); and, not operations yet, the statistics' bytes, fork's count
- * and the debug check. */
+/* The run pages' (hc_run.c; stubs there when MID_RUNS is off).  Besides the operations: the
+ * classes' set-up, malloc of a mid size (hc_sp_malloc_slow and hc_api.c call it for the
+ * requests' class, HC_RUN_RCLS) and realloc in place (hc_api.c). */
+static void hc_run_classes(void);
 static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean);
 static void *hc_run_realloc(void *p, size_t n);
 static void hc_run_format(struct hc_sp_thread *t, struct hc_sp_page *pg);
@@ -157,10 +166,10 @@ static void hc_run_free_owner(struct hc_sp_thread *t, struct hc_sp_page *pg);
 static void hc_run_free_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p);
 static void hc_run_flush(struct hc_sp_thread *t);
 static size_t hc_run_usable(struct hc_sp_page *pg, void *p);
-static uint64_t hc_run_bytes(struct hc_sp_page *pg);
-static uint32_t hc_run_count(struct hc_sp_page *pg);
+static void hc_run_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_totals *to);
+static int hc_run_fork_child(struct hc_sp_page *pg);
 #if HC_DEBUG
-static void hc_run_check(struct hc_sp_page *pg);
+static void hc_run_check(struct hc_sp_page *pg, int every);
 #endif
 
 /* The kind of the pages of class c, and whether pg is a run page. */
@@ -238,6 +247,46 @@ static inline size_t hc_pk_usable(struct hc_sp_page *pg, void *p)
 {
     return hc_pk_runs(pg) ? hc_run_usable(pg, p) : hc_class_usable(pg, p);
 }
+
+/* pg (in use, used read once: another thread may own it) added to the statistics' totals. */
+static inline void hc_pk_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_totals *to)
+{
+    if (hc_pk_runs(pg))
+        hc_run_totals(pg, used, to);
+    else
+        hc_class_totals(pg, used, to);
+}
+
+/* fork's child, pg a page of an owner that did not survive: used recounted from what the
+ * parent's other threads could not have left half-written (hc_sp_fork_child).  1 when the page
+ * may be adopted (onto the orphan pool), 0 when it is never reused (its blocks can be freed). */
+static inline int hc_pk_fork_child(struct hc_sp_page *pg)
+{
+    return hc_pk_runs(pg) ? hc_run_fork_child(pg) : hc_class_fork_child(pg);
+}
+
+#if HC_DEBUG
+/* pg's counts and links (every: each block's red zone too, the periodic walk). */
+static inline void hc_pk_check(struct hc_sp_page *pg, int every)
+{
+    if (hc_pk_runs(pg))
+        hc_run_check(pg, every);
+    else
+        hc_class_check(pg, every);
+}
+
+/* p, about to be freed, is a block of pg (in use) that malloc returned (runs: hc_run_block
+ * checks it on the free). */
+static inline void hc_pk_check_arg(struct hc_sp_page *pg, void *p)
+{
+    if (!hc_pk_runs(pg))
+        hc_class_check_arg(pg, p);
+}
+#endif
+
+#else /* !HC_SP_ON */
+
+struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
 
 #endif /* HC_SP_ON */
 #endif /* HC_PAGE_H */

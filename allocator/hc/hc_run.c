@@ -13,15 +13,15 @@
  *    HC_PK_RUNS, whose blocks are runs of HC_RUN_GRAN (32-byte) granules, any length from 1 to
  *    128 granules, anywhere in the page.  The page machinery reaches this file only through
  *    the kind's operations (hc_page.h's hc_pk_*: format, adopt, leave, disown, is_empty, the
- *    owner's free, free_check, flush, usable), which are the functions of the section "the run
- *    pages' kind" and the free ones below; the statistics, fork and the debug check still call
- *    hc_run_bytes, hc_run_count and hc_run_check.  After the page's 256-byte header come two
- *    bitmaps of one bit a granule: `inuse` (the granule belongs to a live block, or to the
- *    header) and `end` (the last granule of a live block).  A block's length is the distance
- *    to the next end bit: no per-block header.  The page's first HC_RUN_FIRST granules (header
- *    and bitmaps) are a permanent block, so every backward search stops there.  Blocks are
- *    32-byte aligned.  (64-byte granules halve the bitmaps but round sqlite3's 1,032-byte rows
- *    up to 1,088 bytes, 59 a page; 32-byte ones take 1,056, 61 a page.)
+ *    owner's free, free_check, flush, usable, totals, fork_child, check), which are the
+ *    functions of the section "the run pages' kind" and the free, statistics and fork ones
+ *    below.  After the page's 256-byte header come two bitmaps of one bit a granule: `inuse`
+ *    (the granule belongs to a live block, or to the header) and `end` (the last granule of a
+ *    live block).  A block's length is the distance to the next end bit: no per-block header.
+ *    The page's first HC_RUN_FIRST granules (header and bitmaps) are a permanent block, so
+ *    every backward search stops there.  Blocks are 32-byte aligned.  (64-byte granules halve
+ *    the bitmaps but round sqlite3's 1,032-byte rows up to 1,088 bytes, 59 a page; 32-byte
+ *    ones take 1,056, 61 a page.)
  *  - Holes (maximal runs of free granules) of all of a thread's run pages sit in HC_RUN_BINS
  *    (128) lists by length (1 .. 127 granules, and one list for 128 or more), a doubly linked
  *    node in the hole's first 24 bytes (with its length), with two words of bits saying which lists are non-empty.  malloc of k
@@ -213,6 +213,17 @@ static void hc_run_holes(struct hc_sp_thread *t, struct hc_sp_page *pg, int add)
 
 /* ---- the run pages' kind (HC_PK_RUNS, hc_page.h) ---- */
 
+/* hc_sp_classes' part: requests above MID_RUNS take the run requests' class (no size:
+ * memalign's class test fails), whose pages never exist; the run pages' class has the
+ * granule's size. */
+static void hc_run_classes(void)
+{
+    for (size_t i = (size_t)(MID_RUNS) / 16 + 1; i < HC_SP_IDX; i++)
+        hc_sp_cls[i] = (uint8_t)HC_RUN_RCLS;
+    hc_sp_size[HC_RUN_RCLS] = 0;
+    hc_sp_size[HC_RUN_PCLS] = HC_RUN_GRAN;
+}
+
 /* hc_sp_format's part (hc_pk_format): one permanent block over the header and the bitmaps, the
  * rest one hole on t's lists.  Every free goes to the owner's slow path: HC_SP_FULLBIT stays in
  * the count, and the header block counts as one while the page is owned, so that even a double
@@ -393,7 +404,7 @@ static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean)
     h->next = h->prev = NULL; /* the hole's node (and the freed-block key: the second word) */
     h->len = 0;
 #if HC_DEBUG
-    hc_run_check(pg);
+    hc_run_check(pg, 0);
 #endif
     return p;
 }
@@ -428,7 +439,7 @@ static inline __attribute__((always_inline)) void hc_run_free_owner(struct hc_sp
     hc_run_free_merge(t, pg, a, e);
 #if HC_DEBUG
     if (pg->size)
-        hc_run_check(pg);
+        hc_run_check(pg, 0);
 #endif
 }
 
@@ -528,7 +539,7 @@ static void *hc_run_realloc(void *p, size_t n)
     if (pe > pg->zero_from)
         pg->zero_from = pe;
 #if HC_DEBUG
-    hc_run_check(pg);
+    hc_run_check(pg, 0);
 #endif
     return p;
 }
@@ -546,22 +557,36 @@ static uint64_t hc_run_bytes(struct hc_sp_page *pg)
     return n > HC_RUN_FIRST ? (uint64_t)(n - HC_RUN_FIRST) << HC_RUN_SHIFT : 0;
 }
 
-/* fork's child: a dead owner's run page's blocks, counted from its end bits (the statistics';
- * the child never reuses the page, hc_sp_fork_child). */
-static uint32_t hc_run_count(struct hc_sp_page *pg)
+/* pg's blocks and bytes in the statistics' totals (hc_pk_totals; used read once by the walk):
+ * the owner's count less the header, which counts while the page is owned. */
+static void hc_run_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_totals *to)
+{
+    to->blocks += used - (used && __atomic_load_n(&pg->owner, __ATOMIC_RELAXED) ? 1 : 0);
+    to->bytes += hc_run_bytes(pg);
+    to->runs++;
+}
+
+/* fork's child (hc_pk_fork_child), pg a dead owner's run page: its bitmaps and hole links were
+ * its owner's alone, and fork may have copied them mid-update, so the child never reuses the
+ * page (0: it goes on no list, and no thread adopts it).  Its blocks, counted from its end bits,
+ * may still be freed, onto its atomic list. */
+static int hc_run_fork_child(struct hc_sp_page *pg)
 {
     struct hc_run_maps *m = hc_run_maps(pg);
     unsigned n = 0;
     for (unsigned w = 0; w < HC_RUN_WORDS; w++)
         n += (unsigned)__builtin_popcountll(m->end[w]);
-    return n > 1 ? n - 1 : 0;
+    pg->used = n > 1 ? n - 1 : 0;
+    return 0;
 }
 
 #if HC_DEBUG
 /* Every end bit ends a run of in-use granules, the header block is whole, and the owner's count
- * plus the pending blocks is the number of blocks. */
-static void hc_run_check(struct hc_sp_page *pg)
+ * plus the pending blocks is the number of blocks (hc_pk_check; runs have no red zones, so
+ * every changes nothing). */
+static void hc_run_check(struct hc_sp_page *pg, int every)
 {
+    (void)every;
     struct hc_run_maps *m = hc_run_maps(pg);
     unsigned blocks = 0;
     for (unsigned g = 0; g < HC_RUN_FIRST; g++)
@@ -585,6 +610,7 @@ static void hc_run_check(struct hc_sp_page *pg)
 
 #else /* MID_RUNS off: a run page never exists (hc_pk_runs is 0) */
 
+static inline HC_UNUSED void hc_run_classes(void) {}
 static inline HC_UNUSED void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean) { (void)t; (void)n; (void)clean; return NULL; }
 static inline HC_UNUSED void *hc_run_realloc(void *p, size_t n) { (void)p; (void)n; return NULL; }
 static inline HC_UNUSED void hc_run_format(struct hc_sp_thread *t, struct hc_sp_page *pg) { (void)t; (void)pg; }
@@ -596,10 +622,10 @@ static inline HC_UNUSED void hc_run_free_owner(struct hc_sp_thread *t, struct hc
 static inline HC_UNUSED void hc_run_free_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p) { (void)t; (void)pg; (void)p; }
 static inline HC_UNUSED void hc_run_flush(struct hc_sp_thread *t) { (void)t; }
 static inline HC_UNUSED size_t hc_run_usable(struct hc_sp_page *pg, void *p) { (void)pg; (void)p; return 0; }
-static inline HC_UNUSED uint64_t hc_run_bytes(struct hc_sp_page *pg) { (void)pg; return 0; }
-static inline HC_UNUSED uint32_t hc_run_count(struct hc_sp_page *pg) { (void)pg; return 0; }
+static inline HC_UNUSED void hc_run_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_totals *to) { (void)pg; (void)used; (void)to; }
+static inline HC_UNUSED int hc_run_fork_child(struct hc_sp_page *pg) { (void)pg; return 1; }
 #if HC_DEBUG
-static inline HC_UNUSED void hc_run_check(struct hc_sp_page *pg) { (void)pg; }
+static inline HC_UNUSED void hc_run_check(struct hc_sp_page *pg, int every) { (void)pg; (void)every; }
 #endif
 
 #endif /* HC_RUN_ON */

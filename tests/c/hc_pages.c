@@ -23,7 +23,9 @@
  *                                     small blocks, free half and leave half for the main thread
  *                                     to free after they exited; HC's small pages must not grow
  *                                     with the number of threads (at most 384 pages)
- *        hc_pages doublefree          frees a small block twice (the allocator must abort)
+ *        hc_pages doublefree [SIZE]   frees a block of SIZE bytes (32) twice, another freed
+ *                                     between (the allocator must abort): a class page's block,
+ *                                     or a run's with MID_RUNS below SIZE
  *        hc_pages misaligned          frees a pointer 8 bytes into a small block (must abort)
  *        hc_pages keep SIZE N         the main thread allocates N blocks of SIZE bytes; another
  *                                     thread (on the pages: it allocated before) frees them all,
@@ -548,8 +550,9 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[1], "short") == 0)
         return short_threads(strtoul(argv[2], NULL, 0));
     if (argc > 1 && strcmp(argv[1], "doublefree") == 0) {
-        void *volatile p = malloc(32);
-        void *volatile q = malloc(32);
+        size_t size = argc > 2 ? strtoul(argv[2], NULL, 10) : 32;
+        void *volatile p = malloc(size);
+        void *volatile q = malloc(size);
         free(p);
         free(q);
         free(p);
@@ -570,6 +573,6 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "keepdouble") == 0)
         return keep(1000, 1, 1);
     fprintf(stderr, "usage: hc_pages sizes MAX | prodcons MS THREADS | handback ROUNDS THREADS"
-            " | orphans MS | short THREADS | doublefree | regions MIB | keep SIZE N | keepdouble\n");
+            " | orphans MS | short THREADS | doublefree [SIZE] | regions MIB | keep SIZE N | keepdouble\n");
     return 2;
 }

@@ -7,7 +7,6 @@
  *        hc_runs inplace          realloc grows a block into the free granules after it and
  *                                 shrinks it, in place (same pointer, contents kept), and moves
  *                                 it when the next granules are in use
- *        hc_runs doublefree       frees a 1,000-byte block twice (the allocator must abort)
  *        hc_runs interior         frees a pointer 32 bytes into a 1,000-byte block (must abort)
  *        hc_runs remotedouble     another thread frees a block of the main thread's twice; the
  *                                 main thread's next mallocs merge them (must abort)
@@ -216,15 +215,6 @@ int main(int argc, char **argv)
         return share();
     if (argc > 1 && strcmp(argv[1], "inplace") == 0)
         return inplace();
-    if (argc > 1 && strcmp(argv[1], "doublefree") == 0) {
-        void *volatile p = malloc(1000);
-        void *volatile q = malloc(1000);
-        free(p);
-        free(q);
-        free(p);
-        printf("double free not caught\n");
-        return 0;
-    }
     if (argc > 1 && strcmp(argv[1], "interior") == 0) {
         char *volatile p = malloc(1000);
         free(p + 32);
@@ -235,6 +225,6 @@ int main(int argc, char **argv)
         return remotedouble();
     if (argc > 1 && strcmp(argv[1], "adopt") == 0)
         return adopt();
-    fprintf(stderr, "usage: hc_runs share | inplace | doublefree | interior | remotedouble | adopt\n");
+    fprintf(stderr, "usage: hc_runs share | inplace | interior | remotedouble | adopt\n");
     return 2;
 }
