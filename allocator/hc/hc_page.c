@@ -1015,7 +1015,9 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
         if (hc_unlikely((int32_t)--pg->used <= 0))
             hc_sp_free_owner_slow(t, pg);
 #if HC_DEBUG
-        if (pg->size)
+        /* Still t's: a page the slow path retired may already be another thread's, mid-format
+         * (its size alone does not tell; only t could make t its owner again). */
+        if (__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)
             hc_pk_check(pg, 0);
         hc_sp_dbg_tick(t);
 #endif

@@ -414,6 +414,9 @@ static HC_NOINLINE void hc_run_free_merge(struct hc_sp_thread *t, struct hc_sp_p
                                           unsigned e)
 {
     hc_run_release(t, pg, a, e);
+#if HC_DEBUG
+    hc_run_check(pg, 0); /* now: once retired, pg may be another thread's at once */
+#endif
     if (hc_unlikely(hc_run_is_empty(pg)))
         hc_run_maybe_retire(t, pg);
 }
@@ -437,10 +440,6 @@ static inline __attribute__((always_inline)) void hc_run_free_owner(struct hc_sp
         return;
     }
     hc_run_free_merge(t, pg, a, e);
-#if HC_DEBUG
-    if (pg->size)
-        hc_run_check(pg, 0);
-#endif
 }
 
 /* Every run kept whole merged into its page (hc_pk_flush: thread exit, malloc_trim). */
