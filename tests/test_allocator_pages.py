@@ -4,6 +4,8 @@
   threads, release and debug builds, over the layer off, on with several bounds and spacings,
   and with its neighbours changed (thread cache off, one arena, 16 arenas, quick lists up to
   1 KiB).
+- Both places for a page's header (SMALL_HEADERS_APART: in the directory, generic's; at the
+  page's start): the stress matrix, every size, the threads, fork and misuse tests (pages_on).
 - Every request size: usable size, alignment, calloc of dirty memory, realloc across the bound,
   the memalign family (tests/c/hc_pages.c sizes); the size classes waste less than 1/SMALL_CLASSES
   (MID_CLASSES' stretched classes above 1 KiB included); MID_CLASSES' classes fill their page
@@ -17,7 +19,8 @@
   or holds it).
 - Other threads' frees (hc_remote.c): counted from HC's statistics -- blocks kept by the freeing
   thread (REMOTE_KEEP), batched pushes (REMOTE_BATCH), the lists the owner took back.
-- The pages' region is reserved 64 MiB at first and grows as needed.
+- The pages' region is reserved 64 MiB at first and grows as needed (with the pages' headers in
+  the directory, SMALL_HEADERS_APART, and at the pages' starts).
 - Real programs with the layer on give glibc's output: gawk, sqlite3, and a threaded C++ program
   (tests/c/mt_wordfreq.cpp).
 - The layer off is the paper's allocator: no page is ever taken, the paper's counters run, and
@@ -42,13 +45,15 @@ SETTINGS = [
     ("256-c4", {"SMALL_MAX": 256, "SMALL_CLASSES": 4}),
     ("1024-c4", {"SMALL_MAX": 1024, "SMALL_CLASSES": 4}),
     ("4096-c8", {"SMALL_MAX": 4096, "SMALL_CLASSES": 8, "MID_CLASSES": 0}),
+    # the pages' headers at their starts (SMALL_HEADERS_APART=0), generic's other layout
     ("4096-m16", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_P2_HEADER": 0, "SMALL_YIELD": 0,
-                  "SMALL_IDLE": 0}),
+                  "SMALL_IDLE": 0, "SMALL_HEADERS_APART": 0}),
+    ("4096-m16-apart", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_HEADERS_APART": 1}),
     ("4096-m16-p2h", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "SMALL_P2_HEADER": 1, "SMALL_YIELD": 1,
                       "SMALL_IDLE": 1}),
     ("4096-m64-yield", {"SMALL_MAX": 4096, "MID_CLASSES": 64, "SMALL_YIELD": 1}),
     ("2500-c8-m8", {"SMALL_MAX": 2500, "SMALL_CLASSES": 8, "MID_CLASSES": 8}),
-    ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1}),
+    ("1024-c1", {"SMALL_MAX": 1024, "SMALL_CLASSES": 1, "SMALL_HEADERS_APART": 0}),
     ("512-c2-ql1016", {"SMALL_MAX": 512, "SMALL_CLASSES": 2, "QL_HIGH": 1016}),
     ("1024-nocache", {"SMALL_MAX": 1024, "TCACHE_COUNT": 0}),
     ("1024-one-arena", {"SMALL_MAX": 1024, "ARENAS": 1}),
@@ -60,6 +65,8 @@ SETTINGS = [
     # mid sizes as runs of granules on shared pages (hc_run.c, MID_RUNS)
     ("4096-runs256", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "MID_RUNS": 256, "SMALL_YIELD": 1,
                       "SMALL_IDLE": 1}),
+    ("4096-runs256-inpage", {"SMALL_MAX": 4096, "MID_CLASSES": 16, "MID_RUNS": 256,
+                             "SMALL_HEADERS_APART": 0}),
     ("2048-runs1024-keep-batch", {"SMALL_MAX": 2048, "MID_RUNS": 1024, "REMOTE_KEEP": 16,
                                   "REMOTE_BATCH": 8}),
 ]
@@ -67,6 +74,7 @@ IDS = [name for name, _ in SETTINGS]
 ON = "1024-c4"
 KEEP = "4096-keep-batch"
 RUNS = "4096-runs256"
+INPAGE = "4096-m16"
 THREADS = 4
 
 
@@ -75,11 +83,13 @@ run = run_preloaded
 
 
 @pytest.fixture(params=[("release", ON), ("debug", ON), ("release", KEEP), ("debug", KEEP),
-                        ("release", RUNS), ("debug", RUNS)],
-                ids=["release", "debug", "release-keep", "debug-keep", "release-runs", "debug-runs"])
+                        ("release", RUNS), ("debug", RUNS), ("release", INPAGE), ("debug", INPAGE)],
+                ids=["release", "debug", "release-keep", "debug-keep", "release-runs", "debug-runs",
+                     "release-inpage", "debug-inpage"])
 def pages_on(request):
     """(kind, the library with the pages on, built release or debug; and with other threads'
-    blocks kept and batched, REMOTE_KEEP and REMOTE_BATCH)."""
+    blocks kept and batched, REMOTE_KEEP and REMOTE_BATCH; with mid sizes in runs; with the
+    pages' headers at their starts, SMALL_HEADERS_APART=0, where generic has them apart)."""
     kind, name = request.param
     return kind, request.getfixturevalue(f"{kind}_libraries")[name]
 
@@ -103,6 +113,8 @@ def test_stress_debug(c_program, debug_libraries, name, threads):
 @pytest.mark.parametrize("name,limit,per2", [("256-c4", 256, 4), ("1024-c4", 1024, 4),
                                              ("4096-c8", 4096, 8), ("1024-c1", 1024, 1),
                                              ("4096-m16", 4096, 4), ("4096-m16-p2h", 4096, 4),
+                                             ("4096-m16-apart", 4096, 4),
+                                             ("4096-runs256-inpage", 4096, 4),
                                              ("4096-m64-yield", 4096, 4),
                                              ("2500-c8-m8", 2500, 8), ("4096-runs256", 4096, 4),
                                              ("2048-runs1024-keep-batch", 2048, 4)])
@@ -130,6 +142,9 @@ USABLE = ("import ctypes, sys\n"
     # 2048 + 64 fits 31 blocks as 2048 does, so that class is 65280 / 31 = 2105 -> 2096; 4096
     # fits 15 -> 4352 (a 64 KiB page less its 256-byte header, no tail left)
     ("4096-m16", {1025: 1088, 2049: 2096, 3600: 3616, 4096: 4352}),
+    # ...the same table with the headers in the directory (SMALL_HEADERS_APART): both layouts
+    # stretch to 65,280 bytes, so they keep one class table and its bounded waste
+    ("4096-m16-apart", {1025: 1088, 2049: 2096, 3600: 3616, 4096: 4352}),
     # MID_CLASSES=64: one class per count of blocks a page holds (62 blocks of 1,040, 61 of
     # 1,056 -- 60 of 1,072 would be 1,088 stretched -- ...), so sqlite3's 1,032-byte rows take 1,040
     ("4096-m64-yield", {1025: 1040, 1041: 1056, 1057: 1088, 1089: 1104, 2049: 2096, 4096: 4352}),
@@ -253,15 +268,16 @@ def test_regions_reserved_on_demand(c_program, release_libraries):
     """The pages' region is 64 MiB of address space at first (it was 64 GiB at the first small
     malloc), grown in place as pages are carved: the process is at most 128 MiB larger than with
     the layer off, and 100 MiB of 64-byte blocks (past the first 64 MiB) are all page blocks,
-    kept and freed."""
+    kept and freed; with the headers in the directory (ON, as generic) and at the pages' starts
+    (the directory grows in place with the region, 192 bytes a page)."""
     vm = {}
-    for name, mib in (("off", 1), (ON, 100)):
+    for name, mib in (("off", 1), (ON, 100), (INPAGE, 100)):
         res = run([c_program("hc_pages"), "regions", mib], release_libraries[name])
         assert res.returncode == 0, res.stdout + res.stderr[-2000:]
         m = re.fullmatch(rf"ok regions mib={mib} vm=(\d+)\n", res.stdout)
         assert m, res.stdout
         vm[name] = int(m.group(1))
-    assert vm[ON] - vm["off"] <= 128, vm
+    assert vm[ON] - vm["off"] <= 128 and vm[INPAGE] - vm["off"] <= 128, vm
 
 
 @pytest.mark.parametrize("size", [32, 1000])
@@ -360,7 +376,8 @@ STRICT_VARIANTS = [["SMALL_MAX=1024"], ["SMALL_MAX=4096", "SMALL_CLASSES=8", "DE
                                        "SMALL_IDLE=1", "SMALL_P2_HEADER=1", "SMALL_YIELD=1"],
                    ["SMALL_MAX=16", "SMALL_CLASSES=1", "ARENAS=1", "TCACHE_COUNT=0"],
                    ["SMALL_MAX=4096", "REMOTE_KEEP=8", "REMOTE_BATCH=8"],
-                   ["SMALL_MAX=4096", "MID_CLASSES=64", "SMALL_P2_HEADER=1", "MID_RUNS=512"]]
+                   ["SMALL_MAX=4096", "MID_CLASSES=64", "SMALL_P2_HEADER=1", "MID_RUNS=512"],
+                   ["SMALL_MAX=4096", "SMALL_HEADERS_APART=0", "MID_RUNS=512"]]
 
 
 @pytest.mark.parametrize("debug", [False, True], ids=["release", "debug"])

@@ -23,7 +23,7 @@ GOLDEN = ROOT / "tests" / "golden" / "paper_path_stats.txt"
 LAYERS_OFF = ["SMALL_MAX=0", "MID_CLASSES=0", "BIG_AO_FIT=0", "CALLOC_POPULATE=0", "CALLOC_MMAP=0",
               "MMAP_UNIT=0", "CALLOC_SHRINK=0", "SMALL_EMPTY=0", "SMALL_YIELD=0",
               "SMALL_IDLE=0", "SMALL_P2_HEADER=0", "REMOTE_KEEP=0", "REMOTE_BATCH=0", "MID_RUNS=0",
-              "BIG_CACHE=0"]
+              "BIG_CACHE=0", "SMALL_HEADERS_APART=0"]
 CLOCK_OFF = ["DECAY_MS=0"]  # the decay coalesces by the clock: its counters would not repeat
 
 

@@ -72,7 +72,7 @@ static struct hc_info hc_info_get(void)
     /* The small pages (hc_page.c) are heap too: taken from the OS, partly in use. */
     struct hc_sp_totals sp = hc_sp_totals();
     i.arena += (size_t)(sp.pages * HC_SP_PAGE);
-    i.usmblks += (size_t)(sp.pages * HC_SP_PAGE);
+    i.usmblks += (size_t)hc_sp_taken(sp.pages);
     i.uordblks += (size_t)sp.bytes;
     i.fordblks += (size_t)(sp.pages * HC_SP_PAGE - sp.bytes);
     return i;

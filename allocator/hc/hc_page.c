@@ -16,18 +16,20 @@
  *    (hc_sp_classes): a 64 KiB page holds only 15 blocks of 4 KiB, so the coarse spacing and the
  *    page's tail were where SMALL_MAX = 4096 lost memory against a heap of 16-byte steps.
  *  - Pages.  A page is HC_SP_PAGE (64 KiB) of one class: a 256-byte page header, then blocks
- *    with no per-block header.  Pages are carved upwards from one region (aligned to the page
- *    size, PROT_READ|PROT_WRITE with MAP_NORESERVE: the kernel gives a page on first touch),
+ *    with no per-block header; with SMALL_HEADERS_APART the header lives in the directory, an
+ *    array of headers beside the region (page i's is hc_sp_dir[i]), and the page is all
+ *    blocks.  Pages are carved upwards from one region (aligned to the page size,
+ *    PROT_READ|PROT_WRITE with MAP_NORESERVE: the kernel gives a page on first touch),
  *    reserved HC_SP_GROW (64 MiB) at first and grown in place, doubling, up to HC_SP_REGION
  *    (64 GiB) as pages are carved (hc_sp_grow): it starts at the low end of a hole of
  *    HC_SP_REGION found at set-up, and the kernel, mapping downwards, fills that hole from its
  *    other end, so the growth meets another mapping only when both have used it.  A region
  *    that cannot grow serves what it holds and the heap serves the rest.  free() tells a page
  *    block from a paper block with one compare against the region (its base never moves, its
- *    span only grows) and finds the page header by masking the pointer.  A fresh page hands its
- *    blocks out from a bump pointer, one OS page of blocks at a time, so a page that is never
- *    filled is never touched whole; blocks beyond the bump pointer of a fresh page are known
- *    zero (calloc).
+ *    span only grows) and finds the page header by masking the pointer (in the directory: by
+ *    the pointer's page number).  A fresh page hands its blocks out from a bump pointer, one
+ *    OS page of blocks at a time, so a page that is never filled is never touched whole;
+ *    blocks beyond the bump pointer of a fresh page are known zero (calloc).
  *  - Owner.  A page belongs to one thread (the thread's record, `hc_sp_me`).  The owner pops and
  *    pushes its page's free list with no lock and no atomic instruction.  Another thread's free
  *    pushes the block onto the page's own atomic list (`xfree`, a compare-and-swap loop on its
@@ -54,10 +56,11 @@
  *    The decay gives them back as the heap's does (DECAY_MS, DECAY_BYTES, mallopt
  *    M_TRIM_THRESHOLD, hc_os.c's madvise): when a page is emptied, pages empty for DECAY_MS are
  *    released once the empty pool's unreleased pages reach DECAY_BYTES; malloc_trim releases
- *    them all.  A released page keeps its header page; its blocks read as zero again.  With
- *    SMALL_YIELD the heap's growth releases empty pages past SMALL_EMPTY's bound at once
- *    (hc_sp_yield); with SMALL_IDLE a class's current page left empty goes to the pool when the
- *    thread needs a page and the pool has none (hc_sp_idle_give).
+ *    them all.  A released page keeps its header (and, at the page's start, the OS page under
+ *    it); its blocks read as zero again.  With SMALL_YIELD the heap's growth releases empty
+ *    pages past SMALL_EMPTY's bound at once (hc_sp_yield); with SMALL_IDLE a class's current
+ *    page left empty goes to the pool when the thread needs a page and the pool has none
+ *    (hc_sp_idle_give).
  *  - fork: the pools' lock is taken around fork by hc_lock.h's handlers, in its lock order
  *    (after the stdio list lock, not at all while single-threaded); in the child, pages of
  *    threads that did not survive the fork become orphans, with none of what their owners
@@ -106,11 +109,20 @@ static void hc_rm_stats(struct hc_stats *out);
 
 
 /* The region: [base, base + 16 * span16).  Before it exists span16 is 0, so free()'s compare
- * fails for every pointer.  Both in one cache line, read together by free(); base is set once,
+ * fails for every pointer.  All in one cache line, read together by free(); base is set once,
  * span16 only grows (a free racing a growth sees the old span, which holds every page carved
  * before).  The span is kept in 16-byte units for hc_sp_owns's one compare. */
-static struct { uintptr_t base; size_t span16; } hc_sp_region __attribute__((aligned(16)));
+static struct {
+    uintptr_t base;
+    size_t span16;
+    /* SMALL_HEADERS_APART: the pages' headers, page i's at dir[i] (free() reads it with base):
+     * address space of its own, reserved and grown in place with the region (hc_sp_dir_make,
+     * hc_sp_grow), 192 bytes a page of it. */
+    struct hc_sp_page *dir;
+} hc_sp_region __attribute__((aligned(32)));
 #define hc_sp_base (hc_sp_region.base)
+#define hc_sp_dir (hc_sp_region.dir)
+#define HC_SP_DIR_BYTES(span) (((span) >> HC_SP_SHIFT) * sizeof(struct hc_sp_page))
 static char *hc_sp_top;                 /* next page to carve (atomic) */
 static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
 static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + 15) / 16 -> class; 0 until set up */
@@ -130,9 +142,31 @@ static pthread_key_t hc_sp_key;
 static pthread_once_t hc_sp_once = PTHREAD_ONCE_INIT;
 static int hc_sp_keyed;
 
+/* The header of the page holding p (p in the region), and the page that header describes. */
 static inline struct hc_sp_page *hc_sp_page_of(void *p)
 {
+    if (HC_SP_APART)
+        return &hc_sp_dir[((uintptr_t)p - hc_sp_base) >> HC_SP_SHIFT];
     return (struct hc_sp_page *)(void *)((uintptr_t)p & ~(uintptr_t)(HC_SP_PAGE - 1));
+}
+
+static inline char *hc_sp_mem(struct hc_sp_page *pg)
+{
+    if (HC_SP_APART)
+        return (char *)hc_sp_base + ((size_t)(pg - hc_sp_dir) << HC_SP_SHIFT);
+    return (char *)pg;
+}
+
+/* What `pages` pages took from the OS: themselves, and their headers in the directory. */
+static inline uint64_t hc_sp_taken(uint64_t pages)
+{
+    return pages * (HC_SP_PAGE + (HC_SP_APART ? sizeof(struct hc_sp_page) : 0));
+}
+
+/* A number of its own for each page (hc_remote.c hashes it). */
+static inline HC_UNUSED uintptr_t hc_sp_number(struct hc_sp_page *pg)
+{
+    return HC_SP_APART ? (uintptr_t)(pg - hc_sp_dir) : (uintptr_t)pg >> HC_SP_SHIFT;
 }
 
 /* p is in the region and 16-byte aligned, in one compare: the offset rotated right by 4 bits
@@ -180,8 +214,8 @@ static void hc_sp_classes(void)
     for (size_t s = 16; c + 1 < HC_SP_NCLS_SIZED;) {
         size_t fit = s;
         if (HC_SP_MID && s > HC_SP_MID_FROM) {
-            size_t per_page = (HC_SP_PAGE - HC_SP_HEAD) / s;
-            fit = (HC_SP_PAGE - HC_SP_HEAD) / per_page & ~(size_t)15;
+            size_t per_page = HC_SP_CLASS_SPAN / s;
+            fit = HC_SP_CLASS_SPAN / per_page & ~(size_t)15;
         }
         if (c == 0 || fit > hc_sp_size[c])
             hc_sp_size[++c] = (uint32_t)fit;
@@ -194,7 +228,7 @@ static void hc_sp_classes(void)
         if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS_SIZED) {
             size_t x = s + 16;
             if (HC_SP_MID && x > HC_SP_MID_FROM)
-                x = (HC_SP_PAGE - HC_SP_HEAD) / ((HC_SP_PAGE - HC_SP_HEAD) / x) & ~(size_t)15;
+                x = HC_SP_CLASS_SPAN / (HC_SP_CLASS_SPAN / x) & ~(size_t)15;
             if (x > hc_sp_size[c] && x <= HC_SP_LIMIT)
                 hc_sp_size[++c] = (uint32_t)x;
         }
@@ -218,6 +252,17 @@ static void hc_sp_classes(void)
 #define HC_SP_PROT (PROT_READ | PROT_WRITE)
 #define HC_SP_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
 
+/* [at, at + n) mapped for the layer, exactly there and over nothing: 1 when it is. */
+static int hc_sp_map_at(char *at, size_t n)
+{
+    void *m = mmap(at, n, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == (void *)at)
+        return 1;
+    if (m != MAP_FAILED)
+        munmap(m, n);
+    return 0;
+}
+
 /* The region's first HC_SP_GROW, at the low end of a hole of HC_SP_REGION when one is found
  * (a PROT_NONE probe, never touched and at once unmapped; halved under ulimit -v or valgrind),
  * else anywhere.  NULL when the OS refuses. */
@@ -231,14 +276,9 @@ static char *hc_sp_reserve(void)
             want = (char *)(((uintptr_t)h + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
         }
     }
-    if (want) {
-        void *m = mmap(want, HC_SP_GROW, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (m == (void *)want) {
-            hc_os_huge(want, HC_SP_GROW); /* HUGEPAGE (hc_os.c) */
-            return want;
-        }
-        if (m != MAP_FAILED)
-            munmap(m, HC_SP_GROW);
+    if (want && hc_sp_map_at(want, HC_SP_GROW)) {
+        hc_os_huge(want, HC_SP_GROW); /* HUGEPAGE (hc_os.c) */
+        return want;
     }
     void *m = mmap(NULL, HC_SP_GROW + HC_SP_PAGE, HC_SP_PROT, HC_SP_FLAGS, -1, 0);
     if (m == MAP_FAILED)
@@ -259,19 +299,45 @@ static int hc_sp_grow(void)
 {
     size_t span = hc_sp_region.span16 << 4;
     for (size_t add = span; add >= HC_SP_GROW; add = add > HC_SP_GROW ? HC_SP_GROW : 0) {
-        if (add > HC_SP_REGION - span)
-            continue;
         char *at = (char *)hc_sp_base + span;
-        void *m = mmap(at, add, HC_SP_PROT, HC_SP_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (m == (void *)at) {
-            hc_os_huge(at, add);
-            __atomic_store_n(&hc_sp_region.span16, (span + add) >> 4, __ATOMIC_RELEASE);
-            return 1;
+        if (add > HC_SP_REGION - span || !hc_sp_map_at(at, add))
+            continue;
+        /* SMALL_HEADERS_APART: headers for the new pages, or the region does not grow by this */
+        if (HC_SP_APART
+            && !hc_sp_map_at((char *)hc_sp_dir + HC_SP_DIR_BYTES(span), HC_SP_DIR_BYTES(add))) {
+            munmap(at, add);
+            continue;
         }
-        if (m != MAP_FAILED)
-            munmap(m, add);
+        hc_os_huge(at, add);
+        __atomic_store_n(&hc_sp_region.span16, (span + add) >> 4, __ATOMIC_RELEASE);
+        return 1;
     }
     return 0;
+}
+
+/* SMALL_HEADERS_APART: the directory's first headers, for the region's first HC_SP_GROW, at the
+ * low end of a hole that would hold the headers of all of HC_SP_REGION (found as the region's
+ * is), so that it can grow in place with the region; else anywhere, and the region then grows
+ * only while the address space above the directory is free.  0 when the OS refuses. */
+static int hc_sp_dir_make(void)
+{
+    size_t first = HC_SP_DIR_BYTES(HC_SP_GROW);
+    for (size_t probe = HC_SP_DIR_BYTES(HC_SP_REGION); probe >= 2 * first; probe >>= 1) {
+        void *h = mmap(NULL, probe, PROT_NONE, HC_SP_FLAGS, -1, 0);
+        if (h != MAP_FAILED) {
+            munmap(h, probe);
+            if (hc_sp_map_at(h, first)) {
+                hc_sp_dir = h;
+                return 1;
+            }
+            break;
+        }
+    }
+    void *m = mmap(NULL, first, HC_SP_PROT, HC_SP_FLAGS, -1, 0);
+    if (m == MAP_FAILED)
+        return 0;
+    hc_sp_dir = m;
+    return 1;
 }
 
 /* Reserve the region and make the tables: 1 when the layer can serve. */
@@ -283,6 +349,10 @@ static HC_NOINLINE int hc_sp_setup(void)
     pthread_mutex_lock(&hc_sp_mu);
     if (!hc_sp_state) {
         char *lo = hc_os_strict_overcommit() ? NULL : hc_sp_reserve();
+        if (lo && HC_SP_APART && !hc_sp_dir_make()) {
+            munmap(lo, HC_SP_GROW);
+            lo = NULL;
+        }
         if (!lo) {
             __atomic_store_n(&hc_sp_state, -1, __ATOMIC_RELEASE);
         } else {
@@ -432,8 +502,8 @@ static void hc_sp_collect(struct hc_sp_page *pg)
 
 static size_t hc_sp_release(struct hc_sp_page *pg)
 {
-    char *from = (char *)pg + hc_page();
-    size_t done = hc_os_release(from, (char *)pg + HC_SP_PAGE);
+    char *from = hc_sp_mem(pg) + (HC_SP_APART ? 0 : hc_page()); /* never the header under it */
+    size_t done = hc_os_release(from, hc_sp_mem(pg) + HC_SP_PAGE);
     pg->released = 1;
     pg->zero_from = from;
     hc_sp_released_bytes += done;
@@ -622,9 +692,9 @@ static void hc_sp_format(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned
     pg->cls = c;
     pg->kind = hc_pk_of_class(c);
     if (fresh)
-        pg->zero_from = (char *)pg + HC_SP_HEAD;
+        pg->zero_from = hc_sp_mem(pg) + HC_SP_HEAD;
     else if (!pg->released)
-        pg->zero_from = (char *)pg + HC_SP_PAGE;
+        pg->zero_from = hc_sp_mem(pg) + HC_SP_PAGE;
     pg->released = 0;
     pg->free = NULL;
     __atomic_store_n(&pg->xfree, 0, __ATOMIC_RELAXED);
@@ -663,7 +733,7 @@ static struct hc_sp_page *hc_sp_take(struct hc_sp_thread *t, unsigned c)
             return NULL;
         }
         __atomic_store_n(&hc_sp_top, p + HC_SP_PAGE, __ATOMIC_RELAXED);
-        pg = (struct hc_sp_page *)(void *)p;
+        pg = hc_sp_page_of(p);
         hc_sp_carved_since_sweep++;
         fresh = 1;
     }
@@ -710,7 +780,7 @@ static HC_COLD void hc_sp_fail(const char *what, void *p)
  * boundary; every: each block handed out has its red zone intact too. */
 static void hc_class_check(struct hc_sp_page *pg, int every)
 {
-    char *first = (char *)pg + HC_SP_HEAD;
+    char *first = hc_sp_mem(pg) + HC_SP_HEAD;
     size_t size = pg->size, blocks = (size_t)(pg->end - first) / size, nfree = 0;
     if (!size || pg->bump < first || pg->bump > pg->end || (size_t)(pg->bump - first) % size)
         hc_sp_fail("page header overwritten", pg);
@@ -751,7 +821,7 @@ static void hc_sp_dbg_tick(struct hc_sp_thread *t)
 /* p is a block boundary of a class page, handed out (below the bump pointer). */
 static void hc_class_check_arg(struct hc_sp_page *pg, void *p)
 {
-    char *first = (char *)pg + HC_SP_HEAD;
+    char *first = hc_sp_mem(pg) + HC_SP_HEAD;
     if ((char *)p < first || (char *)p >= pg->bump || (size_t)((char *)p - first) % pg->size)
         hc_sp_fail(HC_SP_NOT_OURS, p);
     hc_sp_red_check(p, pg->size);
@@ -806,7 +876,7 @@ static HC_NOINLINE void hc_sp_idle_give(struct hc_sp_thread *t)
 /* pg's blocks from the start: none handed out, the bump pointer at the first. */
 static void hc_class_format(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
-    char *first = (char *)pg + HC_SP_HEAD;
+    char *first = hc_sp_mem(pg) + HC_SP_HEAD;
     (void)t;
     pg->end = first + (HC_SP_PAGE - HC_SP_HEAD) / pg->size * pg->size;
     pg->bump = first;
@@ -846,7 +916,7 @@ static void hc_class_totals(struct hc_sp_page *pg, uint32_t used, struct hc_sp_t
  * free list, dropped, may be a carve's half-linked one), and the page is adopted as any orphan. */
 static int hc_class_fork_child(struct hc_sp_page *pg)
 {
-    char *first = (char *)pg + HC_SP_HEAD;
+    char *first = hc_sp_mem(pg) + HC_SP_HEAD;
     pg->used = pg->size ? (uint32_t)((size_t)(pg->bump - first) / pg->size) : 0;
 #if HC_DEBUG
     /* ...and a red zone caught half written: the red zones are stamped again (they lie past
@@ -1147,7 +1217,7 @@ static struct hc_sp_totals hc_sp_totals(void)
         return t;
     char *top = __atomic_load_n(&hc_sp_top, __ATOMIC_ACQUIRE);
     for (char *p = (char *)hc_sp_base; p < top; p += HC_SP_PAGE) {
-        struct hc_sp_page *pg = (struct hc_sp_page *)(void *)p;
+        struct hc_sp_page *pg = hc_sp_page_of(p);
         uint32_t size = __atomic_load_n(&pg->size, __ATOMIC_RELAXED);
         uint32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~HC_SP_FULLBIT;
         t.pages++;
@@ -1173,7 +1243,7 @@ static void hc_sp_stats(struct hc_stats *out)
     pthread_mutex_unlock(&hc_sp_mu);
     out->run_pages = t.runs;
     out->heap_bytes += t.pages * HC_SP_PAGE;
-    out->footprint += t.pages * HC_SP_PAGE;
+    out->footprint += hc_sp_taken(t.pages);
     out->allocs_current += t.blocks;
     out->bytes_current += t.bytes;
 }
@@ -1225,12 +1295,12 @@ static void hc_sp_fork_child(void)
         return;
     struct hc_sp_thread *me = &hc_sp_me;
     for (char *p = (char *)hc_sp_base; p < hc_sp_top; p += HC_SP_PAGE) {
-        struct hc_sp_page *pg = (struct hc_sp_page *)(void *)p;
+        struct hc_sp_page *pg = hc_sp_page_of(p);
         if (!pg->owner || pg->owner == me || (pg->where != HC_SP_AVAIL && pg->where != HC_SP_FULL))
             continue;
         pg->owner = NULL;
         pg->free = NULL;
-        pg->zero_from = (char *)pg + HC_SP_PAGE;
+        pg->zero_from = hc_sp_mem(pg) + HC_SP_PAGE;
         pg->where = HC_SP_ORPHAN;
         pg->prev = pg->next = NULL;
         if (!hc_pk_fork_child(pg))
@@ -1255,6 +1325,7 @@ static inline size_t hc_sp_class_size(size_t n) { return n; }
 #define HC_SP_ALIGN_MAX 0u
 #define HC_SP_PAGE ((size_t)0)
 static inline size_t hc_sp_trim(void) { return 0; }
+static inline uint64_t hc_sp_taken(uint64_t pages) { (void)pages; return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}

@@ -51,7 +51,16 @@
 #define HC_SP_MID_FROM 1024u
 #define HC_SP_SHIFT 16u
 #define HC_SP_PAGE ((size_t)1 << HC_SP_SHIFT)
-#define HC_SP_HEAD 256u                      /* page header: three cache lines, rounded up */
+/* SMALL_HEADERS_APART: a page's header lives in the directory (hc_page.c, hc_sp_dir), an array
+ * of headers apart from the pages, instead of at the page's start.  At the start, every header's
+ * lines fall on the same few cache sets (the pages are 64 KiB apart), so a program that touches
+ * many pages' headers in turn -- random frees over hundreds of pages -- misses on them; in the
+ * directory they lie side by side, and the page's 64 KiB are all blocks. */
+#define HC_SP_APART ((SMALL_HEADERS_APART) != 0)
+#define HC_SP_HEAD (HC_SP_APART ? 0u : 256u) /* header bytes at the page's start: three cache lines, rounded up */
+/* What MID_CLASSES stretches its classes to fill: a page less a header at its start, in both
+ * layouts, so that they have one class table (and its bounded waste). */
+#define HC_SP_CLASS_SPAN (HC_SP_PAGE - 256u)
 #define HC_SP_REGION ((size_t)1 << 36)       /* 64 GiB of address space at most ... */
 #define HC_SP_GROW ((size_t)1 << 26)         /* ... reserved 64 MiB at first, then doubling */
 #ifndef MAP_FIXED_NOREPLACE
@@ -105,8 +114,10 @@ struct hc_sp_page {
      * many blocks it holds above them (hc_sp_xpush), so the owner takes the list without
      * walking it */
     uintptr_t xfree;
+    char pad2[64 - sizeof(uintptr_t)];
 };
-_Static_assert(offsetof(struct hc_sp_page, free) == 64 && offsetof(struct hc_sp_page, xfree) == 128,
+_Static_assert(offsetof(struct hc_sp_page, free) == 64 && offsetof(struct hc_sp_page, xfree) == 128
+               && sizeof(struct hc_sp_page) == 192,
                "a page header's three cache lines");
 
 /* A thread's pages.  cur[c] is the head of class c's list of pages with free blocks, or

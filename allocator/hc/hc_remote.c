@@ -124,7 +124,7 @@ static inline void hc_rm_push(struct hc_sp_page *pg, void *p)
 {
 #if HC_RB_ON
     if (hc_likely(hc_sp_me.state == HC_SP_LIVE && __atomic_load_n(&pg->owner, __ATOMIC_RELAXED))) {
-        struct hc_rb_slot *s = &hc_rm_me.slot[((uintptr_t)pg >> HC_SP_SHIFT) % HC_RB_SLOTS];
+        struct hc_rb_slot *s = &hc_rm_me.slot[hc_sp_number(pg) % HC_RB_SLOTS];
         if (s->pg != pg) {
             if (s->pg)
                 hc_rb_push(s);
@@ -222,7 +222,7 @@ static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p)
                 hc_fail("free(): double free (block already freed by this thread)");
 #endif
 #if HC_RB_ON
-    struct hc_rb_slot *s = &hc_rm_me.slot[((uintptr_t)pg >> HC_SP_SHIFT) % HC_RB_SLOTS];
+    struct hc_rb_slot *s = &hc_rm_me.slot[hc_sp_number(pg) % HC_RB_SLOTS];
     if (s->pg == pg) {
         void *q = s->head;
         for (uint32_t i = 0; i < s->n; i++, q = *(void **)q) /* the tail's link is not set */

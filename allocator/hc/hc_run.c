@@ -64,7 +64,8 @@
 
 #define HC_RUN_NG ((unsigned)(HC_SP_PAGE >> HC_RUN_SHIFT)) /* 2,048 granules a page */
 #define HC_RUN_WORDS (HC_RUN_NG / 64u)                    /* 32 words a bitmap */
-#define HC_RUN_FIRST ((HC_SP_HEAD + 2u * HC_RUN_NG / 8u) >> HC_RUN_SHIFT) /* 24: header + bitmaps */
+/* 24 granules: the header (16 with SMALL_HEADERS_APART, where it is in the directory) and the bitmaps */
+#define HC_RUN_FIRST ((HC_SP_HEAD + 2u * HC_RUN_NG / 8u) >> HC_RUN_SHIFT)
 #define HC_RUN_KEEP 4u                 /* freed runs kept whole per length ... */
 #define HC_RUN_KEEP_BYTES (32u << 10)  /* ... and in all, per thread */
 
@@ -78,11 +79,16 @@ struct hc_run_node { struct hc_run_node *next, *prev; uint64_t len; };
 
 static inline struct hc_run_maps *hc_run_maps(struct hc_sp_page *pg)
 {
-    return (struct hc_run_maps *)(void *)((char *)pg + HC_SP_HEAD);
+    return (struct hc_run_maps *)(void *)(hc_sp_mem(pg) + HC_SP_HEAD);
 }
 
-static inline unsigned hc_run_g(struct hc_sp_page *pg, void *p) { return (unsigned)(((char *)p - (char *)pg) >> HC_RUN_SHIFT); }
-static inline char *hc_run_at(struct hc_sp_page *pg, unsigned g) { return (char *)pg + ((size_t)g << HC_RUN_SHIFT); }
+/* A pointer's granule in its page (pages are aligned to their size), and a granule's address. */
+static inline unsigned hc_run_g(struct hc_sp_page *pg, void *p)
+{
+    (void)pg;
+    return (unsigned)(((uintptr_t)p & (HC_SP_PAGE - 1)) >> HC_RUN_SHIFT);
+}
+static inline char *hc_run_at(struct hc_sp_page *pg, unsigned g) { return hc_sp_mem(pg) + ((size_t)g << HC_RUN_SHIFT); }
 static inline int hc_run_bit(const uint64_t *m, unsigned g) { return (int)(m[g >> 6] >> (g & 63) & 1); }
 static inline unsigned hc_run_bin(unsigned len) { return len >= HC_RUN_BINS ? HC_RUN_BINS - 1 : len - 1; }
 
@@ -235,7 +241,7 @@ static void hc_run_format(struct hc_sp_thread *t, struct hc_sp_page *pg)
     memset(m, 0, sizeof *m);
     hc_run_bits(m->inuse, 0, HC_RUN_FIRST, 1);
     hc_run_bits(m->end, HC_RUN_FIRST - 1, HC_RUN_FIRST, 1);
-    pg->end = pg->bump = (char *)pg + HC_SP_PAGE;
+    pg->end = pg->bump = hc_sp_mem(pg) + HC_SP_PAGE;
     pg->used = HC_SP_FULLBIT | 1u;
     hc_run_hole_add(t, pg, HC_RUN_FIRST, HC_RUN_NG - HC_RUN_FIRST);
 }
