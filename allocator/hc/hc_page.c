@@ -263,19 +263,28 @@ static int hc_sp_map_at(char *at, size_t n)
     return 0;
 }
 
+/* The low end of a hole of `most` bytes of address space, else of half as many, ... down to
+ * `least` (a PROT_NONE probe, never touched and at once unmapped); NULL when none is free. */
+static char *hc_sp_hole(size_t most, size_t least)
+{
+    for (size_t probe = most; probe >= least; probe >>= 1) {
+        void *h = mmap(NULL, probe, PROT_NONE, HC_SP_FLAGS, -1, 0);
+        if (h != MAP_FAILED) {
+            munmap(h, probe);
+            return h;
+        }
+    }
+    return NULL;
+}
+
 /* The region's first HC_SP_GROW, at the low end of a hole of HC_SP_REGION when one is found
  * (a PROT_NONE probe, never touched and at once unmapped; halved under ulimit -v or valgrind),
  * else anywhere.  NULL when the OS refuses. */
 static char *hc_sp_reserve(void)
 {
-    char *want = NULL;
-    for (size_t probe = HC_SP_REGION; probe >= 2 * HC_SP_GROW && !want; probe >>= 1) {
-        void *h = mmap(NULL, probe, PROT_NONE, HC_SP_FLAGS, -1, 0);
-        if (h != MAP_FAILED) {
-            munmap(h, probe);
-            want = (char *)(((uintptr_t)h + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
-        }
-    }
+    char *want = hc_sp_hole(HC_SP_REGION, 2 * HC_SP_GROW);
+    if (want)
+        want = (char *)(((uintptr_t)want + HC_SP_PAGE - 1) & ~(uintptr_t)(HC_SP_PAGE - 1));
     if (want && hc_sp_map_at(want, HC_SP_GROW)) {
         hc_os_huge(want, HC_SP_GROW); /* HUGEPAGE (hc_os.c) */
         return want;
@@ -322,16 +331,10 @@ static int hc_sp_grow(void)
 static int hc_sp_dir_make(void)
 {
     size_t first = HC_SP_DIR_BYTES(HC_SP_GROW);
-    for (size_t probe = HC_SP_DIR_BYTES(HC_SP_REGION); probe >= 2 * first; probe >>= 1) {
-        void *h = mmap(NULL, probe, PROT_NONE, HC_SP_FLAGS, -1, 0);
-        if (h != MAP_FAILED) {
-            munmap(h, probe);
-            if (hc_sp_map_at(h, first)) {
-                hc_sp_dir = h;
-                return 1;
-            }
-            break;
-        }
+    char *h = hc_sp_hole(HC_SP_DIR_BYTES(HC_SP_REGION), 2 * first);
+    if (h && hc_sp_map_at(h, first)) {
+        hc_sp_dir = (struct hc_sp_page *)(void *)h;
+        return 1;
     }
     void *m = mmap(NULL, first, HC_SP_PROT, HC_SP_FLAGS, -1, 0);
     if (m == MAP_FAILED)
@@ -502,8 +505,8 @@ static void hc_sp_collect(struct hc_sp_page *pg)
 
 static size_t hc_sp_release(struct hc_sp_page *pg)
 {
-    char *from = hc_sp_mem(pg) + (HC_SP_APART ? 0 : hc_page()); /* never the header under it */
-    size_t done = hc_os_release(from, hc_sp_mem(pg) + HC_SP_PAGE);
+    char *mem = hc_sp_mem(pg), *from = mem + (HC_SP_APART ? 0 : hc_page()); /* never the header */
+    size_t done = hc_os_release(from, mem + HC_SP_PAGE);
     pg->released = 1;
     pg->zero_from = from;
     hc_sp_released_bytes += done;

@@ -83,9 +83,8 @@ static inline struct hc_run_maps *hc_run_maps(struct hc_sp_page *pg)
 }
 
 /* A pointer's granule in its page (pages are aligned to their size), and a granule's address. */
-static inline unsigned hc_run_g(struct hc_sp_page *pg, void *p)
+static inline unsigned hc_run_g(void *p)
 {
-    (void)pg;
     return (unsigned)(((uintptr_t)p & (HC_SP_PAGE - 1)) >> HC_RUN_SHIFT);
 }
 static inline char *hc_run_at(struct hc_sp_page *pg, unsigned g) { return hc_sp_mem(pg) + ((size_t)g << HC_RUN_SHIFT); }
@@ -258,7 +257,7 @@ static inline __attribute__((always_inline)) void hc_run_block(struct hc_sp_page
                                                                unsigned *first, unsigned *last)
 {
     struct hc_run_maps *m = hc_run_maps(pg);
-    unsigned g = hc_run_g(pg, p);
+    unsigned g = hc_run_g(p);
     if (hc_unlikely(((uintptr_t)p & (HC_RUN_GRAN - 1)) || g < HC_RUN_FIRST))
         hc_fail("free(): invalid pointer (not a block of a run page)");
     if (hc_unlikely(!hc_run_bit(m->inuse, g)))
@@ -393,7 +392,7 @@ static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean)
     struct hc_run_node *h = t->rbin[b];
     struct hc_sp_page *pg = hc_sp_page_of(h);
     struct hc_run_maps *m = hc_run_maps(pg);
-    unsigned g = hc_run_g(pg, h), len = (unsigned)h->len;
+    unsigned g = hc_run_g(h), len = (unsigned)h->len;
     if ((t->rbin[b] = h->next) != NULL)
         h->next->prev = NULL;
     else
@@ -457,7 +456,7 @@ static void hc_run_flush(struct hc_sp_thread *t)
         for (void *p = t->rkeep[k], *next; p; p = next) {
             next = *(void **)p;
             struct hc_sp_page *pg = hc_sp_page_of(p);
-            unsigned a = hc_run_g(pg, p);
+            unsigned a = hc_run_g(p);
             hc_run_release(t, pg, a, a + k - 1);
             pg->used--;
             hc_run_maybe_retire(t, pg);
@@ -491,9 +490,9 @@ static int hc_run_unkeep(struct hc_sp_thread *t, struct hc_sp_page *pg, unsigned
 /* A second free of p while this thread keeps it whole (hc_pk_free_check). */
 static void hc_run_free_check(struct hc_sp_thread *t, struct hc_sp_page *pg, void *p)
 {
-    if ((uintptr_t)p & (HC_RUN_GRAN - 1) || hc_run_g(pg, p) < HC_RUN_FIRST)
+    if ((uintptr_t)p & (HC_RUN_GRAN - 1) || hc_run_g(p) < HC_RUN_FIRST)
         return;
-    unsigned g = hc_run_g(pg, p), k = hc_run_next_set(hc_run_maps(pg)->end, g) - g + 1;
+    unsigned g = hc_run_g(p), k = hc_run_next_set(hc_run_maps(pg)->end, g) - g + 1;
     for (void *q = k <= HC_RUN_BINS ? t->rkeep[k] : NULL; q; q = *(void **)q)
         if (q == p)
             hc_fail("free(): double free (run kept by its thread)");
@@ -503,7 +502,7 @@ static void hc_run_free_check(struct hc_sp_thread *t, struct hc_sp_page *pg, voi
  * not move while it lives). */
 static inline size_t hc_run_usable(struct hc_sp_page *pg, void *p)
 {
-    unsigned g = hc_run_g(pg, p);
+    unsigned g = hc_run_g(p);
     return (size_t)(hc_run_next_set(hc_run_maps(pg)->end, g) - g + 1) << HC_RUN_SHIFT;
 }
 
