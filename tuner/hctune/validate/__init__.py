@@ -34,6 +34,8 @@ is `hctune.realruns`); this module runs the whole validation. Every name is impo
 from __future__ import annotations
 
 import json
+import signal
+import threading
 
 from hctune import knobs as _knobs  # noqa: F401  (re-exported, as before the split)
 from hctune.db import Database, now
@@ -63,6 +65,23 @@ def _limit(row, memory_limit) -> tuple[float | None, bool]:
     if opts.get("memory_limit_default") is False:
         return None, False
     return DEFAULT_MEMORY_OVERHEAD, True
+
+
+def _terminate_as_interrupt():
+    """SIGTERM (and SIGHUP) raise KeyboardInterrupt in the main thread while validating, as
+    Ctrl-C does: the run in progress is then killed with its whole process group (runs.run_once
+    starts it in its own session, so no signal sent to us reaches it) and the validation is
+    marked interrupted, never left `running` with hcrun and the program orphaned. Returns the
+    function that puts the previous handlers back; elsewhere (a thread of the service) nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    saved = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    return lambda: [signal.signal(s, h) for s, h in saved.items()]
 
 
 def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
@@ -101,6 +120,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         prog = program_for(db, row, argv)
         cands, notes = candidates(db, row, st, top, references, extra, progress)
         launcher = hcrun()
+        restore_signals = _terminate_as_interrupt()
         vid = db.add_validation(row["name"], row["objective"], prog.argv, prog.cwd, prog.stdin,
                                 runs)
         status = "failed"
@@ -112,8 +132,9 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
             status = "interrupted"
             raise
         finally:
-            if status != "done":
+            if status != "done":    # no summary, winner or verdict: never shown as a result
                 db.finish_validation(vid, status)
+            restore_signals()
         db.finish_validation(vid, "done", summary)
     return summary
 
