@@ -24,7 +24,8 @@ extern "C" {
 /* ---- BEGIN GENERATED from configs/trace_format.toml by hctune.trace.codegen ---- */
 #define HCT_MAGIC "\x48\x43\x54\x52\x41\x43\x45\x1a"
 #define HCT_MAGIC_LEN 8
-#define HCT_VERSION 1
+#define HCT_VERSION 2
+#define HCT_MIN_VERSION 1
 #define HCT_EXTENSION ".hct"
 /* [header] */
 #define HCT_MAGIC_OFFSET 0
@@ -38,6 +39,7 @@ extern "C" {
 #define HCT_COMMAND_OFFSET 36
 /* [flags] */
 #define HCT_FLAG_TIME 1
+#define HCT_FLAG_CLOCK 2
 /* [ops] */
 #define HCT_MALLOC 1
 #define HCT_CALLOC 2
@@ -47,6 +49,7 @@ extern "C" {
 /* [chunk] */
 #define HCT_CHUNK_MARKER 0xC1
 #define HCT_CHUNK_HEADER_MAX 51
+#define HCT_CLOCK_QUANTUM_NS 10000000
 /* [event] */
 #define HCT_OP_MASK 0x07
 #define HCT_GRANULE_BIT 0x08

@@ -71,7 +71,7 @@ static inline size_t hct_enc_chunk_header(const hct_enc *e, uint8_t *hdr, unsign
     p = hct_put_varint(p, e->first_seq);
     p = hct_put_varint(p, e->count);
     p = hct_put_varint(p, payload_len);
-    if (flags & HCT_FLAG_TIME)
+    if (flags & (HCT_FLAG_TIME | HCT_FLAG_CLOCK))
         p = hct_put_varint(p, e->base_time);
     return (size_t)(p - hdr);
 }

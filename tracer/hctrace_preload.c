@@ -1,7 +1,8 @@
 /* hctrace_preload.c — the LD_PRELOAD tracer (build/libhctrace.so).
  *
  *   HCTRACE_OUT=app.hct LD_PRELOAD=build/libhctrace.so ./app args
- *   (HCTRACE_TIME=1 adds a time stamp to every event)
+ *   (HCTRACE_TIME=1 adds an exact time stamp to every event; without it every chunk carries the
+ *    coarse time of its first event and spans at most HCT_CLOCK_QUANTUM_NS: the trace's clock)
  *   (HCTRACE_SUMMARY=1 also writes <trace>.sum at exit: the calls and bytes counted while
  *    recording, which `hctune profile` prints instead of reading the trace again)
  *   (HCTRACE_START_AFTER=S HCTRACE_DURATION=S record only a window of the run, see below)
@@ -223,6 +224,17 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The trace's clock (flags.CLOCK): CLOCK_MONOTONIC_COARSE, a read of the vDSO's copy of the
+ * kernel's tick (no system call, no TSC read), since the start; its resolution (a tick, 1-4 ms)
+ * is under the quantum, which is all the clock promises. */
+static uint64_t coarse_since_start(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return now > g_mono0 ? now - g_mono0 : 0;   /* the coarse clock lags the fine one */
+}
+
 static uint64_t next_seq(void)
 {
     if (__libc_single_threaded)
@@ -352,9 +364,18 @@ static void record(tbuf *t, uint8_t op, uint64_t seq, const void *ptr, const voi
         if (!t->dead)
             register_buf(t);
     }
+    uint64_t now;
+    if (g_flags & HCT_FLAG_TIME) {
+        now = mono_ns() - g_mono0;
+    } else {
+        /* the clock: a chunk whose first event is a quantum old is written first, so this
+         * event opens a new chunk with its own time (an idle thread's next event included) */
+        now = coarse_since_start();
+        if (t->len && now - t->enc.base_time >= HCT_CLOCK_QUANTUM_NS)
+            flush(t);
+    }
     if (unlikely(t->len + HCT_MAX_EVENT_BYTES > sizeof t->data))
         flush(t);
-    uint64_t now = (g_flags & HCT_FLAG_TIME) ? mono_ns() - g_mono0 : 0;
     uint8_t *end = hct_enc_event(&t->enc, t->data + t->len, g_flags, op, seq,
                                  (uint64_t)(uintptr_t)ptr, (uint64_t)(uintptr_t)old, size, align,
                                  now);
@@ -1032,7 +1053,7 @@ static void init(void)
     /* Time stamps are opt-in: clock_gettime costs more than the rest of the hook together
      * on machines without a vDSO clock (docs/tracing.md has the numbers). */
     const char *tm = getenv("HCTRACE_TIME");
-    g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : 0;
+    g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : HCT_FLAG_CLOCK;
     const char *sm = getenv("HCTRACE_SUMMARY");
     g_summary = sm && sm[0] == '1';
     g_mono0 = mono_ns();

@@ -160,7 +160,7 @@ static int index_chunks(hct_reader *r, uint64_t off, const char *path, char *err
         }
         if (!(p = hct_get_varint(p, end, &thread)) || !(p = hct_get_varint(p, end, &first)) ||
             !(p = hct_get_varint(p, end, &count)) || !(p = hct_get_varint(p, end, &plen)) ||
-            ((r->flags & HCT_FLAG_TIME) && !(p = hct_get_varint(p, end, &base))) ||
+            ((r->flags & (HCT_FLAG_TIME | HCT_FLAG_CLOCK)) && !(p = hct_get_varint(p, end, &base))) ||
             plen > r->len - (at + (uint64_t)(p - head))) {
             fail(err, errlen, "%s: truncated trace: chunk at offset %llu runs past the end of the "
                  "file (%llu bytes)", path, (unsigned long long)at, (unsigned long long)r->len);
@@ -237,9 +237,10 @@ hct_reader *hct_open(const char *path, char *err, size_t errlen)
     uint32_t clen = get_u32(h + HCT_COMMAND_LEN_OFFSET);
     if (memcmp(h + HCT_MAGIC_OFFSET, HCT_MAGIC, HCT_MAGIC_LEN) != 0) {
         fail(err, errlen, "%s: not an hctune trace (wrong magic bytes)", path);
-    } else if (get_u16(h + HCT_VERSION_OFFSET) != HCT_VERSION) {
-        fail(err, errlen, "%s: trace format version %u, this reader knows version %u", path,
-             get_u16(h + HCT_VERSION_OFFSET), HCT_VERSION);
+    } else if (get_u16(h + HCT_VERSION_OFFSET) < HCT_MIN_VERSION ||
+               get_u16(h + HCT_VERSION_OFFSET) > HCT_VERSION) {
+        fail(err, errlen, "%s: trace format version %u, this reader knows versions %u to %u",
+             path, get_u16(h + HCT_VERSION_OFFSET), HCT_MIN_VERSION, HCT_VERSION);
     } else if (hlen < HCT_COMMAND_OFFSET + (uint64_t)clen || hlen > r->len) {
         fail(err, errlen, "%s: truncated trace: header of %u bytes, file of %llu", path, hlen,
              (unsigned long long)r->len);
@@ -299,7 +300,7 @@ static inline __attribute__((always_inline)) int decode(hct_reader *r, cursor *k
     }
     if (e->op == HCT_MEMALIGN && !(p = hct_get_varint(p, end, &e->align)))
         goto corrupt;
-    e->time_ns = 0;
+    e->time_ns = k->prev_time;     /* flags.CLOCK: the chunk's base time; else 0 */
     if (r->flags & HCT_FLAG_TIME) {
         if (!(p = hct_get_varint(p, end, &v)))
             goto corrupt;

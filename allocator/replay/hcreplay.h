@@ -48,6 +48,13 @@ struct hcr_rop {
 static inline unsigned hcr_kind(const struct hcr_rop *r) { return *(const uint8_t *)&r->w; }
 static inline uint32_t hcr_arg(struct hcr_rop r) { return r.w >> HCR_ARG_SHIFT; }
 
+/* The trace's clock (a trace with flags.CLOCK or TIME): from op `op` on, the trace's time is
+ * `ns` (since it started); one tick wherever the time moved on by the clock's quantum, so a
+ * trace of an hour holds at most 360,000.  Loaded with the ops (hcr_load; not streamed). */
+struct hcr_tick {
+    uint64_t op, ns;
+};
+
 struct hcr_trace {
     struct hcr_rop *ops;
     size_t n_ops;
@@ -63,6 +70,8 @@ struct hcr_trace {
     uint64_t repaired;       /* an address handed out again while still live: implicit free */
     uint64_t threads;        /* distinct thread ids seen */
     uint32_t max_tid;        /* largest recorded thread id */
+    struct hcr_tick *ticks;  /* the clock (none: n_ticks 0) */
+    size_t n_ticks, ticks_cap;
     size_t ops_cap, sizes_cap, aligns_cap, op_thread_cap; /* mapped lengths (elements) */
     char command[512];
 };
@@ -142,10 +151,23 @@ struct hcr_curve {
     uint64_t ops;       /* ops the samples stand for */
     uint64_t samples;
     double sum;         /* sum of (RSS over base) x ops it stands for */
+    /* with the trace's clock (single-thread replays of a clocked trace), the mean is over the
+     * trace's time instead: between two samples the RSS is taken as moving linearly with the
+     * ops, and each stretch of time between ops weighs the RSS of that point (so an idle phase
+     * weighs the heap the program held through it, however few its ops) */
+    const struct hcr_tick *ticks;
+    size_t n_ticks, next_tick;
+    uint64_t pos;       /* ops replayed so far (the trace's op index) */
+    double prev_rss;    /* the previous sample (over base) */
+    double area;        /* sum of RSS over base x ns */
+    uint64_t span_ns;   /* the trace's time the ticks covered */
 };
 extern struct hcr_curve hcr_curve;
 /* One sample standing for the `ops` ops just replayed (reads /proc/self/statm, no malloc). */
 void hcr_curve_sample(uint64_t ops);
+/* The mean RSS over base of the curve so far: time-weighted when the clock covered some time
+ * (*by_time = 1), else weighted by ops; -1 with no sample. */
+double hcr_curve_mean(int *by_time);
 
 /* Resident memory of this process, from /proc/self/status (bytes; 0 if unreadable). */
 uint64_t hcr_vm_rss(void);

@@ -379,6 +379,20 @@ static int add_event(struct loader *L, const hct_event *ev)
     }
 }
 
+/* The clock: a tick where the trace's time has moved on by the clock's quantum since the last
+ * one (threads' chunks interleave, so a time behind the last tick is not one); 0, or -1 when
+ * out of memory. */
+static int clock_tick(struct hcr_trace *t, uint64_t ns)
+{
+    if (t->n_ticks && ns < t->ticks[t->n_ticks - 1].ns + HCT_CLOCK_QUANTUM_NS)
+        return 0;
+    if (t->n_ticks == t->ticks_cap &&
+        grow((void **)&t->ticks, &t->ticks_cap, sizeof *t->ticks))
+        return -1;
+    t->ticks[t->n_ticks++] = (struct hcr_tick){t->n_ops, ns};
+    return 0;
+}
+
 int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
@@ -397,9 +411,10 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
     }
     hct_event ev;
     int got;
+    const int clocked = (hct_flags(r) & (HCT_FLAG_TIME | HCT_FLAG_CLOCK)) != 0;
     while ((got = hct_next(r, &ev)) == 1) {
         t->events++;
-        int e = add_event(&L, &ev);
+        int e = clocked && clock_tick(t, ev.time_ns) ? -1 : add_event(&L, &ev);
         if (e < 0) {
             if (L.limit)
                 snprintf(err, errlen, "%s: %s", path, L.limit);

@@ -229,12 +229,16 @@ static int report(const struct measured *m, int json)
         put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
     put(", \"final_rss_bytes\": %llu",
         (unsigned long long)(m->rss_first > base ? m->rss_first - base : 0));
-    /* the time-weighted mean RSS of the first repeat over the baseline, the trace's op order
-       as the clock (hcr_curve) */
-    if (hcr_curve.ops)
-        put(", \"mean_rss_bytes\": %.0f", hcr_curve.sum / (double)hcr_curve.ops);
+    /* the mean RSS of the first repeat over the baseline, weighted by the trace's time (its
+       clock) or, without one, by its ops (hcr_curve) */
+    int by_time;
+    double mean = hcr_curve_mean(&by_time);
+    if (mean >= 0)
+        put(", \"mean_rss_bytes\": %.0f", mean);
     else
         put(", \"mean_rss_bytes\": null");
+    put(", \"mean_rss_weight\": \"%s\", \"trace_seconds\": %.3f", by_time ? "time" : "ops",
+        (double)hcr_curve.span_ns / 1e9);
     put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t->max_live_bytes, (unsigned long long)t->max_live_objects,
@@ -420,6 +424,8 @@ int main(int argc, char **argv)
     hcr_curve = (struct hcr_curve){.every = t.n_ops / CURVE_SAMPLES > CURVE_MIN_OPS
                                                 ? t.n_ops / CURVE_SAMPLES : CURVE_MIN_OPS,
                                    .base = m.base_rss};
+    if (!mt)    /* the ops in the trace's order: its clock weighs the curve */
+        hcr_curve.ticks = t.ticks, hcr_curve.n_ticks = t.n_ticks;
     for (long r = 0; r < repeat; r++) {
         if (r == 1)
             hcr_curve.every = 0;

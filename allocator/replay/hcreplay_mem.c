@@ -71,10 +71,41 @@ static uint64_t statm_rss(void)
     return pages * (uint64_t)page;
 }
 
+/* The trace's time between the previous sample (at op a) and this one (at op b = a + ops):
+ * every tick in (a, b] ends a stretch of time spent after op tick-1, whose RSS is taken on the
+ * line from the previous sample's to this one's. */
+static void curve_clock(double rss, uint64_t ops)
+{
+    struct hcr_curve *c = &hcr_curve;
+    uint64_t a = c->pos, b = a + ops;
+    for (; c->next_tick < c->n_ticks && c->ticks[c->next_tick].op <= b; c->next_tick++) {
+        size_t k = c->next_tick;
+        if (k == 0)
+            continue;                   /* the trace's first op: its time starts the clock */
+        uint64_t i = c->ticks[k].op, dt = c->ticks[k].ns - c->ticks[k - 1].ns;
+        double r = c->prev_rss + (rss - c->prev_rss) * (double)(i - a) / (double)(b - a);
+        c->area += r * (double)dt;
+        c->span_ns += dt;
+    }
+    c->pos = b;
+    c->prev_rss = rss;
+}
+
 void hcr_curve_sample(uint64_t ops)
 {
     uint64_t rss = statm_rss();
-    hcr_curve.sum += (double)(rss > hcr_curve.base ? rss - hcr_curve.base : 0) * (double)ops;
+    double over = (double)(rss > hcr_curve.base ? rss - hcr_curve.base : 0);
+    hcr_curve.sum += over * (double)ops;
     hcr_curve.ops += ops;
     hcr_curve.samples++;
+    if (hcr_curve.n_ticks && ops)
+        curve_clock(over, ops);
+}
+
+double hcr_curve_mean(int *by_time)
+{
+    *by_time = hcr_curve.span_ns > 0;
+    if (*by_time)
+        return hcr_curve.area / (double)hcr_curve.span_ns;
+    return hcr_curve.ops ? hcr_curve.sum / (double)hcr_curve.ops : -1;
 }

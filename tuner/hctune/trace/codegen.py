@@ -23,6 +23,7 @@ def block(s: dict | None = None) -> str:
     out.append("#define HCT_MAGIC \"" + "".join(f"\\x{b:02x}" for b in magic) + "\"\n")
     out.append(f"#define HCT_MAGIC_LEN {len(magic)}\n")
     out.append(f"#define HCT_VERSION {s['format']['version']}\n")
+    out.append(f"#define HCT_MIN_VERSION {s['format']['min_version']}\n")
     out.append(f"#define HCT_EXTENSION \"{s['format']['extension']}\"\n")
     for section, prefix in (("header", "HCT_"), ("flags", "HCT_FLAG_"), ("ops", "HCT_"),
                             ("chunk", "HCT_"), ("event", "HCT_")):

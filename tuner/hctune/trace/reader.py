@@ -81,9 +81,9 @@ def parse_header(data: bytes, name: str) -> Header:
     if data[H["MAGIC_OFFSET"]:H["MAGIC_OFFSET"] + len(spec.MAGIC)] != spec.MAGIC:
         raise TraceError(f"{name}: not an hctune trace (wrong magic bytes)")
     (version,) = struct.unpack_from("<H", data, H["VERSION_OFFSET"])
-    if version != spec.VERSION:
-        raise TraceError(f"{name}: trace format version {version}, this reader knows version "
-                         f"{spec.VERSION}")
+    if not spec.MIN_VERSION <= version <= spec.VERSION:
+        raise TraceError(f"{name}: trace format version {version}, this reader knows versions "
+                         f"{spec.MIN_VERSION} to {spec.VERSION}")
     (flags,) = struct.unpack_from("<H", data, H["FLAGS_OFFSET"])
     (hlen,) = struct.unpack_from("<I", data, H["HEADER_LEN_OFFSET"])
     pid, ppid = struct.unpack_from("<II", data, H["PID_OFFSET"])
@@ -126,7 +126,7 @@ class Trace:
 
     def _index(self, name: str) -> list[_Chunk]:
         pos, end = self.header.header_len, self._size
-        timed = bool(self.header.flags & spec.FLAG_TIME)
+        timed = bool(self.header.flags & (spec.FLAG_TIME | spec.FLAG_CLOCK))   # a base time
         chunks = []
         f = open(self.path, "rb") if end > len(self._head) else None
         try:
@@ -194,7 +194,7 @@ class Trace:
                 if timed:
                     dt, pos = _varint(data, pos, end)
                     t += dt
-                yield Event(seq, c.thread, op, ptr, old, size, align, t if timed else 0)
+                yield Event(seq, c.thread, op, ptr, old, size, align, t)
             if pos != end:
                 raise IndexError
         except IndexError:

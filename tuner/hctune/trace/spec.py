@@ -20,9 +20,12 @@ def load() -> dict:
 _S = load()
 MAGIC = bytes(_S["format"]["magic"])
 VERSION = _S["format"]["version"]
+MIN_VERSION = _S["format"]["min_version"]
 EXTENSION = _S["format"]["extension"]
 H = _S["header"]
 FLAG_TIME = _S["flags"]["TIME"]
+FLAG_CLOCK = _S["flags"]["CLOCK"]
+CLOCK_QUANTUM_NS = _S["chunk"]["CLOCK_QUANTUM_NS"]
 OPS = dict(_S["ops"])                      # name -> code
 OP_NAMES = {v: k.lower() for k, v in OPS.items()}  # code -> "malloc", ...
 MALLOC, CALLOC, REALLOC, FREE, MEMALIGN = (OPS[k] for k in

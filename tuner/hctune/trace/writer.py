@@ -59,9 +59,12 @@ class Writer:
     Sequence numbers are given in call order, so events are written in global order."""
 
     def __init__(self, path: str | os.PathLike, command: str = "", pid: int = 0, ppid: int = 0,
-                 start_time_ns: int | None = None, timed: bool = False):
+                 start_time_ns: int | None = None, timed: bool = False, clock: bool = False):
+        """timed: every event's time_ns written (flags.TIME); clock: the trace's coarse clock
+        (flags.CLOCK), each chunk carrying its first event's time_ns and spanning less than
+        spec.CLOCK_QUANTUM_NS, as the tracer writes it; neither: no time at all."""
         self.path = Path(path)
-        self.flags = spec.FLAG_TIME if timed else 0
+        self.flags = spec.FLAG_TIME if timed else spec.FLAG_CLOCK if clock else 0
         self.events = 0
         self._seq = 0
         self._chunks: dict[int, _Chunk] = {}
@@ -81,6 +84,9 @@ class Writer:
         c = self._chunks.get(thread)
         if c is None:
             c = self._chunks[thread] = _Chunk(thread)
+        if (self.flags & spec.FLAG_CLOCK and c.count
+                and time_ns - c.base_time >= spec.CLOCK_QUANTUM_NS):
+            self._flush(c)
         seq = self._seq
         self._seq += 1
         if c.count == 0:
@@ -138,7 +144,7 @@ class Writer:
         head = bytearray([spec.CHUNK_MARKER])
         for v in (c.thread, c.first_seq, c.count, len(c.payload)):
             _varint(v, head)
-        if self.flags & spec.FLAG_TIME:
+        if self.flags & (spec.FLAG_TIME | spec.FLAG_CLOCK):
             _varint(c.base_time, head)
         self._f.write(head)
         self._f.write(c.payload)
@@ -170,7 +176,8 @@ class Writer:
 
 def tile(src: str | os.PathLike, dst: str | os.PathLike, times: int) -> Path:
     """Write dst: the events of the untimed trace src, `times` over, one copy after the other
-    (each copy's chunks with their seq shifted past the previous copy's).  A big trace at disk
+    (each copy's chunks with their seq shifted past the previous copy's, and with the clock,
+    their base times past the previous copy's).  A big trace at disk
     speed, for tests and benchmarks of traces larger than memory: src should free what it
     allocates, or each copy after the first allocates at live addresses."""
     data = Path(src).read_bytes()
@@ -178,12 +185,13 @@ def tile(src: str | os.PathLike, dst: str | os.PathLike, times: int) -> Path:
     flags = struct.unpack_from("<H", data, spec.H["FLAGS_OFFSET"])[0]
     if flags & spec.FLAG_TIME:
         raise TraceError(f"{src}: tile needs an untimed trace")
-    chunks = []                      # (thread, first_seq, count, payload)
-    pos, last = hlen, 0
+    clock = bool(flags & spec.FLAG_CLOCK)
+    chunks = []                      # (thread, first_seq, count, payload, base_time)
+    pos, last, span = hlen, 0, 0
     while pos < len(data):
         pos += 1                     # the chunk marker
         fields = []
-        for _ in range(4):
+        for _ in range(5 if clock else 4):
             v = shift = 0
             while True:
                 b = data[pos]
@@ -193,18 +201,22 @@ def tile(src: str | os.PathLike, dst: str | os.PathLike, times: int) -> Path:
                 if not b & 0x80:
                     break
             fields.append(v)
-        thread, first, count, plen = fields
-        chunks.append((thread, first, count, data[pos:pos + plen]))
+        thread, first, count, plen = fields[:4]
+        base = fields[4] if clock else 0
+        chunks.append((thread, first, count, data[pos:pos + plen], base))
         last = max(last, first + count)
+        span = max(span, base + spec.CLOCK_QUANTUM_NS)
         pos += plen
     tmp = Path(dst).with_name(f".{Path(dst).name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data[:hlen])
         for k in range(times):
-            for thread, first, count, payload in chunks:
+            for thread, first, count, payload, base in chunks:
                 head = bytearray([spec.CHUNK_MARKER])
                 for v in (thread, first + k * last, count, len(payload)):
                     _varint(v, head)
+                if clock:
+                    _varint(base + k * span, head)
                 f.write(head)
                 f.write(payload)
     os.replace(tmp, dst)
