@@ -29,7 +29,7 @@
  *
  * Crashes and threads still running at exit: every thread's buffer is in a registry
  * (g_bufs).  At exit, and when the process dies of a fatal signal (SIGSEGV, SIGBUS, SIGABRT,
- * SIGFPE, SIGILL), the thread that ends it stops every other thread from recording (g_stop,
+ * SIGFPE, SIGILL, and SIGTERM or SIGINT left at their default), the thread that ends it stops every other thread from recording (g_stop,
  * made visible to them by membarrier(2): their hooks pay no atomic instruction for it), waits
  * for those in the middle of recording an event to finish it, and writes all buffers.  The signal handlers are ours
  * from start-up, on an alternate stack (a stack overflow still gets its trace written); a
@@ -902,8 +902,10 @@ static void at_exit_flush(void)
         write_all_buffers();
 }
 
-/* The fatal signals: what the program asked for each (it never sees our handler). */
-static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+/* The fatal signals: what the program asked for each (it never sees our handler).  SIGTERM
+ * and SIGINT too: a server stopped by them (hctune profile --load stops it with TERM) that
+ * leaves them at their default action still gets its trace written. */
+static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT};
 static struct sigaction g_prog[NSIG];
 static int g_handlers;               /* 1 once ours are installed */
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);

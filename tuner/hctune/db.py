@@ -417,7 +417,10 @@ class Database:
         the file's contents are stored too (hc_trace_data), when the file is here."""
         path = str(Path(path).resolve())
         inv = invocation or {}
-        inv_cols = {"argv": json.dumps(inv["argv"]) if inv.get("argv") else None,
+        # a server's (hctune profile --load): {"argv": [...], "server": {load, ready, ...}}
+        argv = {"argv": inv["argv"], "server": inv["server"]} if inv.get("server") else \
+            inv.get("argv")
+        inv_cols = {"argv": json.dumps(argv) if inv.get("argv") else None,
                     "cwd": inv.get("cwd"), "stdin": inv.get("stdin")}
         with self.transaction() as c:
             tid = c.execute("SELECT id FROM hc_traces WHERE sha256 = :sha", sha=sha256).scalar()
@@ -449,8 +452,13 @@ class Database:
         for traces that were imported or recorded before hctune kept it."""
         if trace_row is None or not trace_row["argv_json"]:
             return None
-        return {"argv": json.loads(trace_row["argv_json"]), "cwd": trace_row["cwd"],
-                "stdin": trace_row["stdin_path"]}
+        argv = json.loads(trace_row["argv_json"])
+        server = argv.get("server") if isinstance(argv, dict) else None
+        out = {"argv": argv["argv"] if isinstance(argv, dict) else argv, "cwd": trace_row["cwd"],
+               "stdin": trace_row["stdin_path"]}
+        if server:
+            out["server"] = server    # a server: its load, readiness and stop signal
+        return out
 
     def set_trace_stats(self, trace_id: int, stats: dict):
         with self.transaction() as c:

@@ -16,6 +16,7 @@ computed by the first command that needs them (register.named stores them then).
 from __future__ import annotations
 
 import hashlib
+import signal as signal_module
 import os
 import shutil
 import stat
@@ -251,14 +252,19 @@ def invocation(argv: list[str]) -> dict:
 def profile(argv: list[str], out: str | Path | None = None, tracer: str = "preload",
             db_path: str | Path = "hctune.db", timestamps: bool = False,
             start_after: float | None = None, duration: float | None = None,
-            toggle_signal: int | None = None, period: float | None = None) -> Profile:
+            toggle_signal: int | None = None, period: float | None = None,
+            server: "ServerLoad | None" = None) -> Profile:
     """Run argv under the tracer; move, register and summarise its traces.  start_after,
     duration (seconds): record only that window of the run; the trace then begins with one
     allocation per block live when the window opened (docs/tracing.md).  toggle_signal: each
     time the program gets that signal a shut window opens or an open one shuts (or after
     duration).  period (with duration): time slices, a window of duration every period from
     start_after; between windows the trace keeps only frees of blocks it has, and each window
-    opens with the blocks allocated since that are still live."""
+    opens with the blocks allocated since that are still live.  server: argv is a server,
+    started, loaded and stopped as `server` says (run_server); its load and readiness commands
+    are recorded with the trace."""
+    if server is not None:
+        server.check()
     if not argv:
         raise HctuneError("no program given: hctune profile ./app args...")
     program = find_program(argv[0])
@@ -278,7 +284,13 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
         t0 = time.perf_counter()
         hasher.start()
         try:
-            rc = _run(cmd, env)
+            if server is None:
+                rc = _run(cmd, env)
+            else:
+                res = run_server(cmd, env, server)
+                if res.problem:
+                    raise ServerError(res.problem)
+                rc = 0      # stopped as asked (by its stop signal or after it): a whole run
         finally:
             hasher.done.set()
         t_exit, cpu_exit = time.perf_counter(), time.process_time()
@@ -319,8 +331,305 @@ def profile(argv: list[str], out: str | Path | None = None, tracer: str = "prelo
             register(db_path, dest, tracer, st, sha=sha, full=False)
             others.append((dest, st))
     main_dest, main_st, main_sha = next((d, s, h) for d, s, m, h in placed if m)
-    main_id, _ = register(db_path, main_dest, tracer, main_st, invocation(argv), sha=main_sha,
-                          full=False)
+    inv = invocation(argv)
+    if server is not None:
+        inv["server"] = server.to_dict()
+    main_id, _ = register(db_path, main_dest, tracer, main_st, inv, sha=main_sha, full=False)
     return Profile(code, main_dest, main_id, main_st, others, skipped, died_of,
                    t_exit - t0, time.perf_counter() - t_exit, time.process_time() - cpu_exit)
 
+
+
+# ---- servers under their own load (issue 31; docs/servers.md) ----
+
+SAMPLE_EVERY = 0.1          # seconds between two samples of a server's RSS
+READY_TIMEOUT = 30.0        # seconds the --ready command has to succeed
+STOP_GRACE = 10.0           # seconds after the stop signal before SIGKILL
+_CLIENT_DROP = ("LD_PRELOAD", "HCTRACE_")   # the load never runs under the tracer/candidate
+
+
+@dataclass
+class ServerLoad:
+    """A long-running program and the client that loads it: `load` (a shell command, run
+    outside the tracer or candidate), `ready` (a shell command that exits 0 once the server
+    answers), the signal that stops it, and seconds of warm-up between ready and the load."""
+    load: str
+    ready: str | None = None
+    stop_signal: int = 15
+    warmup: float = 0.0
+    ready_timeout: float = READY_TIMEOUT
+
+    def to_dict(self) -> dict:
+        return {"load": self.load, "ready": self.ready, "stop_signal": self.stop_signal,
+                "warmup": self.warmup, "ready_timeout": self.ready_timeout}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "ServerLoad | None":
+        if not d:
+            return None
+        return cls(d["load"], d.get("ready"), int(d.get("stop_signal", 15)),
+                   float(d.get("warmup", 0.0)), float(d.get("ready_timeout", READY_TIMEOUT)))
+
+    def check(self) -> "ServerLoad":
+        """One-line errors for a load or readiness command whose program is not there."""
+        import shlex
+        for opt, cmd in (("--load", self.load), ("--ready", self.ready)):
+            if cmd is None:
+                continue
+            try:
+                words = shlex.split(cmd)
+            except ValueError as e:
+                raise HctuneError(f"{opt} {cmd!r}: {e}") from None
+            while words and "=" in words[0] and not words[0].startswith(("/", ".")):
+                words = words[1:]              # VAR=value before the program
+            if not words:
+                raise HctuneError(f"{opt} is empty")
+            name = words[0]
+            if os.sep in name:
+                if not (os.path.isfile(name) and os.access(name, os.X_OK)):
+                    raise HctuneError(f"{opt} command not found: {name}")
+            elif shutil.which(name) is None and name not in _SHELL_WORDS:
+                raise HctuneError(f"{opt} command not found: {name}")
+        if not 0 <= self.warmup <= 1e6:
+            raise HctuneError(f"--warmup must be seconds from 0, not {self.warmup:g}")
+        if not 0 < self.ready_timeout <= 1e6:
+            raise HctuneError(f"--ready-timeout must be seconds above 0, not "
+                              f"{self.ready_timeout:g}")
+        return self
+
+
+_SHELL_WORDS = {"cd", "exec", "exit", "true", "false", "test", "[", "echo", "printf", "read",
+                "for", "while", "if", "set", "export", "sleep", ":", "."}
+
+
+class ServerError(HctuneError):
+    """The server never got ready, died, or its load failed: one line."""
+
+
+@dataclass
+class ServerRun:
+    """One server run under its load: the load's wall time, exit status and stdout, the server's
+    RSS (every process of its session) sampled every SAMPLE_EVERY s from start to stop, its own
+    exit status and CPU time."""
+    load_wall_s: float = 0.0
+    load_status: int | None = None
+    load_stdout: Path | None = None
+    load_last_line: str = ""
+    server_status: int | None = None       # Popen's: negative for a signal
+    server_user_s: float = 0.0
+    server_sys_s: float = 0.0
+    curve: list = field(default_factory=list)   # [(seconds since the load began, RSS bytes)]
+    problem: str | None = None
+    leftovers: int = 0                      # processes of its session killed after the stop
+
+    def rss(self) -> dict:
+        """mean (time-weighted over the load), peak, p95 and final RSS of the curve."""
+        pts = [(t, r) for t, r in self.curve if t >= 0]
+        if not pts:
+            return {"mean": None, "peak": None, "p95": None, "final": None, "samples": 0}
+        vals = sorted(r for _, r in pts)
+        area = sum((t2 - t1) * r1 for (t1, r1), (t2, _) in zip(pts, pts[1:]))
+        span = pts[-1][0] - pts[0][0]
+        mean = area / span if span > 0 else float(pts[-1][1])
+        return {"mean": mean, "peak": max(r for _, r in self.curve), "final": pts[-1][1],
+                "p95": vals[min(len(vals) - 1, int(0.95 * len(vals)))], "samples": len(pts)}
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def session_processes(sid: int) -> dict[int, int]:
+    """pid -> RSS bytes of every live (not zombie) process of session `sid`."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) != sid or fields[0] == b"Z":
+                continue
+            with open(f"/proc/{name}/statm", "rb") as f:
+                out[int(name)] = int(f.read().split()[1]) * _PAGE
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def client_env(base: dict | None = None) -> dict:
+    """The environment of the load and readiness commands: ours, without the tracer or a
+    candidate allocator."""
+    return {k: v for k, v in (base or os.environ).items() if not k.startswith(_CLIENT_DROP)}
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
+def _status_words(rc: int) -> str:
+    return f"signal {-rc}" if rc < 0 else f"status {rc}"
+
+
+def _stop(proc: subprocess.Popen, sig: int, grace: float, run: ServerRun) -> None:
+    """Stop the server: `sig`, then SIGKILL to its whole session after `grace` s; returns once
+    no process of its session is left (its CPU time and exit status into `run`)."""
+    def reap(block: bool) -> bool:
+        if proc.returncode is not None:
+            return True
+        try:
+            pid, status, ru = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            return False
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        run.server_status = proc.returncode
+        run.server_user_s, run.server_sys_s = ru.ru_utime, ru.ru_stime
+        return True
+    if not reap(False):
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace
+        while not reap(False) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    left = [p for p in session_processes(proc.pid) if p != proc.pid]
+    run.leftovers = len(left)
+    for _ in range(250):                     # bounded: 5 s
+        for p in [proc.pid, *left]:
+            try:
+                os.kill(p, signal_module.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        reap(False)
+        left = [p for p in session_processes(proc.pid) if p != proc.pid]
+        if proc.returncode is not None and not left:
+            return
+        time.sleep(0.02)
+    reap(True)
+
+
+def run_server(cmd: list[str], env: dict, spec_: ServerLoad, cwd: str | None = None,
+               workdir: Path | None = None, timeout: float | None = None,
+               sample: bool = False) -> ServerRun:
+    """Start `cmd` (the server, with `env`: the tracer's or a candidate's) in its own session,
+    wait until `spec_.ready` exits 0, run `spec_.load` (client environment), then stop the
+    server with its stop signal and make sure nothing of its session is left. With `sample`,
+    the RSS of all its processes every SAMPLE_EVERY s. Problems (never ready, died, a load that
+    failed or timed out) go into .problem, one line; the server is stopped in every case."""
+    own = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="hctune-server-")) if own else workdir
+    run = ServerRun(load_stdout=work / "load.out")
+    srv_log = work / "server.log"
+    t_start = time.monotonic()
+    try:
+        with open(srv_log, "wb") as log:
+            try:
+                proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=log, start_new_session=True)
+            except OSError as e:
+                run.problem = f"cannot run {cmd[0]}: {e.strerror}"
+                return run
+        try:
+            run.problem = _until_ready(proc, spec_, cwd, srv_log, run, sample, t_start)
+            if run.problem is None:
+                run.problem = _load(proc, spec_, cwd, work, srv_log, run, sample, timeout)
+        finally:
+            _stop(proc, spec_.stop_signal, STOP_GRACE, run)
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+def _died(proc, srv_log, when: str) -> str:
+    last = _last_line(srv_log)
+    return (f"the server exited {when} ({_status_words(proc.returncode)})"
+            + (f": {last}" if last else ""))
+
+
+def _until_ready(proc, spec_, cwd, srv_log, run, sample, t_start) -> str | None:
+    deadline = t_start + spec_.ready_timeout
+    env = client_env()
+    while True:
+        if proc.poll() is not None:
+            return _died(proc, srv_log, "at once")
+        if spec_.ready is None:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return (f"the server did not get ready in {spec_.ready_timeout:g} s (--ready "
+                    f"{spec_.ready!r} never exited 0)")
+        try:
+            r = subprocess.run(["sh", "-c", spec_.ready], env=env, cwd=cwd,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=max(0.5, min(5.0, left)),
+                               start_new_session=True)
+            if r.returncode == 0:
+                break
+            if r.returncode == 127:
+                return f"--ready command not found: {spec_.ready}"
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.05)
+    end = time.monotonic() + spec_.warmup
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return _died(proc, srv_log, "during the warm-up")
+        if sample:
+            run.curve.append((time.monotonic() - end, sum(session_processes(proc.pid).values())))
+        time.sleep(min(SAMPLE_EVERY, max(0.0, end - time.monotonic())))
+    return None
+
+
+def _load(proc, spec_, cwd, work, srv_log, run, sample, timeout) -> str | None:
+    out, err = work / "load.out", work / "load.err"
+    t0 = time.monotonic()
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        load = subprocess.Popen(["sh", "-c", spec_.load], env=client_env(), cwd=cwd,
+                                stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                start_new_session=True)
+    problem = None
+    try:
+        while True:
+            if sample:
+                run.curve.append((time.monotonic() - t0,
+                                  sum(session_processes(proc.pid).values())))
+            try:
+                load.wait(timeout=SAMPLE_EVERY)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if proc.poll() is not None:
+                problem = _died(proc, srv_log, "during the load")
+                break
+            if timeout is not None and time.monotonic() - t0 > timeout:
+                problem = f"the load timed out after {timeout:g} s"
+                break
+    finally:
+        if load.poll() is None:
+            try:
+                os.killpg(load.pid, signal_module.SIGKILL)
+            except ProcessLookupError:
+                pass
+            load.wait()
+    run.load_wall_s = time.monotonic() - t0
+    run.load_status = load.returncode
+    run.load_last_line = _last_line(err) or _last_line(out)
+    if sample and proc.poll() is None:
+        run.curve.append((run.load_wall_s, sum(session_processes(proc.pid).values())))
+    if problem is None and proc.poll() is not None:
+        problem = _died(proc, srv_log, "during the load")
+    if problem is None and load.returncode == 127:
+        problem = f"--load command not found: {spec_.load}"
+    if problem is None and load.returncode != 0:
+        problem = (f"the load failed ({_status_words(load.returncode)})"
+                   + (f": {run.load_last_line}" if run.load_last_line else ""))
+    return problem

@@ -7,7 +7,45 @@ import signal
 import click
 
 from hctune.errors import HctuneError
-from hctune.profile import profile
+from hctune.profile import READY_TIMEOUT, ServerLoad, profile
+
+
+def stop_signal(name: str) -> int:
+    """TERM, SIGTERM or 15 -> 15; one line for anything else."""
+    n = name.upper()
+    try:
+        return int(n) if n.isdigit() else int(signal.Signals[n if n.startswith("SIG")
+                                                             else f"SIG{n}"])
+    except (KeyError, ValueError):
+        raise HctuneError(f"--stop-signal: not a signal: {name}") from None
+
+
+def server_options(f):
+    """--load, --ready, --stop-signal, --warmup, --ready-timeout (profile and validate)."""
+    for opt in reversed([
+        click.option("--load", "load", metavar="'CMD'",
+                     help="PROGRAM is a server: run this shell command as its load (outside "
+                          "the tracer or candidate allocator), then stop the server."),
+        click.option("--ready", "ready", metavar="'CMD'",
+                     help="With --load: run this shell command until it exits 0 before the "
+                          "load (the server is ready)."),
+        click.option("--ready-timeout", type=float, default=READY_TIMEOUT, show_default=True,
+                     metavar="S", help="With --ready: seconds it has to succeed."),
+        click.option("--stop-signal", "stop_sig", default="TERM", show_default=True,
+                     help="With --load: the signal that stops the server (KILL after 10 s)."),
+        click.option("--warmup", type=float, default=0.0, metavar="S",
+                     help="With --load: seconds between ready and the load."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def server_load(load, ready, ready_timeout, stop_sig, warmup) -> ServerLoad | None:
+    if load is None:
+        if ready is not None:
+            raise HctuneError("--ready needs --load (the server's load command)")
+        return None
+    return ServerLoad(load, ready, stop_signal(stop_sig), warmup, ready_timeout).check()
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True,
@@ -30,16 +68,19 @@ from hctune.profile import profile
 @click.option("--period", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Time slices: record --duration seconds of every SECONDS (from "
                    "--start-after); each slice opens with the blocks then live.")
+@server_options
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, output, tracer, timestamps, start_after, duration, toggle, period, program,
-            args):
+def command(ctx, output, tracer, timestamps, start_after, duration, toggle, period, load, ready,
+            ready_timeout, stop_sig, warmup, program, args):
     """Run PROGRAM ARGS as is, recording every malloc/calloc/realloc/free/memalign.
 
     Options after PROGRAM belong to it (a `--` before PROGRAM also works).  Exits with the
-    program's exit code; the traces are registered in the results database.
+    program's exit code; the traces are registered in the results database.  A server:
+    `hctune profile --load 'CMD' [--ready 'CMD'] -- SERVER ARGS` (docs/servers.md).
     """
+    server = server_load(load, ready, ready_timeout, stop_sig, warmup)
     sig = signal.Signals[f"SIG{toggle}"] if toggle else None
     if sig and period:
         raise HctuneError("--period and --signal do not go together: slices come by the clock")
@@ -48,7 +89,7 @@ def command(ctx, output, tracer, timestamps, start_after, duration, toggle, peri
                    f"(kill -{toggle} <its pid>) and stops at the next; each later one opens "
                    "or shuts a window again", err=True)
     p = profile([program, *args], output, tracer, ctx.obj["db_path"], timestamps,
-                start_after, duration, sig, period)
+                start_after, duration, sig, period, server)
     s = p.main_stats
     if sig and not s["events"]:
         click.echo(f"hctune: warning: nothing recorded: the program made no allocator call "
