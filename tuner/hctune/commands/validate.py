@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hctune import validate as _validate
+from hctune.commands.profile import server_load, server_options
 from hctune.validate.stats import CURVE_MEASURES
 
 
@@ -75,6 +76,9 @@ def show(s: dict, console: Console):
     prog = " ".join(s["program"]["argv"])
     console.print(escape(f"study {s['study']} ({s['objective']}); program: {prog}"
                          + (f" < {s['program']['stdin']}" if s["program"]["stdin"] else "")))
+    if s["program"].get("server"):
+        console.print(escape(f"a server, under its load: {s['program']['server']['load']} "
+                             "(wall = the load's time; RSS = all its processes, every 100 ms)"))
     console.print(f"{s['runs']} interleaved runs each; medians; ratios over 95 % CI (paired "
                   "bootstrap), * = significant; replay = the search's prediction vs glibc "
                   "(time, footprint); use = recommended, emitted = what emit writes")
@@ -164,10 +168,12 @@ def progress_bar(console: Console):
               help="perf/pareto: choose on the wall time, or on the program's user + sys CPU "
                    "time (steadier than wall time when other work loads the machine).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@server_options
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def command(ctx, study_name, objective, top, runs, max_memory_overhead, references, libs, timeout,
-            memory_measure, time_measure, as_json, program):
+            memory_measure, time_measure, as_json, load, ready, ready_timeout, stop_sig, warmup,
+            program):
     """Run the real program under the study's best settings, generic HC, glibc and the others.
 
     The program is the profiled command (same arguments, directory and stdin file) unless
@@ -181,12 +187,14 @@ def command(ctx, study_name, objective, top, runs, max_memory_overhead, referenc
         if not sep or not name or not path:
             raise click.UsageError(f"--lib takes NAME=PATH, not {item!r}")
         extra.append((name, path))
+    server = server_load(load, ready, ready_timeout, stop_sig, warmup)
     prog, progress = progress_bar(Console(stderr=True))
     with prog:
         s = _validate.validate(ctx.obj["db_path"], study_name, top, runs, list(program) or None,
                                references, extra, max_memory_overhead, timeout, progress,
                                objective=objective, memory_measure=memory_measure,
-                               time_measure=time_measure)
+                               time_measure=time_measure,
+                               server=server.to_dict() if server else None)
     if as_json:
         click.echo(json.dumps(s, indent=2, sort_keys=True))
     else:

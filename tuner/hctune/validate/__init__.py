@@ -43,7 +43,7 @@ from hctune.errors import HctuneError
 from hctune.search.objective import MEMORY_MEASURES
 from hctune.validate.candidates import (DEFAULT_TOP, REFERENCES, Candidate, _distinct, _spread,  # noqa: F401
                                        candidates, tuned_trials)
-from hctune.validate.launcher import HCRUN_SOURCE, hcrun  # noqa: F401
+from hctune.validate.launcher import HCRUN_SOURCE, hcrun, libraries  # noqa: F401
 from hctune.validate.program import Program, check_program, program_for  # noqa: F401
 from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS, _kill_group, run_once, run_rounds  # noqa: F401
 from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci  # noqa: F401
@@ -89,7 +89,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              extra=(), memory_limit: float | None = None, timeout: float | None = None,
              progress=None, seed: int = 0, storage: str | None = None,
              objective: str | None = None, memory_measure: str | None = None,
-             time_measure: str = "wall") -> dict:
+             time_measure: str = "wall", server: dict | None = None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
     on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
@@ -98,7 +98,8 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
     `objective` without `study`: the latest study of that objective on the latest traces;
     `memory_measure` (peak | mean | final): mem's measure, default the study's;
     `time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user + sys
-    CPU time."""
+    CPU time; `server`: the program is a server loaded as this says (profile.ServerLoad's dict;
+    default: as its trace recorded), measured by its RSS over the load and the load's time."""
     if runs < MIN_RUNS:
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
     if top < 1:
@@ -111,13 +112,16 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         if study is None and objective is not None:
             study = results.study_for(db, objective)
         row, st = _study.load(db, study, storage)
+        asked = memory_measure or json.loads(row["options_json"] or "{}").get("memory_measure")
         if memory_measure is None:
             memory_measure = json.loads(row["options_json"] or "{}").get("memory_measure",
                                                                          "peak")
         if memory_measure not in MEMORY_MEASURES:
             raise HctuneError(f"--memory-measure: use {', '.join(MEMORY_MEASURES)}, "
                               f"not {memory_measure!r}")
-        prog = program_for(db, row, argv)
+        prog = program_for(db, row, argv, server)
+        if prog.server and asked is None:
+            memory_measure = "mean"     # a server's cost: its RSS over time (docs/servers.md)
         cands, notes = candidates(db, row, st, top, references, extra, progress)
         launcher = hcrun()
         restore_signals = _terminate_as_interrupt()
@@ -156,6 +160,10 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
                         memory_measure, slowdown, time_measure)
     summary["notes"] = notes + more + summary["notes"]
+    summary["libraries"] = libraries(cands)     # what `hctune check` names when one changed
+    if prog.server:     # each run's sampled RSS curve and p95 ([s since the load began, bytes])
+        summary["server_runs"] = [{"candidate": r["candidate"], "round": r["round"],
+                                   **r.get("server", {})} for r in all_runs if "server" in r]
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"
                                  if reference["stdout_sha256"] else "exit status only"),

@@ -19,9 +19,13 @@ class Program:
     argv: list[str]
     cwd: str
     stdin: str | None = None
+    server: dict | None = None      # a server: its load, readiness, stop (profile.ServerLoad)
 
     def to_dict(self) -> dict:
-        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin}
+        out = {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin}
+        if self.server:
+            out["server"] = dict(self.server)
+        return out
 
 
 def check_program(prog: Program) -> Program:
@@ -44,15 +48,18 @@ def check_program(prog: Program) -> Program:
     return prog
 
 
-def program_for(db: Database, study_row, argv: list[str] | None = None) -> Program:
+def program_for(db: Database, study_row, argv: list[str] | None = None,
+                server: dict | None = None) -> Program:
     """The program to run: `argv` (in the current directory, with stdin when it is a file), or
-    the command the study's (latest) profiled trace recorded."""
+    the command the study's (latest) profiled trace recorded; a server with its load as
+    recorded, or as `server` says (validate --load ...)."""
     if argv:
         inv = invocation(list(argv))
-        return check_program(Program(inv["argv"], inv["cwd"], inv["stdin"]))
+        return check_program(Program(inv["argv"], inv["cwd"], inv["stdin"], server))
     for tid in reversed(json.loads(study_row["trace_ids"])):
         inv = db.invocation(db.trace(tid))
         if inv:
-            return check_program(Program(inv["argv"], inv["cwd"], inv["stdin"]))
+            return check_program(Program(inv["argv"], inv["cwd"], inv["stdin"],
+                                         server or inv.get("server")))
     raise HctuneError(f"study {study_row['name']}'s traces carry no command to run (imported, or "
                       "profiled by an older hctune); name it: hctune validate -- PROGRAM ARGS")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from hctune import allocators
+from hctune import profile as _profile
 from hctune.errors import HctuneError
 from hctune.search import options as _options
 from hctune.validate.candidates import Candidate
@@ -39,6 +40,8 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
     env = allocators.Allocator(cand.allocator, cand.library).env()
     env.pop("HCMALLOC_STATS", None)
     env.update(cand.env or {})
+    if prog.server:
+        return _against(run_server_once(prog, cand, env, timeout), reference)
     with tempfile.TemporaryDirectory(prefix="hctune-run-") as tmp:
         report, out, err = Path(tmp, "report"), Path(tmp, "stdout"), Path(tmp, "stderr")
         with open(out, "wb") as fo, open(err, "wb") as fe, \
@@ -92,6 +95,50 @@ def run_once(launcher: Path, prog: Program, cand: Candidate, timeout: float | No
                               + (f": {last}" if last else ""))
         elif reference.get("stdout_sha256") and row["stdout_sha256"] != reference["stdout_sha256"]:
             row["problem"] = "output differs from glibc's"
+    return row
+
+
+def run_server_once(prog: Program, cand: Candidate, env: dict,
+                    timeout: float | None) -> dict:
+    """A server under `cand`: started, ready, loaded (the load outside the candidate), stopped,
+    nothing of it left (hctune.profile.run_server). The row: the load's wall time and exit
+    status and stdout's sha256 (output checking is on the load's output), the server's CPU time,
+    its RSS (every process of its session, sampled every 100 ms over the load: time-weighted
+    mean, peak, final) and, under "server", the p95 and the sampled curve."""
+    spec_ = _profile.ServerLoad.from_dict(prog.server)
+    row = {"candidate": cand.label, "allocator": cand.allocator,
+           "setting": allocators.setting_key(cand.allocator, cand.setting)
+           if cand.setting else None, "trial": cand.trial, "problem": None}
+    with tempfile.TemporaryDirectory(prefix="hctune-run-") as tmp:
+        res = _profile.run_server(list(prog.argv), env, spec_, cwd=prog.cwd, workdir=Path(tmp),
+                                  timeout=timeout, sample=True)
+        rss = res.rss()
+        h = hashlib.sha256()
+        if res.load_stdout and res.load_stdout.exists():
+            h.update(res.load_stdout.read_bytes())
+    row.update(wall_s=res.load_wall_s, user_s=res.server_user_s, sys_s=res.server_sys_s,
+               peak_rss_bytes=rss["peak"], rss_mean_bytes=rss["mean"],
+               rss_final_bytes=rss["final"], rss_samples=rss["samples"],
+               exit_status=res.load_status, stdout_sha256=h.hexdigest(),
+               server={"rss_p95_bytes": rss["p95"], "status": res.server_status,
+                       "killed_after_stop": res.leftovers,
+                       "curve": [[round(t, 3), r] for t, r in res.curve]})
+    if res.problem:
+        row["problem"] = res.problem
+    elif not rss["samples"]:
+        row["problem"] = "the server's RSS could not be sampled"
+    return row
+
+
+def _against(row: dict, reference: dict | None) -> dict:
+    """A server run's row checked against glibc's (the load's exit status and output)."""
+    if reference is None or row["problem"]:
+        return row
+    if row["exit_status"] != reference["exit_status"]:
+        row["problem"] = f"the load's exit status {row['exit_status']}, glibc's " \
+                         f"{reference['exit_status']}"
+    elif reference.get("stdout_sha256") and row["stdout_sha256"] != reference["stdout_sha256"]:
+        row["problem"] = "the load's output differs from glibc's"
     return row
 
 
