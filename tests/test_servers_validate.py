@@ -9,6 +9,7 @@ line, exit 2, nothing left running and no trace written."""
 import json
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from hctune.db import Database
 pytestmark = pytest.mark.timeout(300)
 
 CLIENT = Path(__file__).with_name("servers_client.py")
-KEYS = 600
+KEYS = 300
 
 
 def _free_port() -> int:
@@ -93,20 +94,38 @@ def test_profile_records_the_server_and_its_load(served):
     assert sum(e.op == 1 for e in evs) > KEYS          # the cache and the per-request buffers
 
 
-def test_validate_runs_the_server_under_every_candidate(served, hcmalloc_so):
+def _marker_lib(path: Path, symbol: str) -> Path:
+    """A library that only defines `symbol` (malloc stays glibc's): the server holds 24 MiB
+    more under cache_server_bloat, keeps no value under cache_server_lean."""
+    src = path.with_suffix(".c")
+    src.write_text(f"int {symbol} = 1;\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(path), str(src)], check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def validated(served, hcmalloc_so):
+    """validate --runs 3 with two extra candidates: crashme (a copy of HC whose name the server
+    aborts under) and fat (a library that makes the server hold 24 MiB more)."""
     d, db, server, port = served
-    crash = d / "libcrashme.so"              # a working malloc whose name the server dislikes
+    crash = d / "libcrashme.so"
     shutil.copy(hcmalloc_so, crash)
+    fat = _marker_lib(d / "libfat.so", "cache_server_bloat")
     r = hctune(db, "validate", "--runs", 3, "--top", 1, "--no-references", "--lib",
-               f"crashme={crash}", "--json", cwd=d)
-    s = json.loads(r.stdout)
+               f"crashme={crash}", "--lib", f"fat={fat}", "--json", cwd=d)
+    return json.loads(r.stdout)
+
+
+def test_validate_runs_the_server_under_every_candidate(served, validated):
+    d, db, server, port = served
+    s = validated
     assert s["measure"] == "rss_mean_bytes"            # a server's cost: RSS over time
     assert s["program"]["server"]["ready"] == _client(port, "ping")
     by = {c["candidate"]: c for c in s["candidates"]}
     out = by.pop("crashme")
     assert out["disqualified"].startswith("the server exited during the load (signal 6)")
     assert "\n" not in out["disqualified"]
-    assert {"glibc", "hc generic"} <= set(by)
+    assert {"glibc", "hc generic", "fat"} <= set(by)
     for c in by.values():
         assert c["disqualified"] is None and c["runs"] == 3, c
         assert c["median"]["rss_mean_bytes"] > 0 and c["median"]["wall_s"] > 0
@@ -161,15 +180,33 @@ def test_bad_input_is_one_line_and_nothing_is_left(c_program, tmp_path, case):
     assert not list(tmp_path.glob("*.hct")) and not _running(server, port)
 
 
-def test_validate_a_load_that_fails_or_a_server_never_ready(served):
+def test_validate_a_server_never_ready(served):
+    """(A load that fails under glibc is the same path: profile's bad-input test has it.)"""
     d, db, server, port = served
-    for args, words in ((["--load", _client(port, "load", "--fail")],
-                         "the load failed (status 3): client: failing as asked"),
-                        (["--load", _client(port, "load"), "--ready", "false",
-                          "--ready-timeout", 0.5], "the server did not get ready in 0.5 s")):
+    for args, words in ((["--load", _client(port, "load"), "--ready", "false",
+                          "--ready-timeout", 0.5], "the server did not get ready in 0.5 s"),):
         r = hctune(db, "validate", "--runs", 3, "--no-references", *args, "--", server, port,
                    check=False, cwd=d)
         assert r.returncode == 2 and words in r.stderr, r.stderr
         errors = [x for x in r.stderr.splitlines() if x.startswith("hctune: error:")]
         assert errors == r.stderr.strip().splitlines()[-1:], r.stderr    # one line, the last
         assert _port_is_free(port) and not _running(server, port)
+
+
+def test_check_holds_then_fails_when_a_reference_gets_better(served, validated):
+    d, db, server, port = served
+    answer = (validated["recommendation"] or validated["winner"])["candidate"]
+    assert answer != "fat"
+    # the answer's figures against fat (24 MiB more) hold; the close ones within a wide margin
+    r = hctune(db, "check", "--tolerance", 50, cwd=d, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"check: {answer} still holds") and "x fat (validated" in r.stdout
+    # fat's library swapped for a stand-in that makes the server keep nothing: now it beats
+    # the answer, and check names it and the library that changed
+    _marker_lib(d / "libfat.so", "cache_server_lean")
+    r = hctune(db, "check", "--tolerance", 50, cwd=d, check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"check: FAILED: {answer} no longer beats fat")
+    assert "fat's library changed" in lines[0] and "is another file" in lines[0]
+    assert _port_is_free(port) and not _running(server, port)

@@ -9,7 +9,10 @@
  * ("keys N bytes B").  Every request gets its own reply buffer (malloc/free); the cache is a
  * hash table of malloc'd entries.  SIGTERM ends it with exit 0 (the cache is left as is, as
  * servers do).  crash-under WORD: abort() at the first SET when LD_PRELOAD holds WORD, a server
- * that crashes under one allocator. */
+ * that crashes under one allocator.  Stand-ins for `hctune check`'s test: when a preloaded
+ * library defines the symbol cache_server_bloat, the server holds 24 MiB more from the start
+ * (a worse allocator); when one defines cache_server_lean, it keeps no value (a better one). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -31,7 +34,7 @@ struct entry {
 static struct entry *table[BUCKETS];
 static size_t n_keys, n_bytes;
 static volatile sig_atomic_t stop;
-static int crash;
+static int crash, lean;
 
 static void on_term(int sig) { (void)sig; stop = 1; }
 
@@ -85,6 +88,10 @@ static char *answer(const char *line)
         x->key = strdup(key);
         x->value = malloc(size ? size : 1);
         memset(x->value, 'v', size);
+        if (lean) {
+            free(x->value);
+            x->value = NULL;
+        }
         x->size = size;
         x->next = table[hash(key)];
         table[hash(key)] = x;
@@ -146,6 +153,10 @@ int main(int argc, char **argv)
         const char *pre = getenv("LD_PRELOAD");
         crash = pre && strstr(pre, argv[3]) != NULL;
     }
+    static char *volatile bloat;
+    if (dlsym(RTLD_DEFAULT, "cache_server_bloat") && (bloat = malloc(24u << 20)))
+        memset(bloat, 'b', 24u << 20);
+    lean = dlsym(RTLD_DEFAULT, "cache_server_lean") != NULL;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;           /* no SA_RESTART: accept and read return EINTR */

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("search", "Search HC's knobs for traces (default: the latest profile)."),
     "best": ("best", "Show the best setting of a study against glibc and generic."),
     "validate": ("validate", "Run the real program under a study's best settings."),
+    "check": ("check", "Re-run a validated answer against the references it beat (CI)."),
     "studies": ("studies", "List the studies: trace, objective, trials, best, verdict."),
     "emit": ("emit", "Write the tuned allocator as one self-contained malloc.c."),
     "report": ("report", "Write an HTML report of a study."),

@@ -16,8 +16,9 @@ computed by the first command that needs them (register.named stores them then).
 from __future__ import annotations
 
 import hashlib
-import signal as signal_module
 import os
+import shlex
+import signal as signal_module
 import shutil
 import stat
 import struct
@@ -372,7 +373,6 @@ class ServerLoad:
 
     def check(self) -> "ServerLoad":
         """One-line errors for a load or readiness command whose program is not there."""
-        import shlex
         for opt, cmd in (("--load", self.load), ("--ready", self.ready)):
             if cmd is None:
                 continue

@@ -4,6 +4,11 @@ when a static libc is installed)."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import hashlib
+import shutil
+import subprocess
 from pathlib import Path
 
 from hctune import native, paths
@@ -17,7 +22,6 @@ def hcrun() -> Path:
 
 
 def _sha256(path: Path) -> str | None:
-    import hashlib
     try:
         h = hashlib.sha256()
         with open(path, "rb") as f:
@@ -30,8 +34,6 @@ def _sha256(path: Path) -> str | None:
 
 def _package(path: Path) -> tuple[str | None, str | None]:
     """(Debian package, its version) that installed `path`, or (None, None)."""
-    import shutil
-    import subprocess
     if shutil.which("dpkg-query") is None:
         return None, None
     for p in dict.fromkeys([str(path), str(path.resolve())]):
@@ -52,8 +54,6 @@ def libraries(cands) -> dict:
     """What each candidate ran on, for `hctune check` to name what changed since: the library's
     path, the file it resolves to, its sha256, and the Debian package and version that installed
     it (glibc: libc.so.6's, with the C library's own version)."""
-    import ctypes
-    import ctypes.util
     out = {}
     for c in cands:
         if c.library is None:
@@ -66,6 +66,8 @@ def libraries(cands) -> dict:
         else:
             path = Path(c.library)
             entry = {"path": str(path)}
+        # what `hctune check` needs to run the candidate again
+        entry.update(allocator=c.allocator, kind=c.kind, env=c.env, setting=c.setting)
         entry["resolved"] = str(path.resolve())
         entry["sha256"] = _sha256(path)
         entry["package"], entry["version"] = _package(path)
