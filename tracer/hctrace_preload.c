@@ -2,7 +2,8 @@
  *
  *   HCTRACE_OUT=app.hct LD_PRELOAD=build/libhctrace.so ./app args
  *   (HCTRACE_TIME=1 adds an exact time stamp to every event; without it every chunk carries the
- *    coarse time of its first event and spans at most HCT_CLOCK_QUANTUM_NS: the trace's clock)
+ *    coarse time of its first event and spans at most HCT_CLOCK_QUANTUM_NS: the trace's clock;
+ *    HCTRACE_CLOCK=0 leaves it out)
  *   (HCTRACE_SUMMARY=1 also writes <trace>.sum at exit: the calls and bytes counted while
  *    recording, which `hctune profile` prints instead of reading the trace again)
  *   (HCTRACE_START_AFTER=S HCTRACE_DURATION=S record only a window of the run, see below)
@@ -1055,7 +1056,8 @@ static void init(void)
     /* Time stamps are opt-in: clock_gettime costs more than the rest of the hook together
      * on machines without a vDSO clock (docs/tracing.md has the numbers). */
     const char *tm = getenv("HCTRACE_TIME");
-    g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : HCT_FLAG_CLOCK;
+    const char *ck = getenv("HCTRACE_CLOCK");  /* 0: no clock (bench/servers/clock_cost.sh) */
+    g_flags = (tm && tm[0] == '1') ? HCT_FLAG_TIME : (ck && ck[0] == '0') ? 0 : HCT_FLAG_CLOCK;
     const char *sm = getenv("HCTRACE_SUMMARY");
     g_summary = sm && sm[0] == '1';
     g_mono0 = mono_ns();
