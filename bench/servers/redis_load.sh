@@ -2,8 +2,8 @@
 # A phased load for redis-server, run by hctune outside the candidate (redis-benchmark and
 # redis-cli from Debian's redis-tools): fill (N SETs of 400 bytes over N keys), overwrite
 # (N/2 SETs of 3,000 bytes on random keys), delete (N/2 DELs of random keys), idle (S seconds),
-# then a read (N/4 GETs). Prints the key count at the end (deterministic for a given N? no:
-# random keys, so output checking falls back to exit statuses).
+# then a read (N/4 GETs). Prints nothing (the keys are random, so validate compares exit
+# statuses only).
 #   redis_load.sh PORT [N] [IDLE_S]
 set -e
 P=$1; N=${2:-100000}; IDLE=${3:-2}
