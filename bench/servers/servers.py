@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -43,7 +44,7 @@ def servers(keys: int) -> dict:
                   "load": f"sh {HERE / 'redis_load.sh'} {p1} {keys} 2",
                   "needs": ["redis-server", "redis-benchmark", "redis-cli"]},
         "memcached": {"argv": ["memcached", "-p", str(p2), "-U", "0", "-l", "127.0.0.1",
-                               "-m", "1024"],
+                               "-m", "1024", *(["-u", "root"] if os.geteuid() == 0 else [])],
                       "ready": f"{sys.executable} -c \"import socket; "
                                f"socket.create_connection(('127.0.0.1', {p2}), 1)\"",
                       "load": f"{sys.executable} {HERE / 'memcached_load.py'} {p2} "

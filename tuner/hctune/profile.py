@@ -622,6 +622,13 @@ def _load(proc, spec_, cwd, work, srv_log, run, sample, timeout) -> str | None:
             load.wait()
     run.load_wall_s = time.monotonic() - t0
     run.load_status = load.returncode
+    if problem is None and load.returncode != 0 and proc.poll() is None:
+        # a load that failed because the server is dying (a crash, a core being written): the
+        # server's death is the cause to name; a server still serving after this is not dying
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
     run.load_last_line = _last_line(err) or _last_line(out)
     if sample and proc.poll() is None:
         run.curve.append((run.load_wall_s, sum(session_processes(proc.pid).values())))
