@@ -3,8 +3,8 @@
     python servers_client.py PORT ping            exit 0 once the server answers PONG
     python servers_client.py PORT load [--keys N] [--idle S] [--fail]
 
-load: phases as a cache sees them: fill (N keys of 200..20,000 bytes), overwrite (every other
-key with a new size) and delete (every third), idle (S seconds, the connection open), then GET
+load: phases as a cache sees them: fill (N keys of 2,000..60,000 bytes: the values are most of
+the server's memory), overwrite (every other key with a new size) and delete (every third), idle (S seconds, the connection open), then GET
 every key; prints "keys K bytes B" (deterministic: output checking compares it). --fail: exit
 3 after the fill (a load that fails)."""
 
@@ -34,12 +34,12 @@ def main(argv):
     idle = float(argv[argv.index("--idle") + 1]) if "--idle" in argv else 0.0
     rng = random.Random(1)
     for i in range(keys):                                   # fill
-        assert ask(f"SET k{i} {rng.randint(200, 20000)}") == "OK"
+        assert ask(f"SET k{i} {rng.randint(2000, 60000)}") == "OK"
     if "--fail" in argv:
         print("client: failing as asked", file=sys.stderr)
         return 3
     for i in range(0, keys, 2):                             # overwrite
-        assert ask(f"SET k{i} {rng.randint(100, 40000)}") == "OK"
+        assert ask(f"SET k{i} {rng.randint(1000, 80000)}") == "OK"
     for i in range(0, keys, 3):                             # delete
         ask(f"DEL k{i}")
     time.sleep(idle)                                        # idle
