@@ -5,6 +5,13 @@
    forked from a non-main thread exits when its only thread does; no thread of the process
    blocks a signal main does not, and SIGTERM ends it.  Each run in its own process group, with
    a bounded timeout, and the group must be empty afterwards.
+2. A corrupted heap ends in an abort with a message, never a hang or a bare SIGSEGV
+   (tests/c/hc_misuse.c): an 8-byte overflow past a block with a header, then frees, on every
+   preset; a write after free of a listed or kept block; free(p + 16) of a 20,000-byte block.
+   Blocks of the small pages carry no header: what an overflow there does is not seen by the
+   release build (as in mimalloc without its secure mode); the debug build names it.
+3. The debug build names an 8-byte underflow, an interior free and a write after free on every
+   kind of block (small page, paper heap, kept big block).
 
 A hang is a failure by timeout: each run gets a generous limit (one takes well under a second),
 never a wait that passes when the program is merely slow.
@@ -20,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import preload_env
+from conftest import build_hc_libraries, preload_env
 from hctune import knobs
 
 HANG_S = 30  # per run, a guard: a run takes under 0.2 s; a hung one never ends
@@ -141,3 +148,62 @@ def test_python_fork_from_a_thread(request, build):
     rc, out, err = run_alone([sys.executable, "-c", FORK_FROM_A_THREAD], lib,
                              PYTHONMALLOC="malloc")
     assert rc == 0 and out.split("\n")[-2] == "child 0", out + err
+
+
+# ---- 2, 3: a corrupted heap ----
+
+@pytest.fixture(scope="module")
+def misuse(c_program):
+    return c_program("hc_misuse")
+
+
+@pytest.fixture(scope="module")
+def every_preset():
+    """{preset: its release build}, every preset of configs/presets.toml."""
+    names = knobs.preset_names()
+    return dict(zip(names, build_hc_libraries([knobs.preset(n) for n in names])))
+
+
+def aborts_with_message(misuse, library, *args):
+    rc, out, err = run_alone([misuse, *args], library)
+    assert rc == -signal.SIGABRT and err.startswith("hcmalloc: ") and err.endswith("\n"), \
+        f"hc_misuse {' '.join(map(str, args))}: exit {rc}\n{out}{err[-2000:]}"
+    return err
+
+
+def test_overflow_then_free_aborts_on_every_preset(misuse, every_preset):
+    """8 bytes past a block with a header (the next block's header), then frees: an abort with
+    a message on every preset, at every size a preset gives a header (paper-generic used to
+    loop for ever in the big list's removal on a zeroed header, and crash on others)."""
+    for name, lib in every_preset.items():
+        small_max = knobs.complete(knobs.preset(name)).get("SMALL_MAX", 0)
+        sizes = [n for n in (32, 200, 3000, 20000) if n > small_max] or [20000]
+        for n in sizes:
+            for fill in ("0x41", "0"):
+                aborts_with_message(misuse, lib, "overflow", n, fill)
+
+
+@pytest.mark.parametrize("preset", ["generic", "paper-generic"])
+def test_write_after_free_of_a_listed_block_aborts(misuse, every_preset, preset):
+    """16 bytes written into a freed block that is on a list (its links), then that size is
+    allocated again: an abort naming the list, not a wild pointer returned or followed."""
+    sizes = (20000,) if preset == "generic" else (32, 200, 3000, 20000)
+    for n in sizes:
+        err = aborts_with_message(misuse, every_preset[preset], "uaf", n, "0x41")
+        assert "corrupted" in err, err
+
+
+def test_interior_free_of_a_big_block_is_an_invalid_pointer(misuse, hcmalloc_so):
+    """free(p + 16) of a 20,000-byte block: "invalid pointer", an abort (it was a SIGSEGV)."""
+    err = aborts_with_message(misuse, hcmalloc_so, "interior", 20000)
+    assert "invalid pointer" in err, err
+
+
+@pytest.mark.parametrize("mode", ["underflow", "interior", "uaf"])
+def test_debug_build_names_misuse_on_every_kind_of_block(misuse, hcmalloc_debug_so, mode):
+    """The debug build: an 8-byte underflow, free(p + 16) and a write after free, on a small-page
+    block (32, 3,000 bytes) and a heap block (20,000: kept big block when freed), each an abort
+    with a message (the underflow before a small block and the write after free to a 20,000-byte
+    block were bare SIGSEGVs)."""
+    for n in (32, 3000, 20000):
+        aborts_with_message(misuse, hcmalloc_debug_so, mode, n, "0x41")

@@ -86,7 +86,12 @@ static void hc_list_remove(char *b)
     unsigned i = hc_index(size);
     int coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
     hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
-    hc_off next = *hc_link_next(b), prev = *hc_link_prev(b);
+    hc_off next = *hc_link_next(b), prev = *hc_link_prev(b), o = hc_off_of(b);
+    /* glibc's "corrupted double-linked list": the blocks on either side must point back at b */
+    if (hc_unlikely(!hc_off_ok(next) || !hc_off_ok(prev) ||
+                    (prev ? *hc_link_next(hc_at(prev)) : *head) != o ||
+                    (next && *hc_link_prev(hc_at(next)) != o)))
+        hc_corrupt("corrupted double-linked list (a free block's links overwritten)");
     if (prev)
         *hc_link_next(hc_at(prev)) = next;
     else
@@ -115,6 +120,9 @@ static inline char *hc_list_pop(unsigned i, int *coalesced)
     *coalesced = head == &l->coal;
     char *b = hc_at(*head);
     hc_off next = *hc_link_next(b);
+    /* a write after free lands on the block's links first: follow only one inside the heap */
+    if (hc_unlikely(!hc_off_ok(next)))
+        hc_corrupt("corrupted double-linked list (a free block's links overwritten)");
     *head = next;
     if (next) {
         *hc_link_prev(hc_at(next)) = 0;
@@ -180,6 +188,9 @@ static inline char *hc_ql_pop(unsigned i)
 {
     char *b = hc_at(hc.ql[i]);
     hc_off next = *hc_link_next(b);
+    /* a write after free lands on the link: the next pop would return a wild pointer */
+    if (hc_unlikely(!hc_off_ok(next)))
+        hc_corrupt("corrupted quick list (a free block's link overwritten: a write after free?)");
     hc.ql[i] = next;
     /* The next pop loads the new head's link, often from a cold line: start fetching it now
      * (a prefetch never faults; offset 0 is a harmless address in the heap). */
