@@ -71,9 +71,10 @@ static inline char *hc_top_now(void) { return __atomic_load_n(&hc.top, __ATOMIC_
  * used, and a failure aborts with a message (glibc's "corrupted double-linked list", "invalid
  * next size"), never a hang or a wild access.  A few compares on the slow paths and on a listed
  * block's free; the quick-list and medium-list hits check nothing more than before. */
-static HC_COLD HC_NOINLINE void hc_corrupt(const char *what)
+static HC_COLD HC_NOINLINE __attribute__((noreturn)) void hc_corrupt(const char *what)
 {
     hc_fail(what);
+    __builtin_unreachable(); /* hc_fail aborts */
 }
 
 /* Is b a block start of `size` bytes (flags included: a trailer's must be 0) that lies between
@@ -84,8 +85,9 @@ static inline int hc_span_ok(char *b, size_t size)
            size <= (size_t)(hc.top - b) && ((uintptr_t)b & (HC_GRANULE - 1)) == HC_GRANULE - HC_HDR;
 }
 
-/* Is o a link that can be followed: 0 (none) or an offset inside the heap below the wilderness? */
-static inline int hc_off_ok(hc_off o) { return (size_t)o < (size_t)(hc.top - hc.base) >> 4; }
+/* Is o a link that can be followed: 0 (none) or an offset inside the heap below the wilderness?
+ * (hc_at(o) is never below the base: one compare with the wilderness's header.) */
+static inline int hc_off_ok(hc_off o) { return hc_at(o) < hc.top; }
 
 /* The free block before b (b's prev-inuse bit clear), its trailer checked against its header
  * (glibc's "corrupted size vs. prev_size"). */
