@@ -169,9 +169,13 @@ static void hc_big_remove(char *b)
 {
     HC_ARENA_HERE;
     hc_off o = hc_off_of(b);
-    for (;;) {
+    hc_t_check(b, o);
+    /* Each rotation takes b a level down: a tree deeper than this (the expected depth of a
+     * treap of a million nodes is ~40) has a cycle in it. */
+    for (unsigned level = 0;; level++) {
         hc_off l = *hc_t_left(b), r = *hc_t_right(b);
-        hc_t_check(b, o);
+        if (hc_unlikely(level > 1000))
+            hc_corrupt("corrupted big-block tree (a cycle: links overwritten)");
         if (l && r) {
             hc_t_rotate_up(hc_t_prio(l) > hc_t_prio(r) ? l : r);
             continue;
