@@ -15,10 +15,13 @@ static HC_COLD void hc_fail(const char *msg)
     abort();
 }
 
-/* A quick-list hit (§3.10): pop the head of list i (block size i * 16), count it in use. */
-static inline void *hc_ql_alloc(unsigned i)
+/* A quick-list hit (§3.10): pop the head of list i (block size i * 16), count it in use.
+ * strict: hc_ql_pop_link's (0, the fast path: NULL when the link is bad). */
+static inline __attribute__((always_inline)) void *hc_ql_alloc(unsigned i, int strict)
 {
-    char *b = hc_ql_pop(i);
+    char *b = hc_ql_pop_link(i, strict);
+    if (!strict && hc_unlikely(!b))
+        return NULL;
     HC_COUNT(ql_hits, 1);
     hc_account_alloc((size_t)i * HC_GRANULE);
     return hc_payload(b);
@@ -26,10 +29,12 @@ static inline void *hc_ql_alloc(unsigned i)
 
 /* An exact fit from medium list i (§3.4), most recent first: the whole block, as exact fits are
  * never split (§3.8), so only its inuse bit and the next block's prev-inuse bit change. */
-static inline void *hc_medium_alloc(unsigned i)
+static inline __attribute__((always_inline)) void *hc_medium_alloc(unsigned i)
 {
     int coalesced;
-    char *b = hc_list_pop(i, &coalesced);
+    char *b = hc_list_pop_link(i, &coalesced, 0); /* NULL: a bad link, for the slow path */
+    if (hc_unlikely(!b))
+        return NULL;
     HC_COUNT(list_hits, 1);
     *hc_hdr(b) |= HC_INUSE;
     hc_set_pinuse(b + (size_t)i * HC_GRANULE);
@@ -44,7 +49,7 @@ static void *hc_malloc_locked(size_t n)
     HC_ARENA_HERE;
     if (n <= HC_QL_REQUEST && hc.ql[hc_request_size(n) / HC_GRANULE]) {
         hc.last_clean = 0;
-        return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE));
+        return hc_ql_alloc((unsigned)(hc_request_size(n) / HC_GRANULE), 1);
     }
     if (HC_BC_ON && n > HC_MEDIUM_MAX - HC_HDR && n <= HC_BC_REQUEST && n <= hc.mmap_above) {
         char *b = hc_bc_pop(hc_request_size(n)); /* a kept big block of its size (hc_bigcache.c) */
@@ -233,11 +238,13 @@ static inline __attribute__((always_inline)) void *hc_malloc(size_t n)
     if (hc_likely(!HC_DEBUG && n <= HC_MEDIUM_MAX - HC_HDR)) {
         unsigned i = (unsigned)(hc_request_size(n) / HC_GRANULE);
         if (hc_likely(HC_SINGLE_THREADED())) {
+            void *p = NULL; /* a bad link (a corrupted heap): the slow path names it */
             if (i <= HC_QL_MAX) {
-                if (hc_likely(hc.ql[i] != 0))
-                    return hc_ql_alloc(i);
+                if (hc_likely(hc.ql[i] != 0) && hc_likely((p = hc_ql_alloc(i, 0)) != NULL))
+                    return p;
             } else if (hc.lists[i].unco | hc.lists[i].coal) {
-                return hc_medium_alloc(i);
+                if (hc_likely((p = hc_medium_alloc(i)) != NULL))
+                    return p;
             }
         } else if (HC_TC_ON && i <= HC_TC_CLASSES) {
             void *p = hc_tc_pop(i);

@@ -39,6 +39,7 @@
 static __thread struct hc_state *hc_home_arena __attribute__((tls_model("initial-exec")));
 static __thread unsigned char hc_home_counted __attribute__((tls_model("initial-exec")));
 static unsigned hc_arena_threads[HC_NARENAS]; /* live threads whose home each arena is */
+static unsigned hc_arena_homes;               /* their sum; both under hc_pick_mutex */
 static pthread_key_t hc_arena_key;
 static int hc_arena_keyed;
 static pthread_once_t hc_arena_once = PTHREAD_ONCE_INIT;
@@ -71,6 +72,7 @@ static HC_NOINLINE struct hc_state *hc_home_assign(void)
     pthread_mutex_lock(&hc_pick_mutex);
     unsigned k = hc_arena_pick();
     hc_arena_threads[k]++;
+    hc_arena_homes++;
     pthread_mutex_unlock(&hc_pick_mutex);
     hc_home_arena = &hc_arenas[k]; /* before anything below can call malloc again */
     hc_home_counted = 1;
@@ -122,18 +124,31 @@ static HC_UNUSED int hc_arena_purge_try(struct hc_state *a, int all)
  * threads hold (arena 0 above all, where every thread's large blocks live).  With PURGE_THREAD
  * a thread, started when a thread first exits (so never in a single-threaded process, and not
  * in one whose threads all live on), runs the decay on every arena and on the small pages'
- * empty pool each DECAY_MS / 2, under try-locks (hc_arena_purge_try's rule), with every signal
- * blocked; while no arena has a decay period running (nothing to give back) it naps 8 times
- * longer.  It never allocates.  A forked child has none until one of its own threads exits. */
+ * empty pool each DECAY_MS / 2, under try-locks (hc_arena_purge_try's rule); while no arena has
+ * a decay period running (nothing to give back) it naps 8 times longer.  It never allocates.
+ * It must never decide when the process ends or which signals it gets (issue 35):
+ *   - it is never the last thread: a thread that exits as the process's last running one does
+ *     not start it, and it ends itself when it finds it is alone (hc_os_live_threads: a main
+ *     thread that called pthread_exit is a zombie, not a running thread) -- at each wake, and
+ *     promptly after the exit of the last thread with a home (poked: HC_PURGE_ENDING), so that
+ *     main ending with pthread_exit(NULL), or a forked child's only thread exiting, ends the
+ *     process with status 0 as under glibc;
+ *   - it keeps the signal mask of the thread that started it (an application thread's), and
+ *     blocks every signal only while it sweeps the arenas, holding their locks (a handler that
+ *     called malloc there would wait on itself): a SIGTERM, a Ctrl-C reach the process;
+ *   - a forked child has none until one of its own threads exits (not its last one). */
 #if DECAY_MS > 0 && PURGE_THREAD
+#define HC_PURGE_WATCH 1   /* a poke: an arena's decay period started at its last thread's exit */
+#define HC_PURGE_ENDING 2  /* a poke: the last thread with a home is exiting: alone soon? */
 static int hc_purge_started;
-static int hc_purge_poked;           /* a thread's exit left an arena to watch: wake up now */
+static int hc_purge_poked;           /* HC_PURGE_* bits: wake up now */
+static int hc_purge_ready;           /* hc_purge_mu and hc_purge_cv initialised (once; a fork's child again) */
 static pthread_mutex_t hc_purge_mu;  /* a leaf: only around the nap and the poke */
 static pthread_cond_t hc_purge_cv;   /* CLOCK_MONOTONIC */
 static int hc_sp_purge_try(void); /* hc_page.c: the small pages' empty pool */
 
-/* Sleep ms, or less if poked. */
-static void hc_purge_nap(uint64_t ms)
+/* Sleep ms, or less if poked; the pokes that came. */
+static int hc_purge_nap(uint64_t ms)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -146,8 +161,64 @@ static void hc_purge_nap(uint64_t ms)
     pthread_mutex_lock(&hc_purge_mu);
     while (!hc_purge_poked && pthread_cond_timedwait(&hc_purge_cv, &hc_purge_mu, &t) == 0)
         ;
+    int poked = hc_purge_poked;
     hc_purge_poked = 0;
     pthread_mutex_unlock(&hc_purge_mu);
+    return poked;
+}
+
+/* Is the purge thread the only thread still running?  Where /proc cannot say: when no thread
+ * has a home (it may then end while a thread that never allocated runs on: only a purge lost). */
+static int hc_purge_alone(void)
+{
+    int live = hc_os_live_threads();
+    if (live >= 0)
+        return live <= 1;
+    return __atomic_load_n(&hc_arena_homes, __ATOMIC_RELAXED) == 0;
+}
+
+/* After an ENDING poke: the exiting thread is still running its destructors.  Look again
+ * every 2 ms until the count of running threads falls below what it was (that thread gone) or
+ * 250 ms pass; 1 if the purge thread is then alone. */
+static int hc_purge_alone_soon(void)
+{
+    int was = hc_os_live_threads();
+    for (int i = 0; i < 125 && was > 1; i++) {
+        struct timespec ms2 = {0, 2000000L};
+        nanosleep(&ms2, NULL);
+        int live = hc_os_live_threads();
+        if (live < was)
+            return live <= 1;
+    }
+    return hc_purge_alone();
+}
+
+/* One sweep: the decay on every arena, then the small pages' empty pool, with every signal
+ * blocked while any lock is held.  1 if there is still something to give back. */
+static int hc_purge_sweep(void)
+{
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    uint64_t now = hc_os_now_ms();
+    int busy = 0;
+    for (unsigned k = 0; k < HC_NARENAS; k++) {
+        struct hc_state *a = &hc_arenas[k];
+        if (!__atomic_load_n(&a->ready, __ATOMIC_RELAXED))
+            continue;
+        if (!hc_trylock_arena(a)) {
+            busy = 1; /* in use: look again soon */
+            continue;
+        }
+        hc_use(a);
+        if (!hc.os.decay_off)
+            hc_os_decay_at(now, hc_os_dirty());
+        busy |= hc.os.deadline != 0;
+        hc_unlock_arena(a);
+    }
+    busy |= hc_sp_purge_try();
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    return busy;
 }
 
 static void *hc_purge_main(void *arg)
@@ -156,63 +227,64 @@ static void *hc_purge_main(void *arg)
     uint64_t gap = (uint64_t)(DECAY_MS) / 2 ? (uint64_t)(DECAY_MS) / 2 : 1;
     int busy = 1;
     for (;;) {
-        hc_purge_nap(busy ? gap : 8 * gap);
-        uint64_t now = hc_os_now_ms();
-        busy = 0;
-        for (unsigned k = 0; k < HC_NARENAS; k++) {
-            struct hc_state *a = &hc_arenas[k];
-            if (!__atomic_load_n(&a->ready, __ATOMIC_RELAXED))
-                continue;
-            if (!hc_trylock_arena(a)) {
-                busy = 1; /* in use: look again soon */
-                continue;
-            }
-            hc_use(a);
-            if (!hc.os.decay_off)
-                hc_os_decay_at(now, hc_os_dirty());
-            busy |= hc.os.deadline != 0;
-            hc_unlock_arena(a);
-        }
-        busy |= hc_sp_purge_try();
+        int poked = hc_purge_nap(busy ? gap : 8 * gap);
+        if ((poked & HC_PURGE_ENDING) ? hc_purge_alone_soon() : hc_purge_alone())
+            break;
+        busy = hc_purge_sweep();
     }
+    /* Alone: no other thread can start another one now (only a running thread could). */
+    __atomic_store_n(&hc_purge_started, 0, __ATOMIC_RELEASE);
     return NULL;
 }
 
-/* Called with no lock held (pthread_create may allocate): start the thread once, else wake it
- * if poke (an arena's decay period just started at its last thread's exit). */
-static void hc_purge_start(int poke)
+static void hc_purge_init(void)
 {
-    if (__atomic_exchange_n(&hc_purge_started, 1, __ATOMIC_ACQ_REL)) {
-        if (!poke)
-            return;
-        pthread_mutex_lock(&hc_purge_mu);
-        hc_purge_poked = 1;
-        pthread_cond_signal(&hc_purge_cv);
-        pthread_mutex_unlock(&hc_purge_mu);
-        return;
-    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&hc_purge_cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&hc_purge_mu, NULL);
-    sigset_t all, was;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &was);
+    hc_purge_ready = 1;
+}
+
+/* Called with no lock held (pthread_create may allocate), from a thread's exit: wake the
+ * thread with the HC_PURGE_* bits in poke if it runs, else start it -- unless the exiting
+ * thread is the process's last running one. */
+static void hc_purge_start(int poke)
+{
+    if (__atomic_exchange_n(&hc_purge_started, 1, __ATOMIC_ACQ_REL)) {
+        if (!poke)
+            return;
+        pthread_mutex_lock(&hc_purge_mu);
+        hc_purge_poked |= poke;
+        pthread_cond_signal(&hc_purge_cv);
+        pthread_mutex_unlock(&hc_purge_mu);
+        return;
+    }
+    int live = hc_os_live_threads();
+    if (live >= 0 ? live <= 1 : __atomic_load_n(&hc_arena_homes, __ATOMIC_RELAXED) == 0) {
+        __atomic_store_n(&hc_purge_started, 0, __ATOMIC_RELEASE); /* the last thread: none */
+        return;
+    }
+    /* Once per process (a forked child's: hc_arena_after_fork), never while a running purge
+     * thread or a poke could be using them. */
+    if (!hc_purge_ready)
+        hc_purge_init();
     pthread_attr_t attr;
     pthread_t t;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
     if (pthread_create(&t, &attr, hc_purge_main, NULL) != 0)
-        hc_purge_started = 0; /* try again at the next exit */
+        __atomic_store_n(&hc_purge_started, 0, __ATOMIC_RELEASE); /* try again at the next exit */
     pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &was, NULL);
 }
 #define HC_PURGE_START(poke) hc_purge_start(poke)
-#define HC_PURGE_FORGET() (hc_purge_started = 0)
+#define HC_PURGE_FORGET() (hc_purge_started = 0, hc_purge_ready = 0, hc_purge_poked = 0)
 #else
+#define HC_PURGE_WATCH 1
+#define HC_PURGE_ENDING 2
 #define HC_PURGE_START(poke) ((void)(poke))
 #define HC_PURGE_FORGET() ((void)0)
 #endif
@@ -231,6 +303,7 @@ static void hc_arena_leave(void *arg)
     hc_tc_flush_all();
     pthread_mutex_lock(&hc_pick_mutex);
     unsigned left = --hc_arena_threads[a - hc_arenas];
+    unsigned homes = --hc_arena_homes;
     pthread_mutex_unlock(&hc_pick_mutex);
     hc_home_counted = 0;
     int watch = 0;
@@ -252,17 +325,23 @@ static void hc_arena_leave(void *arg)
 #else
     (void)left;
 #endif
-    HC_PURGE_START(watch);
+    /* The last thread with a home leaving: the process may be ending (main's pthread_exit). */
+    HC_PURGE_START((watch ? HC_PURGE_WATCH : 0) | (homes <= 1 ? HC_PURGE_ENDING : 0));
     errno = saved;
 }
 
-/* fork's child has one thread, the forking one: only its home counts. */
+/* fork's child has one thread, the forking one: only its home counts.  No purge thread (fork
+ * copies only the caller), and its mutex and condition variable are initialised afresh when
+ * one starts (the parent's may have been held at the fork). */
 static void hc_arena_after_fork(void)
 {
     HC_PURGE_FORGET(); /* the purge thread was not copied */
     memset(hc_arena_threads, 0, sizeof hc_arena_threads);
-    if (hc_home_arena && hc_home_counted)
+    hc_arena_homes = 0;
+    if (hc_home_arena && hc_home_counted) {
         hc_arena_threads[hc_home_arena - hc_arenas] = 1;
+        hc_arena_homes = 1;
+    }
 }
 
 /* The arena whose heap holds p, or NULL (a mapped block, or not ours).  An arena's region is

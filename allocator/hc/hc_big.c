@@ -50,6 +50,15 @@ static inline uint32_t hc_t_hash(hc_off o)
     return x ^ (x >> 13);
 }
 
+/* A link about to be followed down or up the tree: inside the heap, else the tree was
+ * overwritten (a write after free lands on a free block's links first). */
+static inline hc_off hc_t_go(hc_off o)
+{
+    if (hc_unlikely(!hc_off_ok(o)))
+        hc_corrupt("corrupted big-block tree (a free block's links overwritten)");
+    return o;
+}
+
 /* The priority of the node at offset o, as drawn when it was inserted. */
 static inline uint32_t hc_t_prio(hc_off o) { return *hc_t_pri(hc_at(o)); }
 
@@ -105,7 +114,7 @@ static void hc_t_fix_up(char *b)
     for (;;) {
         uint32_t was = *hc_t_max(b);
         hc_t_fix(b);
-        hc_off p = *hc_t_parent(b);
+        hc_off p = hc_t_go(*hc_t_parent(b));
         if (!p || *hc_t_max(b) == was)
             return;
         b = hc_at(p);
@@ -128,7 +137,7 @@ static void hc_big_insert(char *b)
         if (*hc_t_max(cb) < size)
             *hc_t_max(cb) = size;
         p = c;
-        c = o < c ? *hc_t_left(cb) : *hc_t_right(cb);
+        c = hc_t_go(o < c ? *hc_t_left(cb) : *hc_t_right(cb));
     }
     *hc_t_parent(b) = p;
     if (!p)
@@ -142,14 +151,31 @@ static void hc_big_insert(char *b)
     HC_FREE_BLOCKS(1);
 }
 
+/* Is node b (offset o) linked both ways: its parent's child (or the root), its children's
+ * parent?  A block's links overwritten would otherwise send the rotations below round a cycle
+ * for ever ("corrupted double-linked list", for a tree). */
+static inline void hc_t_check(char *b, hc_off o)
+{
+    hc_off l = *hc_t_left(b), r = *hc_t_right(b), p = *hc_t_parent(b);
+    if (hc_unlikely(!hc_off_ok(l) || !hc_off_ok(r) || !hc_off_ok(p) || l == o || r == o ||
+                    (p ? *hc_t_left(hc_at(p)) != o && *hc_t_right(hc_at(p)) != o : hc.big_root != o) ||
+                    (l && *hc_t_parent(hc_at(l)) != o) || (r && *hc_t_parent(hc_at(r)) != o)))
+        hc_corrupt("corrupted big-block tree (a free block's links overwritten)");
+}
+
 /* Take free block b out of the tree: rotate it down until it has at most one child, splice it
  * out, then recompute the maxima on the way to the root. */
 static void hc_big_remove(char *b)
 {
     HC_ARENA_HERE;
     hc_off o = hc_off_of(b);
-    for (;;) {
+    hc_t_check(b, o);
+    /* Each rotation takes b a level down: a tree deeper than this (the expected depth of a
+     * treap of a million nodes is ~40) has a cycle in it. */
+    for (unsigned level = 0;; level++) {
         hc_off l = *hc_t_left(b), r = *hc_t_right(b);
+        if (hc_unlikely(level > 1000))
+            hc_corrupt("corrupted big-block tree (a cycle: links overwritten)");
         if (l && r) {
             hc_t_rotate_up(hc_t_prio(l) > hc_t_prio(r) ? l : r);
             continue;
@@ -174,7 +200,7 @@ static void hc_t_grow_up(char *b, uint32_t size)
         if (*hc_t_max(b) >= size)
             return;
         *hc_t_max(b) = size;
-        hc_off p = *hc_t_parent(b);
+        hc_off p = hc_t_go(*hc_t_parent(b));
         if (!p)
             return;
         b = hc_at(p);
@@ -211,18 +237,18 @@ static void hc_big_replace(char *b, char *nb)
 static char *hc_big_first(size_t size)
 {
     HC_ARENA_HERE;
-    hc_off o = hc.big_root;
+    hc_off o = hc_t_go(hc.big_root);
     if (!o || hc_t_max_of(o) < size)
         return NULL;
     for (;;) {
         char *b = hc_at(o);
-        hc_off l = *hc_t_left(b);
+        hc_off l = hc_t_go(*hc_t_left(b));
         if (l && hc_t_max_of(l) >= size)
             o = l;
         else if (hc_size(b) >= size)
             return b;
-        else
-            o = *hc_t_right(b);
+        else if (!(o = hc_t_go(*hc_t_right(b))))
+            hc_corrupt("corrupted big-block tree (a subtree's largest size overwritten)");
     }
 }
 

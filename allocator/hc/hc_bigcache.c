@@ -96,6 +96,10 @@ static inline char *hc_bc_pop(size_t size)
     if (!s->head)
         return NULL;
     char *b = hc_at(s->head);
+    /* a write after free lands on the kept block's header or link: checked before followed */
+    if (hc_unlikely((*hc_hdr(b) & ~(HC_PINUSE | HC_COALESCED)) != (size | HC_INUSE | HC_QUICK) ||
+                    !hc_off_ok(*hc_link_next(b))))
+        hc_corrupt("corrupted heap: a kept big block's header or link overwritten (a write after free?)");
     s->head = *hc_link_next(b);
     *hc_hdr(b) &= ~HC_QUICK;
     hc.bc.bytes -= size;

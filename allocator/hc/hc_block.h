@@ -63,4 +63,58 @@ static inline int hc_in_heap(void *p) { return (char *)p > hc.base && (char *)p 
  * moving it; a block that is allocated lies below it whatever the moment, so the check holds. */
 static inline char *hc_top_now(void) { return __atomic_load_n(&hc.top, __ATOMIC_RELAXED); }
 
+/* ---- what the paper path checks of what it follows (issue 35; docs/allocator.md, "A corrupted
+ * heap") ----
+ * A write past a block (or before it) lands in a neighbour's header, trailer or links, and the
+ * next walk follows it: a size of 0 loops for ever, a huge one leaves the heap.  So every size
+ * read from a header or a trailer on the way, and every link followed, is checked before it is
+ * used, and a failure aborts with a message (glibc's "corrupted double-linked list", "invalid
+ * next size"), never a hang or a wild access.  A few compares on the slow paths and on a listed
+ * block's free; the quick-list and medium-list hits check nothing more than before. */
+static HC_COLD HC_NOINLINE __attribute__((noreturn)) void hc_corrupt(const char *what)
+{
+    hc_fail(what);
+    __builtin_unreachable(); /* hc_fail aborts */
+}
+
+/* Is b a block start of `size` bytes (flags included: a trailer's must be 0) that lies between
+ * the heap's first block and the wilderness?  b itself at 12 mod 16 (header before a granule). */
+static inline int hc_span_ok(char *b, size_t size)
+{
+    return size >= HC_GRANULE && !(size & HC_FLAGS) && b >= hc.first &&
+           size <= (size_t)(hc.top - b) && ((uintptr_t)b & (HC_GRANULE - 1)) == HC_GRANULE - HC_HDR;
+}
+
+/* Is o a link that can be followed: 0 (none) or an offset inside the heap below the wilderness?
+ * (hc_at(o) is never below the base: one compare with the wilderness's header.) */
+static inline int hc_off_ok(hc_off o) { return hc_at(o) < hc.top; }
+
+/* The free block before b (b's prev-inuse bit clear), its trailer checked against its header
+ * (glibc's "corrupted size vs. prev_size"). */
+static inline char *hc_prev_checked(char *b)
+{
+    size_t ps = hc_prev_size(b);
+    char *prev = b - ps;
+    if (hc_unlikely(ps > (size_t)(b - hc.first) || !hc_span_ok(prev, ps) || hc_size(prev) != ps ||
+                    hc_is_inuse(prev)))
+        hc_corrupt("corrupted heap: a free block's size and its trailer disagree");
+    return prev;
+}
+
+/* For b already known to be a block start in [first, top): does `size` end it at or below the
+ * wilderness, at least a granule long?  One unsigned compare (free's path). */
+static inline int hc_ends_ok(char *b, size_t size)
+{
+    return size - HC_GRANULE <= (size_t)(hc_top_now() - b) - HC_GRANULE;
+}
+
+/* The size of b, checked: a block that lies in the heap (glibc's "invalid next size"). */
+static inline size_t hc_size_checked(char *b)
+{
+    size_t size = hc_size(b);
+    if (hc_unlikely(!hc_span_ok(b, size)))
+        hc_corrupt("corrupted heap: a block's header has an invalid size");
+    return size;
+}
+
 #endif /* HC_BLOCK_H */

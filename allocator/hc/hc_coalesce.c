@@ -14,7 +14,7 @@ static HC_UNUSED char *hc_merge_keep(char *b, char **keep)
     size_t size = hc_size(b);
     char *node = NULL;
     while (!hc_prev_inuse(b)) {
-        char *prev = hc_prev_block(b);
+        char *prev = hc_prev_checked(b);
         size_t ps = hc_size(prev);
         if (ps + size > HC_MAX_BLOCK)
             break;
@@ -34,7 +34,7 @@ static HC_UNUSED char *hc_merge_keep(char *b, char **keep)
             hc_wild_absorb(b, size);
             return NULL;
         }
-        if (hc_is_inuse(next) || hc_size(next) + size > HC_MAX_BLOCK)
+        if (hc_is_inuse(next) || hc_size_checked(next) + size > HC_MAX_BLOCK)
             break;
         if (keep && !node && hc_size(next) > HC_MEDIUM_MAX)
             node = next;
@@ -131,13 +131,13 @@ static void hc_coalesce_complete(void)
 
     char *b = hc.first;
     while (b < hc.top) {
-        size_t size = hc_size(b);
+        size_t size = hc_size_checked(b);
         if (!hc_free_or_quick(b)) {
             b += size;
             continue;
         }
         char *next = b + size;
-        while (next != hc.top && hc_free_or_quick(next) && size + hc_size(next) <= HC_MAX_BLOCK) {
+        while (next != hc.top && hc_free_or_quick(next) && size + hc_size_checked(next) <= HC_MAX_BLOCK) {
             size += hc_size(next);
             next = b + size;
         }

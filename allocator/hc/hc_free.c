@@ -49,6 +49,10 @@ static inline void hc_free_quick(char *b, size_t size)
  *  4. BIG_CACHE: a big block is first offered to its kept list (hc_bigcache.c). */
 static inline void hc_free_to_list(char *b, size_t size)
 {
+    /* its header overwritten (an underflow, or the block before overflowing): the trailer and
+     * the next header written below would land anywhere */
+    if (hc_unlikely(!hc_ends_ok(b, size)))
+        hc_corrupt("free(): invalid size (the block's header overwritten: heap corrupted)");
     *hc_hdr(b) &= ~(HC_INUSE | HC_COALESCED);
     hc_set_trailer(b, size);
     hc_clear_pinuse(b + size);

@@ -123,7 +123,7 @@ static char *hc_wild_take(size_t size)
         hc.clean = hc.top + HC_HDR;
     }
     while (!hc_prev_inuse(hc.top)) {
-        char *prev = hc_prev_block(hc.top);
+        char *prev = hc_prev_checked(hc.top);
         hc_list_remove(prev);
         *hc_hdr(prev) &= HC_PINUSE;
         hc.top = prev;

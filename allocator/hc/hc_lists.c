@@ -86,7 +86,12 @@ static void hc_list_remove(char *b)
     unsigned i = hc_index(size);
     int coalesced = (*hc_hdr(b) & HC_COALESCED) != 0;
     hc_off *head = coalesced ? &hc.lists[i].coal : &hc.lists[i].unco;
-    hc_off next = *hc_link_next(b), prev = *hc_link_prev(b);
+    hc_off next = *hc_link_next(b), prev = *hc_link_prev(b), o = hc_off_of(b);
+    /* glibc's "corrupted double-linked list": the blocks on either side must point back at b */
+    if (hc_unlikely(!hc_off_ok(next) || !hc_off_ok(prev) ||
+                    (prev ? *hc_link_next(hc_at(prev)) : *head) != o ||
+                    (next && *hc_link_prev(hc_at(next)) != o)))
+        hc_corrupt("corrupted double-linked list (a free block's links overwritten)");
     if (prev)
         *hc_link_next(hc_at(prev)) = next;
     else
@@ -106,15 +111,24 @@ static void hc_list_remove(char *b)
 /* LIFO (§3.4): the most recently freed block of list i, uncoalesced first; off its list.
  * *coalesced tells which sub-list it came from (a split remainder goes back to the same kind).
  * The head is unlinked directly: this is the medium sizes' hot path. */
-static inline char *hc_list_pop(unsigned i, int *coalesced)
+#define HC_LINK_BAD "corrupted free list (a free block's link overwritten: a write after free?)"
+/* strict (a constant): a link that leads out of the heap (a write after free lands on the
+ * links first) aborts; else (malloc's fast path, which has no stack frame to make a call from)
+ * the block stays listed and NULL sends the caller to its slow path, whose strict pop aborts. */
+static inline __attribute__((always_inline)) char *hc_list_pop_link(unsigned i, int *coalesced, int strict)
 {
     struct hc_list *l = &hc.lists[i];
     hc_off *head = l->unco ? &l->unco : &l->coal;
     if (!*head)
         return NULL;
-    *coalesced = head == &l->coal;
     char *b = hc_at(*head);
     hc_off next = *hc_link_next(b);
+    if (hc_unlikely(!hc_off_ok(next))) {
+        if (strict)
+            hc_corrupt(HC_LINK_BAD);
+        return NULL;
+    }
+    *coalesced = head == &l->coal;
     *head = next;
     if (next) {
         *hc_link_prev(hc_at(next)) = 0;
@@ -128,6 +142,8 @@ static inline char *hc_list_pop(unsigned i, int *coalesced)
     HC_FREE_BLOCKS(-1);
     return b;
 }
+
+static inline char *hc_list_pop(unsigned i, int *coalesced) { return hc_list_pop_link(i, coalesced, 1); }
 
 /* Best fit in the big list (§3.3): the smallest block of at least size bytes, still listed.
  *  1. Search the bin of `size` itself: it also holds blocks smaller than size.
@@ -176,15 +192,24 @@ static inline void hc_ql_push(char *b, unsigned i)
     HC_FREE_BLOCKS(1);
 }
 
-static inline char *hc_ql_pop(unsigned i)
+/* strict: as hc_list_pop_link's (a link out of the heap: abort, or NULL for the slow path). */
+static inline __attribute__((always_inline)) char *hc_ql_pop_link(unsigned i, int strict)
 {
     char *b = hc_at(hc.ql[i]);
     hc_off next = *hc_link_next(b);
+    char *nb = hc_at(next);
+    if (hc_unlikely(nb >= hc.top)) {
+        if (strict)
+            hc_corrupt(HC_LINK_BAD);
+        return NULL;
+    }
     hc.ql[i] = next;
     /* The next pop loads the new head's link, often from a cold line: start fetching it now
      * (a prefetch never faults; offset 0 is a harmless address in the heap). */
-    __builtin_prefetch(hc_at(next) + HC_HDR);
+    __builtin_prefetch(nb + HC_HDR);
     *hc_hdr(b) &= ~HC_QUICK;
     HC_FREE_BLOCKS(-1);
     return b;
 }
+
+static inline char *hc_ql_pop(unsigned i) { return hc_ql_pop_link(i, 1); }

@@ -420,6 +420,34 @@ static HC_NOINLINE void hc_os_decay(void)
     if (visit)
         hc_os_visit(now);
 }
+
+/* The process's threads still running, the caller included, or -1 if /proc cannot say.  From
+ * /proc/self/stat: num_threads (field 20) counts a main thread that ended with pthread_exit --
+ * a zombie, state 'Z' (field 3), until the whole process ends -- so it is taken off.  No
+ * allocation (the purge thread calls it), the comm field skipped past its last ')'. */
+static HC_UNUSED int hc_os_live_threads(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *s = strrchr(buf, ')');
+    if (!s || s[1] != ' ')
+        return -1;
+    char state = s[2];
+    long field = 3, threads = -1;
+    for (char *c = s + 2; *c && field < 20; c++)
+        if (*c == ' ' && ++field == 20)
+            threads = strtol(c + 1, NULL, 10);
+    if (threads <= 0)
+        return -1;
+    return (int)(threads - (state == 'Z'));
+}
 #else
 static inline void hc_os_decay_step(void) {}
 #endif

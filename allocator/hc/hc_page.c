@@ -801,6 +801,23 @@ static void hc_class_check(struct hc_sp_page *pg, int every)
         hc_sp_red_check(b, size);
 }
 
+/* What a free on a class page touched, checked on every free: the page's header, the freed
+ * block p (now the head of the free list) and the block its link leads to, the old head --
+ * bounded work, where a walk of the whole page's free list on every free made a program with
+ * thousands of free blocks on a page (glibc's tst-malloc-too-large) quadratic.  The whole page
+ * is walked by the periodic walk below (hc_class_check). */
+static void hc_class_check_touched(struct hc_sp_page *pg, void *p)
+{
+    char *first = hc_sp_mem(pg) + HC_SP_HEAD, *next = *(char **)p;
+    size_t size = pg->size;
+    if (!size || pg->bump < first || pg->bump > pg->end || (size_t)(pg->bump - first) % size)
+        hc_sp_fail("page header overwritten", pg);
+    if (next && (next < first || next >= pg->bump || (size_t)(next - first) % size))
+        hc_sp_fail("free-list link is not a block of its page (block overwritten?)", next);
+    if (next)
+        hc_sp_red_check(next, size);
+}
+
 /* The periodic walk (HCMALLOC_CHECK, hc_debug.c's period): every block of every page the
  * calling thread owns has its red zone intact (other threads' pages are theirs to walk). */
 static void hc_sp_dbg_tick(struct hc_sp_thread *t)
@@ -1090,8 +1107,12 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
 #if HC_DEBUG
         /* Still t's: a page the slow path retired may already be another thread's, mid-format
          * (its size alone does not tell; only t could make t its owner again). */
-        if (__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)
-            hc_pk_check(pg, 0);
+        if (__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t) {
+            if (hc_pk_runs(pg))
+                hc_run_check(pg, 0);
+            else
+                hc_class_check_touched(pg, p);
+        }
         hc_sp_dbg_tick(t);
 #endif
         return;

@@ -19,7 +19,7 @@ static char *hc_resize_in_place(char *b, size_t size)
     }
     size_t avail = have;
     char *next = b + have;
-    while (next != hc.top && !hc_is_inuse(next) && avail + hc_size(next) <= HC_MAX_BLOCK) {
+    while (next != hc.top && !hc_is_inuse(next) && avail + hc_size_checked(next) <= HC_MAX_BLOCK) {
         avail += hc_size(next);
         next = b + avail;
     }
@@ -30,7 +30,7 @@ static char *hc_resize_in_place(char *b, size_t size)
     char *start = b;
     if (avail < size && !from_wild) {
         while (!hc_prev_inuse(start)) {
-            char *prev = hc_prev_block(start);
+            char *prev = hc_prev_checked(start);
             if (avail + before + hc_size(prev) > HC_MAX_BLOCK)
                 break;
             before += hc_size(prev);
