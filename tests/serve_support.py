@@ -97,9 +97,11 @@ class Served:
             kept = {k: v for k, v in headers.items()
                     if k.lower() not in ("content-type", "content-length")}
             return self.request("GET", where.removeprefix(self.base), headers=kept, api=api)
-        return status, (json.loads(data) if ctype.startswith("application/json") else data)
+        return status, (json.loads(data) if ctype.startswith("application/json") and data
+                        else data)
 
-    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None, api=True):
+    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None, api=True,
+               headers=None):
         boundary = secrets.token_hex(12)
         parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\n'
                  f'{fmt}\r\n'.encode(),
@@ -107,8 +109,8 @@ class Served:
                  f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
                  .encode(), data, f"\r\n--{boundary}--\r\n".encode()]
         return self.request("POST", "/api/traces", b"".join(parts),
-                            {"Content-Type": f"multipart/form-data; boundary={boundary}"},
-                            token=token, api=api)
+                            {"Content-Type": f"multipart/form-data; boundary={boundary}",
+                             **(headers or {})}, token=token, api=api)
 
     def wait_study(self, name, timeout=120, until=("done", "failed"), token=None) -> dict:
         deadline = time.time() + timeout

@@ -127,7 +127,7 @@ def test_a_cross_allocator_study(trace, tmp_path):
 
 
 def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
-    token = "s3cret-token"
+    token = "s3cret-token-for-the-api"
     db = tmp_path / "hctune.db"
     srv = Served(db, "--token", token, "--max-upload", 1, "--data-dir", tmp_path / "data")
     try:

@@ -26,14 +26,14 @@ def test_upload_tune_download_in_chromium(tmp_path):
                                    reason="the pip package playwright is not installed")
     need_hc()
     trace = record_gawk_trace(tmp_path / "gawk.trace")
-    srv = Served(tmp_path / "hctune.db", "--workers", 1, "--token", "tok")
+    srv = Served(tmp_path / "hctune.db", "--workers", 1, "--token", "tok-for-the-browser-tests")
     try:
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox"])
             page = browser.new_page(accept_downloads=True)
             page.goto(srv.base + "/login")
-            page.fill("input[name=token]", "tok")
+            page.fill("input[name=token]", "tok-for-the-browser-tests")
             page.click("button[type=submit]")
             page.goto(srv.base + "/traces")
             page.set_input_files("input[name=file]", str(trace))
@@ -203,7 +203,7 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
     from hctune.db import Database
     with Database(tmp_path / "hctune.db") as d:      # a study no worker takes
         jobs.enqueue(d, "waiting", [1], {"objective": "mem", "trials": 5})
-    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok-for-the-browser-tests"})
     try:
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
@@ -211,7 +211,7 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
             tabs = browser.new_context()
             page = tabs.new_page()
             page.goto(srv.base + "/login")
-            page.fill("input[name=token]", "tok")
+            page.fill("input[name=token]", "tok-for-the-browser-tests")
             page.click("button[type=submit]")
             page.goto(srv.base + "/studies")
             other = tabs.new_page()                      # another tab logs out
@@ -224,7 +224,7 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
             assert page.locator("input[name=token]").count() == 0
             # a study's page, which polls the JSON API every second, says so too
             page.goto(srv.base + "/login")
-            page.fill("input[name=token]", "tok")
+            page.fill("input[name=token]", "tok-for-the-browser-tests")
             page.click("button[type=submit]")
             page.goto(srv.base + "/studies/waiting")
             page.wait_for_function("document.getElementById('count').textContent !== ''")

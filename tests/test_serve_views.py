@@ -245,13 +245,13 @@ def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
 
 
 def test_the_table_needs_the_token_as_every_read(tmp_path):
-    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok-for-the-browser-tests"})
     try:
         assert get(srv, "/api/studies/table/table")[0] == 401
         assert get(srv, "/studies?part=table")[0] in (303, 307, 401)
-        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok"})
+        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok-for-the-browser-tests"})
         assert status == 404 and "error" in strict(body)       # no such study, said in JSON
-        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok"})
+        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok-for-the-browser-tests"})
         assert status == 200 and b"none yet" in body
     finally:
         srv.stop()

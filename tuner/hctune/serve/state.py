@@ -25,9 +25,13 @@ from hctune import __version__, templating
 from hctune.db import Database, database_url
 from hctune.search import options as _options
 from hctune.search.storage import heartbeat_seconds, open_storage, worker_is_gone
+from hctune.serve.hosts import Hosts
 from hctune.serve.trials import DEFAULT_TTL, TrialsCache
 
 DEFAULT_MAX_UPLOAD = 256 << 20
+DEFAULT_UPLOAD_QUOTA = 4 << 30   # all the traces a server stores (serve --upload-quota)
+DEFAULT_MAX_TRACES = 1000        # serve --max-traces
+DEFAULT_MIN_FREE = 1 << 30       # an upload leaves this much free on the disk (serve --min-free)
 ENV_CONFIG = "HCTUNE_SERVE_CONFIG"
 COOKIE = "hctune_session"    # a session id signed with the token, never the token itself
 CSRF_COOKIE = "hctune_csrf"  # the double-submit CSRF token of the service's forms
@@ -36,7 +40,10 @@ CSRF_COOKIE = "hctune_csrf"  # the double-submit CSRF token of the service's for
 class Config:
     def __init__(self, db_path, storage: str, data_dir, token: str | None = None,
                  max_upload: int = DEFAULT_MAX_UPLOAD, trials_ttl: float = DEFAULT_TTL,
-                 public_read: bool = False, local_workers: int = 0):
+                 public_read: bool = False, local_workers: int = 0,
+                 bind_host: str = "127.0.0.1", allowed_hosts=(),
+                 upload_quota: int = DEFAULT_UPLOAD_QUOTA, max_traces: int = DEFAULT_MAX_TRACES,
+                 min_free: int = DEFAULT_MIN_FREE, compile_slots: int = 1):
         self.db_path = str(db_path)
         self.storage = storage
         self.data_dir = Path(data_dir).resolve()
@@ -45,6 +52,13 @@ class Config:
         self.trials_ttl = trials_ttl
         self.public_read = public_read
         self.local_workers = local_workers
+        # the Host names served (hctune.serve.hosts: DNS rebinding); the address it listens on
+        self.bind_host = bind_host
+        self.allowed_hosts = tuple(allowed_hosts)
+        self.upload_quota = upload_quota     # bytes of traces this server stores, in all
+        self.max_traces = max_traces         # traces this server stores
+        self.min_free = min_free             # bytes left free on the data directory's disk
+        self.compile_slots = compile_slots   # .so compiles at once (hctune.serve.compiles)
         (self.data_dir / "traces").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "tmp").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "emit").mkdir(parents=True, exist_ok=True)
@@ -63,7 +77,10 @@ class Config:
                            "data_dir": str(self.data_dir), "token": self.token,
                            "max_upload": self.max_upload, "trials_ttl": self.trials_ttl,
                            "public_read": self.public_read,
-                           "local_workers": self.local_workers})
+                           "local_workers": self.local_workers, "bind_host": self.bind_host,
+                           "allowed_hosts": list(self.allowed_hosts),
+                           "upload_quota": self.upload_quota, "max_traces": self.max_traces,
+                           "min_free": self.min_free, "compile_slots": self.compile_slots})
 
     @classmethod
     def from_env(cls) -> Config:
@@ -223,11 +240,54 @@ class Fleet:
                 "that reaches it) or `serve --workers N`")
 
 
+def login_attempts() -> int:
+    try:
+        return max(1, int(os.environ.get("HCTUNE_LOGIN_ATTEMPTS", 10)))
+    except ValueError:
+        return 10
+
+
+class Failures:
+    """Wrong tokens by client address: after `limit` within `window` seconds, that address
+    waits (429) until the oldest of them leaves the window; the right token too, so guessing
+    stays at `limit` a window."""
+
+    def __init__(self, limit: int, window: float = 60.0, clock=time.monotonic):
+        self.limit, self.window, self.clock = limit, window, clock
+        self._seen: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, who: str) -> list[float]:
+        now = self.clock()
+        kept = [t for t in self._seen.get(who, ()) if now - t < self.window]
+        if kept:
+            self._seen[who] = kept
+        else:
+            self._seen.pop(who, None)
+        return kept
+
+    def add(self, who: str) -> None:
+        with self._lock:
+            if len(self._seen) > 65536:
+                self._seen.clear()
+            self._seen[who] = [*self._recent(who), self.clock()]
+
+    def wait(self, who: str) -> int:
+        """Seconds until `who` may try again; 0: now."""
+        with self._lock:
+            recent = self._recent(who)
+            if len(recent) < self.limit:
+                return 0
+            return max(1, math.ceil(recent[-self.limit] + self.window - self.clock()))
+
+
 class Service:
     """One per server process (app.state.service)."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
+        self.hosts = Hosts(cfg.bind_host, cfg.allowed_hosts)
+        self.failures = Failures(login_attempts())
         # A study's trials as last read, at most cfg.trials_ttl old, and never older than the
         # study's state in hc_queue (hctune.serve.trials).
         self.trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)

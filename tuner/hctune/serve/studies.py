@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
 from hctune import allocator_knobs as _xknobs
 from hctune import jobs
@@ -32,7 +32,7 @@ router = APIRouter(tags=["studies"])
 
 
 MAX_ID = 2**63 - 1   # the database's integer columns
-TraceId = Annotated[int, Field(ge=1, le=MAX_ID)]
+TraceId = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]   # (true is not 1)
 
 
 def _request_model() -> type[BaseModel]:
@@ -44,7 +44,9 @@ def _request_model() -> type[BaseModel]:
         d = _options.default(k)
         if k in _options.NUMBERS:
             kind, lo, hi, text = _options.NUMBERS[k]
-            fields[k] = (kind if d is not None else kind | None,
+            # strict: JSON's true is no number (pydantic would read it as 1), "5" no integer
+            strict = Annotated[kind, Strict()]
+            fields[k] = (strict if d is not None else strict | None,
                          Field(d, ge=lo, le=hi, allow_inf_nan=False, description=text))
         elif k == "allocators":
             fields[k] = (list[Annotated[str, Field(max_length=64)]],
@@ -60,7 +62,8 @@ def _request_model() -> type[BaseModel]:
             fields[k] = (list[str], Field(list(d), max_length=16))
         else:
             fields[k] = (str, d)
-    return create_model("StudyRequest", **fields)
+    # a field it does not know is refused ({"trial": 5} is not "trials"), not ignored
+    return create_model("StudyRequest", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 INSTALLED = _options.INSTALLED
@@ -117,7 +120,10 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
                                          "traces profiled with `hctune profile`")
         if jobs.job(db, name) is not None or db.study(name) is not None:
             raise HTTPException(409, f"a study named {name!r} exists")
-        jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
+        try:
+            jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
+        except HctuneError as e:   # queued by another request between the check and here
+            raise HTTPException(409, f"a study named {name!r} exists") from e
         return study_brief(jobs.job(db, name), svc.fleet())
 
 

@@ -6,6 +6,7 @@ sha256, never under the client's file name, and registered as the CLI registers 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import tempfile
@@ -47,6 +48,7 @@ async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[
     if ctype != b"multipart/form-data" or not params.get(b"boundary"):
         raise HTTPException(415, "upload a trace as multipart/form-data (fields file, format)")
     raw = tmpdir / "upload"   # the client's file name is never used
+    need_csrf = request.scope.get("hctune.csrf")
     part = {"headers": b"", "name": None, "field": b"", "value": b""}
     fields: dict[str, bytes] = {}
     got = {"file": False, "size": 0}
@@ -64,6 +66,12 @@ async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[
             part["name"] = p.get(b"name", b"").decode("utf-8", "replace")
             if part["name"] == "file":
                 got["file"] = True
+                # a form's upload (hctune.serve.guard): its csrf field comes before its file,
+                # and not a byte of the file is written unless it is right
+                if need_csrf is not None and not (need_csrf and hmac.compare_digest(
+                        fields.get("csrf", b""), need_csrf.encode())):
+                    raise HTTPException(403, "a write needs this site's CSRF token (its forms "
+                                             "carry it), JSON, or the X-Requested-With header")
         part["field"], part["value"] = b"", b""
 
     def part_begin():
