@@ -52,7 +52,9 @@ def create_app(cfg: Config) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http_error(request, exc):
-        return _error(exc.status_code, str(exc.detail))
+        r = _error(exc.status_code, str(exc.detail))
+        r.headers.update(getattr(exc, "headers", None) or {})   # Retry-After, Allow
+        return r
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request, exc):
@@ -90,6 +92,7 @@ _COMMON_ERRORS = {"400": "a user mistake (one line)",
                          "or without this site's CSRF token",
                   "408": "the body did not arrive in time",
                   "413": "the body is larger than the server takes",
+                  "421": "a Host name this server does not serve (DNS rebinding)",
                   "422": "a parameter or body field is invalid (which, and why)",
                   "500": "an internal error (its type only)"}
 

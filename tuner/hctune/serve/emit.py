@@ -5,9 +5,13 @@ provenance and the files come from hctune.emit, the functions `hctune emit` call
 
 from __future__ import annotations
 
+import asyncio
+import os
 import secrets
 import shutil
 from pathlib import Path
+
+from fastapi.concurrency import run_in_threadpool
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse, Response
@@ -15,6 +19,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from hctune import allocator_knobs as _xknobs
 from hctune import emit as _emit
 from hctune.serve.auth import need_token
+from hctune.serve.compiles import RETRY_SECONDS, Busy
 from hctune.serve.state import Service, service
 from hctune import report as _report
 
@@ -27,29 +32,54 @@ _FILES = {"malloc.c": "text/x-c", "malloc.mk": "text/plain",
           ENV: "text/plain"}
 
 
-@router.get("/api/studies/{name}/emit/{file}")
-def api_emit(name: str, file: str,
-             trial: int | None = Query(None, ge=0, le=2**63 - 1,
-                                       description="a finished trial's number (default: the "
-                                       "study's best, the validation's winner once validated)"),
-             svc: Service = Depends(service)):
+@router.get("/api/studies/{name}/emit/{file}",
+            responses={429: {"description": "every compile slot is busy (Retry-After)"}})
+async def api_emit(name: str, file: str,
+                   trial: int | None = Query(None, ge=0, le=2**63 - 1,
+                                             description="a finished trial's number (default: "
+                                             "the study's best, the validation's winner once "
+                                             "validated)"),
+                   svc: Service = Depends(service)):
     """The study's best setting (or `trial`'s) as malloc.c, its Make or CMake snippet, or
-    the shared library built on this server's platform."""
+    the shared library built on this server's platform (compiled in one bounded pool through
+    the build cache: 429 with Retry-After while it is full)."""
     if file not in _FILES:
         raise HTTPException(404, f"no such file {file!r}; one of {', '.join(_FILES)}")
-    q = svc.queue_row(name)
+    q = await run_in_threadpool(svc.queue_row, name)
     if q["state"] == "queued":   # (and the library's error would list every study's name)
         raise HTTPException(409, f"study {name!r} has not started: no setting yet")
     if file == ENV:
-        return _env_file(svc, name, trial)
-    alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
-                                        paths=False)
+        return await run_in_threadpool(_env_file, svc, name, trial)
+    alloc, setting, prov = await run_in_threadpool(
+        _emit.choose, svc.cfg.db_path, name, None, None, (), trial=trial, paths=False)
     if alloc != "hc":
         raise HTTPException(409, f"the answer is {_xknobs.describe(alloc, setting)}: not HC, "
                                  f"so there is no {file}; download {ENV}")
-    d = _emit.emit_into(svc.cfg.data_dir / "emit", setting, prov, so=file == _emit.SO_NAME)
-    _keep_newest(svc.cfg.data_dir / "emit", KEEP, d)
+    root = svc.cfg.data_dir / "emit"
+    d = await run_in_threadpool(_emit.emit_into, root, setting, prov)
+    if file == _emit.SO_NAME and not (d / file).exists():
+        try:
+            fut = svc.compiles.library(setting)
+        except Busy as e:
+            raise HTTPException(429, str(e), headers={"Retry-After": str(RETRY_SECONDS)}) \
+                from None
+        lib = await asyncio.wrap_future(fut)
+        await run_in_threadpool(_place, lib, d / file)
+    await run_in_threadpool(_keep_newest, root, KEEP, d)
     return FileResponse(d / file, media_type=_FILES[file], filename=file)
+
+
+def _place(lib: Path, out: Path) -> None:
+    """The build cache's library as `out` (a link when they share a file system), whole or
+    not at all."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(lib, tmp)
+    except OSError:
+        shutil.copyfile(lib, tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, out)
 
 
 def _env_file(svc: Service, name: str, trial: int | None):

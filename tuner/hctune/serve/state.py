@@ -25,6 +25,7 @@ from hctune import __version__, templating
 from hctune.db import Database, database_url
 from hctune.search import options as _options
 from hctune.search.storage import heartbeat_seconds, open_storage, worker_is_gone
+from hctune.serve.compiles import Compiles
 from hctune.serve.hosts import Hosts
 from hctune.serve.trials import DEFAULT_TTL, TrialsCache
 
@@ -288,6 +289,7 @@ class Service:
         self.cfg = cfg
         self.hosts = Hosts(cfg.bind_host, cfg.allowed_hosts)
         self.failures = Failures(login_attempts())
+        self.compiles = Compiles(cfg.compile_slots)
         # A study's trials as last read, at most cfg.trials_ttl old, and never older than the
         # study's state in hc_queue (hctune.serve.trials).
         self.trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)
