@@ -10,6 +10,8 @@ sets)."""
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
@@ -70,6 +72,14 @@ def create_app(cfg: Config) -> FastAPI:
     @app.exception_handler(Exception)
     async def _internal(request, exc):  # never a traceback to the client
         return _error(500, f"internal error: {type(exc).__name__}")
+
+    @app.get("/api/server", tags=["server"])
+    def api_server():
+        """This server process: its version, pid, and what it made since it started (reports
+        built for finished studies, views drawn, shared libraries compiled), counted."""
+        svc = app.state.service
+        return {"version": __version__, "pid": os.getpid(),
+                "counters": {**svc.counters, "compile": svc.compiles.started}}
 
     for r in (auth.router, traces.router, studies.router, workers.router, views.router,
               table.router, emit.router, pages.router):

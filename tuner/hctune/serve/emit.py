@@ -21,6 +21,7 @@ from hctune import emit as _emit
 from hctune.serve.auth import need_token
 from hctune.serve.compiles import RETRY_SECONDS, Busy
 from hctune.serve.state import Service, service
+from hctune.serve.studies import final_key
 from hctune import report as _report
 
 router = APIRouter(tags=["emit"], dependencies=[Depends(need_token)])
@@ -118,6 +119,15 @@ def api_report(name: str, download: bool = Query(False, description="as an attac
                svc: Service = Depends(service)):
     """The study's HTML report (hctune report): the trials, the other allocators, the real
     runs."""
-    svc.queue_row(name)
+    q = svc.queue_row(name)
     headers = {"Content-Disposition": f'attachment; filename="{name}.html"'} if download else {}
-    return HTMLResponse(_report.render(_report.collect(svc.cfg.db_path, name)), headers=headers)
+    key = final_key(q, svc.trials.get(name, q["state"]))
+
+    def make():
+        return _report.render(_report.collect(svc.cfg.db_path, name))
+    if key is not None:   # a finished study's report: made once, unless a validation comes
+        with svc.db() as db:
+            v = db.latest_validation(name, done=False)
+        key = (*key, None if v is None else (v["id"], v["status"], v["finished"]))
+    return HTMLResponse(make() if key is None else svc.once("report.html", key, make),
+                        headers=headers)

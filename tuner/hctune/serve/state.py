@@ -15,16 +15,19 @@ import os
 import secrets
 import threading
 import time
+from collections import Counter, OrderedDict
+from concurrent.futures import Future
 from pathlib import Path
 
 from fastapi import HTTPException, Request
+from optuna.trial import TrialState
 from fastapi.responses import HTMLResponse
 
 from hctune import jobs
 from hctune import __version__, templating
 from hctune.db import Database, database_url
 from hctune.search import options as _options
-from hctune.search.storage import heartbeat_seconds, open_storage, worker_is_gone
+from hctune.search.storage import OWNER, heartbeat_seconds, open_storage, worker_is_gone
 from hctune.serve.compiles import Compiles
 from hctune.serve.hosts import Hosts
 from hctune.serve.trials import DEFAULT_TTL, TrialsCache
@@ -131,14 +134,18 @@ def allocators_searched(db: Database, name: str) -> list[str] | None:
     return list((_stored(row["options_json"], dict) or {}).get("allocators") or ["hc"])
 
 
-def cli_row(row) -> dict:
+def cli_row(row, state: str = "done") -> dict:
     """A study `hctune search` ran (an hc_studies row, not queued) as the queue's rows read:
-    state "cli" (it runs, or ran, in that command; the page shows its trials as they come)."""
+    state "running" while a live process runs one of its trials, else "done"
+    (Service.cli_state); its trial count is what it holds (the command's --trials is not
+    stored: `trials` is None)."""
     opts = _stored(row["options_json"], dict) or {}
     opts["objective"] = row["objective"]
-    return {"id": None, "study": row["name"], "state": "cli", "error": None,
+    opts["trials"] = None
+    return {"id": None, "study": row["name"], "state": state, "error": None,
             "trace_ids": row["trace_ids"], "options_json": json.dumps(opts),
-            "created": row["created"], "started": row["created"], "finished": None}
+            "created": row["created"], "started": row["created"], "finished": None,
+            "cli": True}
 
 
 def study_brief(q, fleet: Fleet | None = None) -> dict:
@@ -154,7 +161,15 @@ def study_brief(q, fleet: Fleet | None = None) -> dict:
             # what the row lacks reads as the default (rows of older versions lack some)
             "options": {**_DEFAULTS, **(options or {})},
             "created": q["created"], "started": q["started"], "finished": q["finished"],
-            "note": (fleet or Fleet([])).waiting() if q["state"] == "queued" else None}
+            "note": (fleet or Fleet([])).waiting() if q["state"] == "queued" else None,
+            "by": "cli" if _has(q, "cli") else "service"}
+
+
+def _has(row, key) -> bool:
+    try:
+        return bool(row[key])
+    except (KeyError, IndexError):
+        return False
 
 
 # a login lasts this long (HCTUNE_SESSION_SECONDS), unless /logout ends it sooner
@@ -290,6 +305,9 @@ class Service:
         self.hosts = Hosts(cfg.bind_host, cfg.allowed_hosts)
         self.failures = Failures(login_attempts())
         self.compiles = Compiles(cfg.compile_slots)
+        # what this process made, by kind (reports built, views drawn): GET /api/server
+        self.counters: Counter = Counter()
+        self._once: OrderedDict = OrderedDict()      # (kind, key) -> Future
         # A study's trials as last read, at most cfg.trials_ttl old, and never older than the
         # study's state in hc_queue (hctune.serve.trials).
         self.trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)
@@ -303,6 +321,27 @@ class Service:
         self._fleet: tuple[float, Fleet | None] = (0.0, None)
         self._pruned = float("-inf")
         self._sessions: dict[str, tuple[float, float]] = {}   # sid: (checked at, expires)
+
+    def once(self, kind: str, key, make):
+        """make() once for (kind, key), its result kept (the 256 newest) and shared by every
+        request asking meanwhile: for what a finished study cannot change (its comparison,
+        its report). Counted in self.counters[kind]."""
+        with self._lock:
+            fut = self._once.get((kind, key))
+            mine = fut is None
+            if mine:
+                fut = self._once[(kind, key)] = Future()
+                self.counters[kind] += 1
+                while len(self._once) > 256:
+                    self._once.popitem(last=False)
+        if mine:
+            try:
+                fut.set_result(make())
+            except BaseException as e:
+                with self._lock:
+                    self._once.pop((kind, key), None)
+                fut.set_exception(e)
+        return fut.result()
 
     def db(self) -> Database:
         """A new connection to the results database (use it in a `with`)."""
@@ -328,15 +367,32 @@ class Service:
                 row = db.study(name)
             if row is None:
                 raise HTTPException(404, f"no study named {name!r}")
-            return cli_row(row)
+            return cli_row(row, self.cli_state(name))
         return q
+
+    def cli_state(self, name: str) -> str:
+        """A study `hctune search` runs or ran: "running" while one of its trials is RUNNING
+        under a process that lives (or one of another machine, which cannot be judged here),
+        else "done" (finished, or its process was killed). From the trials cache: at most
+        its ttl old."""
+        snap = self.trials.get(name, self.trials.last_state(name) or "running")
+        if snap is None:
+            return "done"
+        for t in snap.trials:
+            if t.state != TrialState.RUNNING:
+                continue
+            owner = t.system_attrs.get(OWNER)
+            if not owner or not worker_is_gone(owner):
+                return "running"
+        return "done"
 
     def study_rows(self, db: Database) -> list:
         """Every study in the database, newest first: the queue's, then those `hctune search`
         ran itself (one database, one list, whoever ran the study)."""
         queued = jobs.jobs(db)
         known = {q["study"] for q in queued}
-        cli = [cli_row(r) for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
+        cli = [cli_row(r, self.cli_state(r["name"]))
+               for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
                if r["name"] not in known]
         return [*queued, *cli]
 

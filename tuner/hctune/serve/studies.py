@@ -148,12 +148,29 @@ def validation(svc: Service, q) -> dict | None:
     return out
 
 
-def comparison(svc: Service, q) -> list[dict] | None:
-    try:
-        data = _report.collect(svc.cfg.db_path, q["study"])
-    except HctuneError:
+FINISHED = ("done", "failed", "cancelled")   # a study in these changes no more
+
+
+def final_key(q, snap=None):
+    """What names a finished study's unchanging state (a CLI study's `done` can grow when
+    `hctune search` runs it again: its trial count is part of it); None while it runs."""
+    if q["state"] not in FINISHED:
         return None
-    return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
+    return (q["study"], q["state"], q["created"], q["finished"],
+            None if snap is None else len(snap.trials))
+
+
+def comparison(svc: Service, q, snap=None) -> list[dict] | None:
+    """The other allocators measured on the study's traces, from hctune.report.collect: made
+    once for a finished study (counted: svc.counters["report"])."""
+    def make():
+        try:
+            data = _report.collect(svc.cfg.db_path, q["study"])
+        except HctuneError:
+            return None
+        return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
+    key = final_key(q, snap)
+    return make() if key is None else svc.once("report", key, make)
 
 
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
@@ -164,7 +181,7 @@ def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)
-    out["comparison"] = comparison(svc, q) if q["state"] == "done" else None
+    out["comparison"] = comparison(svc, q, snap) if q["state"] == "done" else None
     out["validation"] = validation(svc, q)
     body = json.dumps(out, separators=(",", ":")).encode()
     if with_trials:

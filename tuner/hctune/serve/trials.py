@@ -239,6 +239,11 @@ class TrialsCache:
                 self._entries.popitem(last=False)
             return e
 
+    def last_state(self, name: str) -> str | None:
+        """The state the study's last read was made in (None: not read yet)."""
+        e = self._entries.get(name)
+        return None if e is None or e.snap is None else e.snap.state
+
     def forget(self, name: str) -> None:
         """Drop the study (deleted): a new one of the same name is read afresh."""
         with self._lock:

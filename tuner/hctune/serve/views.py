@@ -10,13 +10,14 @@ those absolute paths), where hctune's own /api/studies is; it cannot live under 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 import time
 import warnings
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from hctune import report as _report
@@ -43,8 +44,8 @@ def plot(svc: Service, name: str, kind: str) -> bytes:
     key = (name, kind, target)
     old = _made.get(key)
     if old is not None and old[3] == brief["state"] and \
-            time.monotonic() - old[1] < REDRAW_SECONDS:
-        return old[2]          # drawn moments ago, the study in the same state
+            (brief["state"] in FINISHED or time.monotonic() - old[1] < REDRAW_SECONDS):
+        return old[2]          # drawn moments ago, or the study is finished
     st = _studies.get(name)
     if st is None:
         try:   # kept: Optuna's cache then reads only the trials that changed since
@@ -86,6 +87,7 @@ def plot(svc: Service, name: str, kind: str) -> bytes:
         fig = ax.figure
         fig.set_size_inches(*((11, 4.5) if kind == "parallel" else (7, 4)))
         body = _report._svg(fig).encode()
+    svc.counters["view"] += 1
     if len(_made) > 64:
         _made.clear()
     _made[key] = (len(done), time.monotonic(), body, brief["state"])
@@ -147,9 +149,38 @@ def fresh(svc: Service, name: str, kind: str) -> bytes | None:
     objective = brief["options"].get("objective", "mem")
     old = _made.get((name, kind, "mem" if objective == "pareto" else objective))
     if old is not None and old[3] == brief["state"] and \
-            time.monotonic() - old[1] < REDRAW_SECONDS:
+            (brief["state"] in FINISHED or time.monotonic() - old[1] < REDRAW_SECONDS):
         return old[2]
     return None
+
+
+FINISHED = ("done", "failed", "cancelled")   # a view of such a study is drawn once
+MAX_DRAWS = 4        # views waiting to be drawn at most (more: 429)
+_drawer = ThreadPoolExecutor(1, thread_name_prefix="hctune-draw")   # one at a time
+_drawing: dict[tuple[str, str], Future] = {}
+
+
+def _draw(svc: Service, name: str, kind: str) -> Future:
+    """plot() in the one drawing thread; a view asked again while it is drawn waits for that
+    drawing; more than MAX_DRAWS different ones waiting: 429."""
+    key = (name, kind)
+    with _lock_drawing:
+        fut = _drawing.get(key)
+        if fut is not None:
+            return fut
+        if len(_drawing) >= MAX_DRAWS:
+            raise HTTPException(429, f"{len(_drawing)} views are being drawn; ask again in "
+                                     "5 s", headers={"Retry-After": "5"})
+        fut = _drawing[key] = _drawer.submit(plot, svc, name, kind)
+
+    def done(_):
+        with _lock_drawing:
+            _drawing.pop(key, None)
+    fut.add_done_callback(done)
+    return fut
+
+
+_lock_drawing = threading.Lock()
 
 
 def forget(name: str) -> None:
@@ -166,6 +197,6 @@ async def api_view(request: Request, name: str, kind: str):
     svc = service(request)
     if kind not in KINDS:
         raise HTTPException(404, f"no view {kind!r}; one of {', '.join(KINDS)}")
-    body = fresh(svc, name, kind) or await run_in_threadpool(plot, svc, name, kind)
+    body = fresh(svc, name, kind) or await asyncio.wrap_future(_draw(svc, name, kind))
     return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
 

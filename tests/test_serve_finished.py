@@ -1,0 +1,100 @@
+"""What a finished study cannot change is made once, over HTTP on a real server: ten clients
+polling its JSON and its views build its report (its comparison) and draw each view once
+(counted by GET /api/server, not timed). Studies `hctune search` ran are listed with the
+trials they hold and their state (running while a live process runs one of their trials,
+else done); a name with '/' is refused by the CLI and has no link."""
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import optuna
+import pytest
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState, create_trial
+
+from hctune import jobs
+from hctune.db import Database
+from hctune.search.storage import OWNER, default_url, open_storage
+from serve_support import Served
+
+pytestmark = pytest.mark.timeout(120)
+
+DIST = {"QL_HIGH": IntDistribution(16, 1016, step=8)}
+
+
+def trial(i, state=TrialState.COMPLETE, owner=None):
+    q = 16 + 8 * (i % 100)
+    a = {"mem": 0.7 + (i * 37 % 50) / 100, "perf": 0.9 + (i * 11 % 30) / 100,
+         "constraints": [], "setting": f"QL_HIGH={q}", "allocator": "hc"}
+    return create_trial(params={"QL_HIGH": q}, distributions=DIST, state=state,
+                        value=a["mem"] if state == TrialState.COMPLETE else None,
+                        user_attrs=a if state == TrialState.COMPLETE else {},
+                        system_attrs={OWNER: owner} if owner else None)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("finished")
+    db = tmp / "h.db"
+    (tmp / "t.trace").write_bytes(b"x")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage = open_storage(default_url(db))
+    with Database(db) as d:
+        tid = d.add_trace(tmp / "t.trace", "ab" * 32, command="app", events=1)
+        qid = jobs.enqueue(d, "fin", [tid], {"objective": "mem", "trials": 30})
+        jobs.claim(d)
+        jobs.finish(d, qid)
+        for name in ("fin", "cli-done", "cli-run", "old/slash"):   # (a worker adds fin's)
+            d.add_study(name, "mem", [tid], default_url(db), {"metric": "time"})
+    optuna.create_study(study_name="fin", storage=storage).add_trials(
+        [trial(i) for i in range(30)])
+    optuna.create_study(study_name="cli-done", storage=storage).add_trials(
+        [trial(i) for i in range(15)])
+    me = f"{socket.gethostname()}:{os.getpid()}:0"      # this process: alive
+    optuna.create_study(study_name="cli-run", storage=storage).add_trials(
+        [trial(i) for i in range(4)] + [trial(4, TrialState.RUNNING, owner=me)])
+    srv = Served(db)
+    yield srv
+    srv.stop()
+
+
+def test_a_finished_study_is_built_and_drawn_once(served):
+    statuses = []
+
+    def client():
+        for path in ("/api/studies/fin", "/api/studies/fin?trials=false",
+                     "/api/studies/fin/views/history.svg",
+                     "/api/studies/fin"):
+            statuses.append((path, served.request("GET", path)[0]))
+    threads = [threading.Thread(target=client) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(s == 200 for _, s in statuses), [x for x in statuses if x[1] != 200]
+    status, info = served.request("GET", "/api/server")
+    c = info["counters"]
+    assert c.get("report") == 1 and c.get("view") == 1, c
+
+
+def test_cli_studies_say_their_trials_and_state(served):
+    status, lst = served.request("GET", "/api/studies")
+    by = {s["name"]: s for s in lst}
+    assert by["cli-done"]["state"] == "done" and by["cli-done"]["by"] == "cli"
+    assert by["cli-done"]["options"]["trials"] is None     # its --trials is not stored
+    assert by["cli-run"]["state"] == "running" and by["fin"]["by"] == "service"
+    status, table = served.request("GET", "/studies?part=table")
+    page = table.decode()
+    row = page[page.index("cli-done</a>"):]
+    assert "<td class=\"n\">15</td>" in row[:row.index("</tr>")], row[:400]
+    assert "/50" not in row[:row.index("</tr>")]
+    assert 'href="/studies/old%2Fslash"' not in page and "old/slash</span>" in page
+
+
+def test_the_cli_refuses_a_name_with_a_slash(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
+                        "search", "--study", "a/b"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "without '/'" in r.stderr and "Traceback" not in r.stderr
