@@ -13,6 +13,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -297,6 +298,21 @@ class Failures:
             return max(1, math.ceil(recent[-self.limit] + self.window - self.clock()))
 
 
+def sweep_uploads(tmp: Path) -> None:
+    """Remove the upload directories (<pid>-...) of server processes that are gone (killed
+    mid-upload: no `finally` ran)."""
+    for p in tmp.iterdir():
+        pid = p.name.split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
+
+
 class Service:
     """One per server process (app.state.service)."""
 
@@ -305,6 +321,7 @@ class Service:
         self.hosts = Hosts(cfg.bind_host, cfg.allowed_hosts)
         self.failures = Failures(login_attempts())
         self.compiles = Compiles(cfg.compile_slots)
+        sweep_uploads(cfg.data_dir / "tmp")
         # what this process made, by kind (reports built, views drawn): GET /api/server
         self.counters: Counter = Counter()
         self._once: OrderedDict = OrderedDict()      # (kind, key) -> Future
