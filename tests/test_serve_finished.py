@@ -4,6 +4,8 @@ polling its JSON and its views build its report (its comparison) and draw each v
 trials they hold and their state (running while a live process runs one of their trials,
 else done); a name with '/' is refused by the CLI and has no link."""
 
+import csv
+import io
 import os
 import socket
 import subprocess
@@ -98,3 +100,30 @@ def test_the_cli_refuses_a_name_with_a_slash(tmp_path):
     r = subprocess.run([sys.executable, "-m", "hctune", "--db", str(tmp_path / "h.db"),
                         "search", "--study", "a/b"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "without '/'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_answer_its_env_file_the_csv_and_a_trials_page(served):
+    status, s = served.request("GET", "/api/studies/fin?trials=false")
+    a = s["answer"]
+    # one answer, worded as `hctune best` words it, with the files that apply it
+    assert a["allocator"] == "hc" and a["said"].startswith("HC (Hasan & Chang 2006), changed "
+                                                          "from generic (Table 6): QL_HIGH=")
+    assert "not validated" in a["chosen_by"]
+    assert [f["name"] for f in a["files"]][-1] == "hctune.env"
+    status, env = served.request("GET", "/api/studies/fin/emit/hctune.env")
+    assert status == 200 and b"export LD_PRELOAD=/usr/local/lib/libhcmalloc.so" in env, env
+    assert served.db.parent.as_posix().encode() not in env      # no path of the server
+    status, text = served.request("GET", "/api/studies/fin/trials.csv")
+    lines = text.decode().splitlines()
+    assert status == 200 and lines[0].startswith("number,state,allocator,mem_ratio")
+    rows = list(csv.DictReader(io.StringIO(text.decode())))
+    assert len(rows) == 30 and rows[0]["changed"] == "QL_HIGH=16", rows[0]
+    assert rows[0]["setting"] == "QL_HIGH=16" and float(rows[0]["mem_ratio"]) == 0.7
+    status, t = served.request("GET", "/api/studies/fin/trials/3")
+    assert status == 200 and t["changed"] == "QL_HIGH=40" and len(t["whole_setting"]) >= 40
+    assert t["duration_s"] is not None or t["started"] is None
+    assert served.request("GET", "/api/studies/fin/trials/999")[0] == 404
+    status, page = served.request("GET", "/studies/fin/trials/3")
+    assert status == 200 and b"The whole setting" in page and b"QL_HIGH" in page
+    status, page = served.request("GET", "/studies")
+    assert b'name="name" id="study-name"' in page

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import shutil
+import tempfile
 from pathlib import Path
 
 from fastapi.concurrency import run_in_threadpool
@@ -83,21 +83,28 @@ def _place(lib: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
+INSTALLED_SO = Path("/usr/local/lib") / _emit.SO_NAME   # where an HC answer's file says to put it
+
+
 def _env_file(svc: Service, name: str, trial: int | None):
-    """The study's answer when it is another allocator than HC (a study across allocators):
-    the shell file `hctune emit --env` writes, made with the same functions. HC's answer is
-    malloc.c and its library (the file would name this server's path of the .so)."""
+    """The study's answer, whatever the allocator, as the shell file `hctune emit --env`
+    writes (made by the same function: its LD_PRELOAD and variables, and the same setting as
+    one shell line, a GLIBC_TUNABLES or MALLOC_CONF string, a systemd drop-in, a Dockerfile's
+    ENV lines). For HC, LD_PRELOAD names libhcmalloc.so installed in /usr/local/lib (this
+    study's libhcmalloc.so download), not a path of this server."""
     alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
                                         paths=False, any_allocator=trial is None)
+    library = None
     if alloc == "hc":
-        raise HTTPException(409, f"study {name!r}'s answer is HC: download malloc.c (or "
-                                 f"{_emit.SO_NAME})")
-    d = svc.cfg.data_dir / "emit" / f"env-{secrets.token_hex(8)}"
-    d.mkdir(parents=True)
+        library = INSTALLED_SO
+        prov = {**prov, "library": f"download {_emit.SO_NAME} from this study "
+                f"(/api/studies/{name}/emit/{_emit.SO_NAME}) and install it as {library}"}
+    d = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-env-", dir=svc.cfg.data_dir / "tmp"))
     try:
-        _emit.write_env(d / ENV, alloc, setting, prov)
+        _emit.write_env(d / ENV, alloc, setting, prov, library)
         return Response((d / ENV).read_bytes(), media_type="text/plain",
-                        headers={"Content-Disposition": f'attachment; filename="{ENV}"'})
+                        headers={"Content-Disposition": f'attachment; filename="{ENV}"',
+                                 "X-Hctune-Allocator": alloc})
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

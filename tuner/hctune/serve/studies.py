@@ -4,13 +4,17 @@ runs a search: `hctune worker` takes the queued study (hctune.serve.worker)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import quote
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
@@ -20,9 +24,13 @@ from hctune import jobs
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
 from hctune.search import options as _options
+from hctune.search import study as _study
 from hctune.serve.auth import need_token
 from hctune.serve import views
-from hctune.serve.state import Service, allocators_searched, service, study_brief
+from hctune.serve.state import Service, _finite, allocators_searched, service, study_brief
+from hctune import emit as _emit
+from hctune import knobs as _knobs
+from hctune.serve.trials import changed_from_generic
 from hctune.trace import store
 from hctune import report as _report
 
@@ -173,6 +181,44 @@ def comparison(svc: Service, q, snap=None) -> list[dict] | None:
     return make() if key is None else svc.once("report", key, make)
 
 
+def answer(svc: Service, q, snap=None) -> dict | None:
+    """A finished study's one answer, as `hctune emit --env` chooses it (hctune.emit.choose
+    with any_allocator: the real runs' recommendation once validated, which may be glibc or
+    another allocator as it comes, else the replay's best) and worded as `hctune best` words
+    it; with the files that apply it. None while the study runs (the best so far is its
+    summary). Made once per finished state (and validation)."""
+    key = final_key(q, snap)
+    if key is None:
+        return None
+    name = q["study"]
+    with svc.db() as db:
+        v = db.latest_validation(name, done=False)
+    key = (*key, None if v is None else (v["id"], v["status"]))
+
+    def make():
+        try:
+            alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (),
+                                                paths=False, any_allocator=True)
+        except HctuneError as e:
+            return {"allocator": None, "said": str(e).splitlines()[0], "files": []}
+        base = f"/api/studies/{quote(name, safe='')}/emit/"
+        if alloc == "hc":
+            changed = changed_from_generic("hc", _knobs.key(setting))
+            said = (f"HC (Hasan & Chang 2006), changed from generic (Table 6): "
+                    f"{'none' if changed == 'generic' else changed.replace(',', ', ')}")
+            files = ["malloc.c", "libhcmalloc.so", "malloc.mk", "hcmalloc.cmake", "hctune.env"]
+        else:
+            changed = None
+            said = f"allocator: {_xknobs.describe(alloc, setting)}"
+            files = ["hctune.env"]
+        return {"allocator": alloc, "said": said, "changed_from_generic": changed,
+                "objective": prov.get("objective"),
+                "chosen_by": prov.get("chosen by") or prov.get("validated")
+                or "the replay (not validated: hctune validate)",
+                "files": [{"name": f, "url": base + f} for f in files]}
+    return svc.once("answer", key, make)
+
+
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
     as the cache's bytes, not decoded and encoded again."""
@@ -183,6 +229,7 @@ def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     out["summary"] = None if snap is None else snap.summary(objective)
     out["comparison"] = comparison(svc, q, snap) if q["state"] == "done" else None
     out["validation"] = validation(svc, q)
+    out["answer"] = answer(svc, q, snap)
     body = json.dumps(out, separators=(",", ":")).encode()
     if with_trials:
         body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
@@ -239,6 +286,70 @@ async def api_trials(request: Request, name: str,
     if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/json", headers=headers)
+
+
+CSV_COLUMNS = ("number", "state", "allocator", "mem_ratio", "perf_ratio", "feasible",
+               "duration_s", "seed", "worker", "changed", "setting", "error", "retry_of")
+
+
+@router.get("/api/studies/{name}/trials.csv")
+async def api_trials_csv(request: Request, name: str):
+    """The study's trials as CSV (one row each, the columns of the trial table; `changed` is
+    what the setting changes from HC's generic one), for a spreadsheet."""
+    svc = service(request)
+    q = svc.queue_row(name)
+    snap = await snapshot(svc, name, q["state"])
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in ([] if snap is None else snap.rows()):
+        w.writerow([_cell(r.get(c)) for c in CSV_COLUMNS])
+    return Response(out.getvalue(), media_type="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="{quote(name, safe="")}-trials.csv"'})
+
+
+def _cell(v):
+    """A CSV cell a spreadsheet shows as text: one starting with = + - @ would be a formula."""
+    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + v
+    return "" if v is None else v
+
+
+def trial_detail(svc: Service, name: str, number: int) -> dict:
+    """One trial whole: its row, its whole setting, its measurements per trace, the real runs
+    of it (validation candidates that are this trial)."""
+    q = svc.queue_row(name)
+    snap = svc.trials.get(name, q["state"])
+    t = None if snap is None else next((x for x in snap.trials if x.number == number), None)
+    if t is None:
+        raise HTTPException(404, f"study {name!r} has no trial {number}")
+    row = dict(next(r for r in snap.rows() if r["number"] == number))
+    try:
+        whole = _study.trial_setting(t)
+    except (HctuneError, ValueError, TypeError, KeyError):
+        whole = None
+    per_trace = t.user_attrs.get("per_trace")
+    v = validation(svc, q)
+    runs = [c for c in (v or {}).get("candidates") or []
+            if isinstance(c, dict) and c.get("trial") == number]
+    return {**row, "study": name, "whole_setting": _finite_json(whole),
+            "per_trace": _finite_json(per_trace) if isinstance(per_trace, list) else [],
+            "started": t.datetime_start.isoformat() if t.datetime_start else None,
+            "completed": t.datetime_complete.isoformat() if t.datetime_complete else None,
+            "params": _finite_json({k: v for k, v in t.params.items()}),
+            "validation_runs": runs}
+
+
+def _finite_json(v):
+    return _finite(json.loads(json.dumps(v, default=str)))
+
+
+@router.get("/api/studies/{name}/trials/{number}")
+def api_trial(name: str, number: int = PathParam(ge=0, le=MAX_ID),
+              svc: Service = Depends(service)):
+    """One trial: its row of the table, its whole setting, its measurements per trace, its
+    start and end, and the real runs of it when the study was validated."""
+    return trial_detail(svc, name, number)
 
 
 @router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)],
