@@ -242,6 +242,11 @@ def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
     assert status == 200 and b"'s trials" not in body
     rows = table(served, "cross", allocator="jemalloc")["trials"]
     assert len(rows) == 6 and {r["allocator"] for r in rows} == {"jemalloc"}
+    # each allocator's own (issue 33: not only the best's)
+    status, _, body = get(served, "/api/studies/cross/views/parallel.svg?allocator=hc")
+    assert status == 200 and b"hc's trials" in body and b"QL_HIGH" in body, body[:300]
+    assert b"dirty_decay_ms" not in body
+    assert get(served, "/api/studies/cross/views/parallel.svg?allocator=nope")[0] == 422
 
 
 def test_the_table_needs_the_token_as_every_read(tmp_path):
