@@ -8,13 +8,21 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+import optuna
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState, create_trial
+
 import gate
+from hctune import jobs
+from hctune.db import Database
+from hctune.search.storage import OWNER, default_url, open_storage
 from search_support import _free_port
 
 
@@ -146,3 +154,41 @@ def compiles(source: bytes, tmp: Path) -> None:
     r = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-fPIC", "-c", str(src), "-o",
                         str(tmp / "malloc.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+QL_DIST = {"QL_HIGH": IntDistribution(16, 1016, step=8)}
+
+
+def fake_trial(i, state=TrialState.COMPLETE, owner=None):
+    q = 16 + 8 * (i % 100)
+    a = {"mem": 0.7 + (i * 37 % 50) / 100, "perf": 0.9 + (i * 11 % 30) / 100,
+         "constraints": [], "setting": f"QL_HIGH={q}", "allocator": "hc"}
+    return create_trial(params={"QL_HIGH": q}, distributions=QL_DIST, state=state,
+                        value=a["mem"] if state == TrialState.COMPLETE else None,
+                        user_attrs=a if state == TrialState.COMPLETE else {},
+                        system_attrs={OWNER: owner} if owner else None)
+
+
+def finished_db(tmp: Path) -> Path:
+    """A results database (no trace file: a stand-in) holding a done study 'fin' of 30 HC
+    trials, the studies `hctune search` ran 'cli-done' (15 trials), 'cli-run' (a trial
+    RUNNING under this live process) and 'old/slash'."""
+    db = tmp / "h.db"
+    (tmp / "t.trace").write_bytes(b"x")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage = open_storage(default_url(db))
+    with Database(db) as d:
+        tid = d.add_trace(tmp / "t.trace", "ab" * 32, command="app", events=1)
+        qid = jobs.enqueue(d, "fin", [tid], {"objective": "mem", "trials": 30})
+        jobs.claim(d)
+        jobs.finish(d, qid)
+        for name in ("fin", "cli-done", "cli-run", "old/slash"):   # (a worker adds fin's)
+            d.add_study(name, "mem", [tid], default_url(db), {"metric": "time"})
+    optuna.create_study(study_name="fin", storage=storage).add_trials(
+        [fake_trial(i) for i in range(30)])
+    optuna.create_study(study_name="cli-done", storage=storage).add_trials(
+        [fake_trial(i) for i in range(15)])
+    me = f"{socket.gethostname()}:{os.getpid()}:0"      # this process: alive
+    optuna.create_study(study_name="cli-run", storage=storage).add_trials(
+        [fake_trial(i) for i in range(4)] + [fake_trial(4, TrialState.RUNNING, owner=me)])
+    return db

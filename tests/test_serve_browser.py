@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from search_support import need_hc, record_gawk_trace
-from serve_support import Served, compiles
+from serve_support import Served, compiles, finished_db
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -233,6 +233,52 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
             page.wait_for_function("document.getElementById('error').textContent"
                                    ".includes('session ended')", timeout=20_000)
             assert page.inner_text("#state") == "queued"
+            browser.close()
+    finally:
+        srv.stop()
+
+
+def test_the_answer_trial_page_and_sortable_list_in_chromium(tmp_path):
+    """Issue 33's views in a real browser (no worker: a finished study stored by hand): the
+    one answer with its files, a trial row showing what it changes from generic linked to the
+    trial's page, the parallel coordinates drawn, the studies list sorted by a heading, and
+    the security headers leaving the page's own scripts working."""
+    if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    srv = Served(finished_db(tmp_path))
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox"])
+            page = browser.new_page()
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+            page.goto(srv.base + "/studies/fin")
+            page.wait_for_function("document.getElementById('answer').textContent"
+                                   ".includes('chosen by')")
+            answer = page.inner_text("#answer")
+            assert answer.startswith("HC (Hasan & Chang 2006), changed from generic"), answer
+            assert "hctune.env" in answer and "winner" not in page.inner_text("body")
+            page.wait_for_function("document.querySelector('#trials tbody a[href*=\"/trials/\"]')")
+            first = page.inner_text("#trials tbody tr:first-child")
+            assert "QL_HIGH=16" in first and "MONITOR" not in first, first
+            page.wait_for_function("document.getElementById('view-parallel').naturalWidth > 0",
+                                   timeout=60000)
+            page.click("#trials tbody tr:first-child a[href*='/trials/']")
+            page.wait_for_url("**/studies/fin/trials/0")
+            assert "The whole setting" in page.content()
+            assert page.locator("#setting tr").count() >= 40
+            page.goto(srv.base + "/studies")
+            names = lambda: [r.split("\t")[0] for r in
+                             page.inner_text("#studies-table").splitlines()[1:]]
+            page.click("#studies-table th:first-child")       # by name, A to Z
+            assert names() == sorted(names()), names()
+            page.click("#studies-table th:first-child")       # Z to A
+            assert names() == sorted(names(), reverse=True), names()
+            assert errors == [], errors
             browser.close()
     finally:
         srv.stop()

@@ -6,59 +6,20 @@ else done); a name with '/' is refused by the CLI and has no link."""
 
 import csv
 import io
-import os
-import socket
 import subprocess
 import sys
 import threading
 
-import optuna
 import pytest
-from optuna.distributions import IntDistribution
-from optuna.trial import TrialState, create_trial
 
-from hctune import jobs
-from hctune.db import Database
-from hctune.search.storage import OWNER, default_url, open_storage
-from serve_support import Served
+from serve_support import Served, finished_db
 
 pytestmark = pytest.mark.timeout(120)
-
-DIST = {"QL_HIGH": IntDistribution(16, 1016, step=8)}
-
-
-def trial(i, state=TrialState.COMPLETE, owner=None):
-    q = 16 + 8 * (i % 100)
-    a = {"mem": 0.7 + (i * 37 % 50) / 100, "perf": 0.9 + (i * 11 % 30) / 100,
-         "constraints": [], "setting": f"QL_HIGH={q}", "allocator": "hc"}
-    return create_trial(params={"QL_HIGH": q}, distributions=DIST, state=state,
-                        value=a["mem"] if state == TrialState.COMPLETE else None,
-                        user_attrs=a if state == TrialState.COMPLETE else {},
-                        system_attrs={OWNER: owner} if owner else None)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("finished")
-    db = tmp / "h.db"
-    (tmp / "t.trace").write_bytes(b"x")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(default_url(db))
-    with Database(db) as d:
-        tid = d.add_trace(tmp / "t.trace", "ab" * 32, command="app", events=1)
-        qid = jobs.enqueue(d, "fin", [tid], {"objective": "mem", "trials": 30})
-        jobs.claim(d)
-        jobs.finish(d, qid)
-        for name in ("fin", "cli-done", "cli-run", "old/slash"):   # (a worker adds fin's)
-            d.add_study(name, "mem", [tid], default_url(db), {"metric": "time"})
-    optuna.create_study(study_name="fin", storage=storage).add_trials(
-        [trial(i) for i in range(30)])
-    optuna.create_study(study_name="cli-done", storage=storage).add_trials(
-        [trial(i) for i in range(15)])
-    me = f"{socket.gethostname()}:{os.getpid()}:0"      # this process: alive
-    optuna.create_study(study_name="cli-run", storage=storage).add_trials(
-        [trial(i) for i in range(4)] + [trial(4, TrialState.RUNNING, owner=me)])
-    srv = Served(db)
+    srv = Served(finished_db(tmp_path_factory.mktemp("finished")))
     yield srv
     srv.stop()
 

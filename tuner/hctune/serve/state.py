@@ -340,7 +340,7 @@ class Service:
         self._sessions: dict[str, tuple[float, float]] = {}   # sid: (checked at, expires)
 
     def once(self, kind: str, key, make):
-        """make() once for (kind, key), its result kept (the 256 newest) and shared by every
+        """make() once for (kind, key), its result kept (the 64 newest) and shared by every
         request asking meanwhile: for what a finished study cannot change (its comparison,
         its report). Counted in self.counters[kind]."""
         with self._lock:
@@ -349,7 +349,7 @@ class Service:
             if mine:
                 fut = self._once[(kind, key)] = Future()
                 self.counters[kind] += 1
-                while len(self._once) > 256:
+                while len(self._once) > 64:
                     self._once.popitem(last=False)
         if mine:
             try:

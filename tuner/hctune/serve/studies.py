@@ -221,10 +221,22 @@ def answer(svc: Service, q, snap=None) -> dict | None:
 
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
-    as the cache's bytes, not decoded and encoded again."""
+    as the cache's bytes, not decoded and encoded again. A finished study's answer is made
+    once (again when a validation comes) and its bytes served from then on."""
+    snap = svc.trials.get(q["study"], q["state"])
+    key = final_key(q, snap)
+    if key is None:
+        return Response(_study_body(svc, q, snap, with_trials), media_type="application/json")
+    with svc.db() as db:
+        v = db.latest_validation(q["study"], done=False)
+    key = (*key, None if v is None else (v["id"], v["status"]), with_trials)
+    return Response(svc.once("study.json", key, lambda: _study_body(svc, q, snap, with_trials)),
+                    media_type="application/json")
+
+
+def _study_body(svc: Service, q, snap, with_trials: bool) -> bytes:
     out = study_brief(q, svc.fleet())
     out["allocators_searched"] = svc.read(lambda db: allocators_searched(db, q["study"]))
-    snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)
     out["comparison"] = comparison(svc, q, snap) if q["state"] == "done" else None
@@ -233,7 +245,7 @@ def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     body = json.dumps(out, separators=(",", ":")).encode()
     if with_trials:
         body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
-    return Response(body, media_type="application/json")
+    return body
 
 
 def not_modified(request: Request, etag: str) -> bool:
