@@ -160,9 +160,13 @@ QL_DIST = {"QL_HIGH": IntDistribution(16, 1016, step=8)}
 
 
 def fake_trial(i, state=TrialState.COMPLETE, owner=None):
+    """An HC trial as a search stores it: generic as searched, QL_HIGH changed."""
+    from hctune import knobs
+    from hctune.search import space
     q = 16 + 8 * (i % 100)
+    setting = knobs.key({**space.for_search(knobs.preset("generic")), "QL_HIGH": q})
     a = {"mem": 0.7 + (i * 37 % 50) / 100, "perf": 0.9 + (i * 11 % 30) / 100,
-         "constraints": [], "setting": f"QL_HIGH={q}", "allocator": "hc"}
+         "constraints": [], "setting": setting, "allocator": "hc"}
     return create_trial(params={"QL_HIGH": q}, distributions=QL_DIST, state=state,
                         value=a["mem"] if state == TrialState.COMPLETE else None,
                         user_attrs=a if state == TrialState.COMPLETE else {},

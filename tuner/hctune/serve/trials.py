@@ -32,6 +32,7 @@ from optuna.trial import FrozenTrial
 
 from hctune import knobs as _knobs
 from hctune.errors import HctuneError
+from hctune.search import space as _space
 from hctune.search import study as _study
 from hctune.search.storage import RETRY_OF
 
@@ -71,11 +72,11 @@ def changed_from_generic(alloc, setting) -> str | None:
         return _text(setting)
     try:
         given = _knobs.parse_sets(setting.split(","))
-        if not _GENERIC:
-            _GENERIC.update(_knobs.complete(_knobs.preset("generic")))
+        if not _GENERIC:   # generic as the search measures it (as `hctune best` compares)
+            _GENERIC.update(_space.for_search(_knobs.preset("generic")))
     except (HctuneError, ValueError, TypeError):
         return _text(setting)
-    return _text(",".join(f"{k}={v}" for k, v in given.items() if _GENERIC.get(k) != v)
+    return _text(",".join(f"{k}={v}" for k, v in _knobs.diff_from(given, _GENERIC).items())
                  or "generic")
 
 
