@@ -80,8 +80,9 @@ def main() -> int:
             print(f"study {s['state']} in {time.monotonic() - started:.0f} s "
                   f"(allocators: {', '.join(allocs)})", file=sys.stderr)
             with chromium() as browser:
-                page = browser.new_page(viewport={"width": WIDTH, "height": 900})
-                page.goto(base + "/studies/gawk-words")
+                # (Playwright's polling predicates are eval'd in the page: past the CSP)
+                page = browser.new_page(viewport={"width": WIDTH, "height": 900}, bypass_csp=True)
+                page.goto(base + "/studies/gawk-words", wait_until="domcontentloaded")
                 page.wait_for_function("document.querySelector('#validation table') !== null "
                                        "&& document.querySelector('#pareto circle.front')",
                                        timeout=30000)

@@ -125,7 +125,7 @@ def test_token_guessing_is_limited_and_headers_and_head(tmp_path):
         # the page is not to be framed, sniffed or named to other sites
         assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
         assert headers["X-Content-Type-Options"] == "nosniff"
-        assert headers["Referrer-Policy"] == "no-referrer"
+        assert headers["Referrer-Policy"] == "same-origin"
         assert "csrf=" not in page and f'name="csrf" value="{csrf}"' in page
         cookie = {**form, "Cookie": f"hctune_csrf={csrf}"}
         for i in range(3):

@@ -43,7 +43,7 @@ SECURITY_HEADERS = [
      b"img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
      b"frame-ancestors 'none'"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),   # (no-referrer: a form's Origin would be null)
     (b"x-frame-options", b"DENY"),
 ]
 

@@ -181,7 +181,7 @@ def fresh(svc: Service, name: str, kind: str, allocator: str | None = None) -> b
 
 
 FINISHED = ("done", "failed", "cancelled")   # a view of such a study is drawn once
-MAX_DRAWS = 4        # views waiting to be drawn at most (more: 429)
+MAX_DRAWS = 12       # views waiting to be drawn at most (more: 429)
 _drawer = ThreadPoolExecutor(1, thread_name_prefix="hctune-draw")   # one at a time
 _drawing: dict[tuple[str, str], Future] = {}
 
