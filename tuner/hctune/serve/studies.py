@@ -201,6 +201,9 @@ def answer(svc: Service, q, snap=None) -> dict | None:
                                                 paths=False, any_allocator=True)
         except HctuneError as e:
             return {"allocator": None, "said": str(e).splitlines()[0], "files": []}
+        except Exception as e:   # (a stored row no version wrote) never breaks the study's JSON
+            return {"allocator": None, "files": [],
+                    "said": f"the answer could not be read ({type(e).__name__})"}
         base = f"/api/studies/{quote(name, safe='')}/emit/"
         if alloc == "hc":
             changed = changed_from_generic("hc", _knobs.key(setting))
