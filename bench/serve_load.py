@@ -86,7 +86,7 @@ end
 """
 
 
-def make_study(db, trials: int) -> str:
+def make_study(db, trials: int, finished: bool = False) -> str:
     import optuna
 
     from hctune import jobs
@@ -100,8 +100,13 @@ def make_study(db, trials: int) -> str:
             optuna.delete_study(study_name=NAME, storage=open_storage(url))
         except KeyError:
             pass
-        jobs.enqueue(d, NAME, [1], {"objective": "mem", "metric": "time", "trials": trials * 2})
+        qid = jobs.enqueue(d, NAME, [1], {"objective": "mem", "metric": "time",
+                                          "trials": trials * 2})
         jobs.claim(d)   # running, as a worker leaves it
+        if finished:    # done, with the study's row a worker writes (its report is read)
+            d.query("DELETE FROM hc_studies WHERE name = :s", s=NAME)
+            d.add_study(NAME, "mem", [1], url, {"metric": "time"})
+            jobs.finish(d, qid)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     st = optuna.create_study(study_name=NAME, storage=open_storage(url))
     st.add_trials([fake(i) for i in range(trials)])
@@ -290,10 +295,17 @@ def main():
     ap.add_argument("--login", action="store_true",
                     help="the server has a token and the clients send the session cookie /login "
                          "gave (each request checks the stored session)")
+    ap.add_argument("--finished", action="store_true",
+                    help="the study is done (no writer): half the clients read its page, half "
+                         "its JSON (GET /api/studies/load, the trials in it); issue 33's "
+                         "check is --finished --clients 10")
     ap.add_argument("--db", default=None,
                     help="a PostgreSQL database to run on (hctune's tables and Optuna's) instead "
                          "of a temporary SQLite file; its study 'load' is replaced")
     a = ap.parse_args()
+    if a.finished:
+        del PATHS["trials"]
+        PATHS["study_json"] = f"/api/studies/{NAME}"
     if a.views:
         PATHS["views"] = f"/api/studies/{NAME}/views/history.svg"
         PATHS["table"] = f"/api/studies/{NAME}/table?state=complete&sort=mem_ratio&desc=false"
@@ -302,13 +314,14 @@ def main():
         raise SystemExit("serve_load: no wrk here (Debian package wrk); try --client asyncio")
     cmd = ["bench/serve_load.py", "--clients", str(a.clients), "--seconds", f"{a.seconds:g}",
            "--trials", str(a.trials), "--client", kind, "--http-workers", str(a.http_workers),
-           *(["--views"] if a.views else []), *(["--login"] if a.login else [])]
+           *(["--views"] if a.views else []), *(["--login"] if a.login else []),
+           *(["--finished"] if a.finished else [])]
     if a.db:
         from hctune.db import redact
         cmd += ["--db", redact(a.db)]
     with tempfile.TemporaryDirectory() as tmp:
         db = a.db or Path(tmp) / "hctune.db"
-        url = make_study(db, a.trials)
+        url = make_study(db, a.trials, a.finished)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -333,18 +346,22 @@ def main():
             for _ in range(4 * a.http_workers):   # warm: each process's first read of the study
                 for path in PATHS.values():
                     _get(base, path).read()
-            w = ctx.Process(target=writer, args=(url, stop, written))
-            w.start()
-            time.sleep(1)
+            if not a.finished:
+                w = ctx.Process(target=writer, args=(url, stop, written))
+                w.start()
+                time.sleep(1)
             load_before = os.getloadavg()
             res = CLIENTS[kind](base, a.clients, a.seconds)
             load_after = os.getloadavg()
             stop.set()
-            w.join(timeout=30)
-            time.sleep(1.2)   # past the server's 1 s cache: its next read is fresh
-            with _get(base, PATHS["trials"]) as r:
+            if w is not None:
+                w.join(timeout=30)
+                time.sleep(1.2)   # past the server's 1 s cache: its next read is fresh
+            with _get(base, PATHS.get("trials") or PATHS["study_json"]) as r:
                 raw = r.read()
             final = json.loads(raw)
+            if isinstance(final, dict):
+                final = final.get("trials") or []
             seen = sum(1 for t in final if t["state"] == "complete")
         finally:
             stop.set()

@@ -7,7 +7,9 @@ Debian's chromium, driven by Playwright, takes the finished study's page:
 
 - docs/serve.png: the top (the best, the downloads, the Pareto front of the trials);
 - docs/serve-views.png: Optuna's views, the other allocators and the real runs;
-- docs/serve-trials.png: the trial table, filtered to the Pareto front, sorted by footprint.
+- docs/serve-trials.png: the trial table, filtered to the Pareto front, sorted by footprint;
+- docs/serve-answer.png: the study's one answer, worded as `hctune best` words it, and its files;
+- docs/serve-trial.png: one trial's page (what it changes from generic, its whole setting).
 
     .venv/bin/python bench/serve_screenshot.py [--out-dir docs] [--trials 40]
 """
@@ -78,8 +80,9 @@ def main() -> int:
             print(f"study {s['state']} in {time.monotonic() - started:.0f} s "
                   f"(allocators: {', '.join(allocs)})", file=sys.stderr)
             with chromium() as browser:
-                page = browser.new_page(viewport={"width": WIDTH, "height": 900})
-                page.goto(base + "/studies/gawk-words")
+                # (Playwright's polling predicates are eval'd in the page: past the CSP)
+                page = browser.new_page(viewport={"width": WIDTH, "height": 900}, bypass_csp=True)
+                page.goto(base + "/studies/gawk-words", wait_until="domcontentloaded")
                 page.wait_for_function("document.querySelector('#validation table') !== null "
                                        "&& document.querySelector('#pareto circle.front')",
                                        timeout=30000)
@@ -102,11 +105,23 @@ def main() -> int:
                 page.wait_for_function("document.querySelector('#trials th[data-key=mem_ratio]')"
                                        ".textContent.endsWith('▲')")
                 page.locator("#trials-section").screenshot(path=str(out / "serve-trials.png"))
+                page.wait_for_function("document.getElementById('answer').textContent"
+                                       ".includes('chosen by')", timeout=30000)
+                top = page.evaluate("document.getElementById('best')"
+                                    ".getBoundingClientRect().top + window.scrollY")
+                bottom = page.evaluate("document.getElementById('dl-csv')"
+                                       ".getBoundingClientRect().bottom + window.scrollY")
+                page.screenshot(path=str(out / "serve-answer.png"), full_page=True,
+                                clip={"x": 0, "y": top - 40, "width": WIDTH,
+                                      "height": bottom - top + 56})
+                page.click("#trials tbody tr:first-child a[href*='/trials/']")
+                page.wait_for_url("**/trials/*")
+                page.screenshot(path=str(out / "serve-trial.png"), full_page=True)
         finally:
             os.killpg(srv.pid, 15)
             srv.wait(timeout=30)
-    print(f"wrote {out / 'serve.png'}, {out / 'serve-views.png'}, {out / 'serve-trials.png'}",
-          file=sys.stderr)
+    print(f"wrote {out / 'serve.png'}, {out / 'serve-views.png'}, {out / 'serve-trials.png'}, "
+          f"{out / 'serve-answer.png'}, {out / 'serve-trial.png'}", file=sys.stderr)
     return 0 if s["state"] == "done" else 1
 
 

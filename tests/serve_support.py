@@ -8,13 +8,21 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+import optuna
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState, create_trial
+
 import gate
+from hctune import jobs
+from hctune.db import Database
+from hctune.search.storage import OWNER, default_url, open_storage
 from search_support import _free_port
 
 
@@ -97,9 +105,11 @@ class Served:
             kept = {k: v for k, v in headers.items()
                     if k.lower() not in ("content-type", "content-length")}
             return self.request("GET", where.removeprefix(self.base), headers=kept, api=api)
-        return status, (json.loads(data) if ctype.startswith("application/json") else data)
+        return status, (json.loads(data) if ctype.startswith("application/json") and data
+                        else data)
 
-    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None, api=True):
+    def upload(self, data: bytes, filename="app.trace", fmt="hctune", token=None, api=True,
+               headers=None):
         boundary = secrets.token_hex(12)
         parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\n'
                  f'{fmt}\r\n'.encode(),
@@ -107,8 +117,8 @@ class Served:
                  f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
                  .encode(), data, f"\r\n--{boundary}--\r\n".encode()]
         return self.request("POST", "/api/traces", b"".join(parts),
-                            {"Content-Type": f"multipart/form-data; boundary={boundary}"},
-                            token=token, api=api)
+                            {"Content-Type": f"multipart/form-data; boundary={boundary}",
+                             **(headers or {})}, token=token, api=api)
 
     def wait_study(self, name, timeout=120, until=("done", "failed"), token=None) -> dict:
         deadline = time.time() + timeout
@@ -144,3 +154,45 @@ def compiles(source: bytes, tmp: Path) -> None:
     r = subprocess.run([os.environ.get("CC", "cc"), "-O1", "-fPIC", "-c", str(src), "-o",
                         str(tmp / "malloc.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+QL_DIST = {"QL_HIGH": IntDistribution(16, 1016, step=8)}
+
+
+def fake_trial(i, state=TrialState.COMPLETE, owner=None):
+    """An HC trial as a search stores it: generic as searched, QL_HIGH changed."""
+    from hctune import knobs
+    from hctune.search import space
+    q = 16 + 8 * (i % 100)
+    setting = knobs.key({**space.for_search(knobs.preset("generic")), "QL_HIGH": q})
+    a = {"mem": 0.7 + (i * 37 % 50) / 100, "perf": 0.9 + (i * 11 % 30) / 100,
+         "constraints": [], "setting": setting, "allocator": "hc"}
+    return create_trial(params={"QL_HIGH": q}, distributions=QL_DIST, state=state,
+                        value=a["mem"] if state == TrialState.COMPLETE else None,
+                        user_attrs=a if state == TrialState.COMPLETE else {},
+                        system_attrs={OWNER: owner} if owner else None)
+
+
+def finished_db(tmp: Path) -> Path:
+    """A results database (no trace file: a stand-in) holding a done study 'fin' of 30 HC
+    trials, the studies `hctune search` ran 'cli-done' (15 trials), 'cli-run' (a trial
+    RUNNING under this live process) and 'old/slash'."""
+    db = tmp / "h.db"
+    (tmp / "t.trace").write_bytes(b"x")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage = open_storage(default_url(db))
+    with Database(db) as d:
+        tid = d.add_trace(tmp / "t.trace", "ab" * 32, command="app", events=1)
+        qid = jobs.enqueue(d, "fin", [tid], {"objective": "mem", "trials": 30})
+        jobs.claim(d)
+        jobs.finish(d, qid)
+        for name in ("fin", "cli-done", "cli-run", "old/slash"):   # (a worker adds fin's)
+            d.add_study(name, "mem", [tid], default_url(db), {"metric": "time"})
+    optuna.create_study(study_name="fin", storage=storage).add_trials(
+        [fake_trial(i) for i in range(30)])
+    optuna.create_study(study_name="cli-done", storage=storage).add_trials(
+        [fake_trial(i) for i in range(15)])
+    me = f"{socket.gethostname()}:{os.getpid()}:0"      # this process: alive
+    optuna.create_study(study_name="cli-run", storage=storage).add_trials(
+        [fake_trial(i) for i in range(4)] + [fake_trial(4, TrialState.RUNNING, owner=me)])
+    return db

@@ -106,14 +106,15 @@ def test_a_cross_allocator_study(trace, tmp_path):
         assert used[0] == "hc" and "glibc" in used and "installed" not in used, used
         assert f'<span id="allocators">installed: {", ".join(used)}</span>'.encode() in page
         assert s["memory"] == "final RSS" and b"final RSS vs glibc" in page
-        # a trial of another allocator: its environment file, no malloc.c; HC's: the reverse
+        # a trial of another allocator: its environment file, no malloc.c
         by = {x["allocator"]: x["number"] for x in done}
         status, env = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['glibc']}")
         assert status == 200 and b"glibc" in env, env
         status, err = srv.request("GET", f"/api/studies/cross/emit/malloc.c?trial={by['glibc']}")
         assert status == 409 and "hctune.env" in err["error"], err
-        status, err = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['hc']}")
-        assert status == 409 and "malloc.c" in err["error"], err
+        # HC's answer has its env file too (issue 33), naming the installed download
+        status, env = srv.request("GET", f"/api/studies/cross/emit/hctune.env?trial={by['hc']}")
+        assert status == 200 and b"export LD_PRELOAD=/usr/local/lib/libhcmalloc.so" in env, env
         assert srv.request("GET", f"/api/studies/cross/emit/malloc.c?trial={by['hc']}")[0] == 200
         # the form takes them too, and keeps them when it refuses
         form = (f"traces={t['id']}&allocators=hc&allocators=glibc&memory_measure=final"
@@ -127,7 +128,7 @@ def test_a_cross_allocator_study(trace, tmp_path):
 
 
 def test_bad_input_is_4xx_and_stores_nothing(trace, tmp_path):
-    token = "s3cret-token"
+    token = "s3cret-token-for-the-api"
     db = tmp_path / "hctune.db"
     srv = Served(db, "--token", token, "--max-upload", 1, "--data-dir", tmp_path / "data")
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from search_support import need_hc, record_gawk_trace
-from serve_support import Served, compiles
+from serve_support import Served, compiles, finished_db
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -26,14 +26,14 @@ def test_upload_tune_download_in_chromium(tmp_path):
                                    reason="the pip package playwright is not installed")
     need_hc()
     trace = record_gawk_trace(tmp_path / "gawk.trace")
-    srv = Served(tmp_path / "hctune.db", "--workers", 1, "--token", "tok")
+    srv = Served(tmp_path / "hctune.db", "--workers", 1, "--token", "tok-for-the-browser-tests")
     try:
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox"])
-            page = browser.new_page(accept_downloads=True)
+            page = browser.new_page(accept_downloads=True, bypass_csp=True)  # (wait_for_function)
             page.goto(srv.base + "/login")
-            page.fill("input[name=token]", "tok")
+            page.fill("input[name=token]", "tok-for-the-browser-tests")
             page.click("button[type=submit]")
             page.goto(srv.base + "/traces")
             page.set_input_files("input[name=file]", str(trace))
@@ -140,7 +140,7 @@ def test_a_cross_origin_form_post_is_refused_in_chromium(tmp_path):
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox"])
-            page = browser.new_page()
+            page = browser.new_page(bypass_csp=True)
             page.goto(f"http://127.0.0.1:{other.server_address[1]}/")
             page.wait_for_url(f"{srv.base}/studies", timeout=30_000)   # the form went
             assert "another origin" in page.content()
@@ -165,7 +165,7 @@ def test_the_studies_list_polls_only_while_its_tab_is_shown(tmp_path):
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox"])
-            page = browser.new_page()
+            page = browser.new_page(bypass_csp=True)
             asked = []
             page.on("request", lambda r: asked.append(r.url) if "part=table" in r.url else None)
             page.goto(srv.base + "/studies")
@@ -203,15 +203,15 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
     from hctune.db import Database
     with Database(tmp_path / "hctune.db") as d:      # a study no worker takes
         jobs.enqueue(d, "waiting", [1], {"objective": "mem", "trials": 5})
-    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok-for-the-browser-tests"})
     try:
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox"])
-            tabs = browser.new_context()
+            tabs = browser.new_context(bypass_csp=True)
             page = tabs.new_page()
             page.goto(srv.base + "/login")
-            page.fill("input[name=token]", "tok")
+            page.fill("input[name=token]", "tok-for-the-browser-tests")
             page.click("button[type=submit]")
             page.goto(srv.base + "/studies")
             other = tabs.new_page()                      # another tab logs out
@@ -224,7 +224,7 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
             assert page.locator("input[name=token]").count() == 0
             # a study's page, which polls the JSON API every second, says so too
             page.goto(srv.base + "/login")
-            page.fill("input[name=token]", "tok")
+            page.fill("input[name=token]", "tok-for-the-browser-tests")
             page.click("button[type=submit]")
             page.goto(srv.base + "/studies/waiting")
             page.wait_for_function("document.getElementById('count').textContent !== ''")
@@ -233,6 +233,52 @@ def test_the_studies_list_says_when_its_session_ended(tmp_path):
             page.wait_for_function("document.getElementById('error').textContent"
                                    ".includes('session ended')", timeout=20_000)
             assert page.inner_text("#state") == "queued"
+            browser.close()
+    finally:
+        srv.stop()
+
+
+def test_the_answer_trial_page_and_sortable_list_in_chromium(tmp_path):
+    """Issue 33's views in a real browser (no worker: a finished study stored by hand): the
+    one answer with its files, a trial row showing what it changes from generic linked to the
+    trial's page, the studies list sorted by a heading, and
+    the security headers leaving the page's own scripts working."""
+    if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
+        pytest.skip(f"no chromium at {CHROMIUM} (the Debian package chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the pip package playwright is not installed")
+    srv = Served(finished_db(tmp_path))
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox"])
+            page = browser.new_page()   # the CSP on: no eval, selectors only
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("response", lambda r: r.status >= 400 and "favicon" not in r.url and
+                    errors.append(f"{r.status} {r.url}"))
+            page.goto(srv.base + "/studies/fin")
+            page.wait_for_selector("#answer:has-text('chosen by')")
+            answer = page.inner_text("#answer")
+            assert answer.startswith("HC (Hasan & Chang 2006), changed from generic"), answer
+            assert answer.startswith("HC (Hasan & Chang 2006), changed from generic (Table 6): "
+                                     "QL_HIGH=16\n"), answer
+            assert "hctune.env" in answer and "winner:" not in page.inner_text("body")
+            page.wait_for_selector("#trials tbody a[href*='/trials/']")
+            first = page.inner_text("#trials tbody tr:first-child")
+            assert first.split("\t")[-2].startswith("QL_HIGH=") and "MONITOR" not in first, first
+            page.click("#trials tbody tr:first-child a[href*='/trials/']")
+            page.wait_for_url("**/studies/fin/trials/*")
+            assert "The whole setting" in page.content()
+            assert page.locator("#setting tr").count() >= 40
+            page.goto(srv.base + "/studies")
+            names = lambda: [r.split("\t")[0] for r in
+                             page.inner_text("#studies-table").splitlines()[1:]]
+            page.click("#studies-table th:first-child")       # by name, A to Z
+            assert names() == sorted(names()), names()
+            page.click("#studies-table th:first-child")       # Z to A
+            assert names() == sorted(names(), reverse=True), names()
+            assert errors == [], errors
             browser.close()
     finally:
         srv.stop()

@@ -123,7 +123,8 @@ def test_queued_says_why_and_cli_studies_are_listed(tmp_path):
     try:
         status, lst = srv.request("GET", "/api/studies")
         assert status == 200 and [s["name"] for s in lst] == ["from-the-cli"], lst
-        assert lst[0]["state"] == "cli" and lst[0]["options"]["objective"] == "perf"
+        assert lst[0]["state"] == "done" and lst[0]["by"] == "cli"
+        assert lst[0]["options"]["objective"] == "perf"
         assert srv.request("GET", "/api/studies/from-the-cli")[0] == 200
         status, page = srv.request("GET", "/studies")
         assert b"from-the-cli" in page

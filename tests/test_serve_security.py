@@ -185,17 +185,19 @@ def test_forged_writes_are_refused(tmp_path):
         with urllib.request.urlopen(srv.base + "/traces") as r:
             cookie = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
             page = r.read().decode()
-        assert f'action="/traces?csrf={cookie}"' in page
-        status, page = srv.request("POST", f"/studies?csrf={cookie}",
-                                   b"traces=1&trials=7&timeout=inf",
+        # in a field of the form, never in its address (logs and Referer headers keep those)
+        assert f'<input type="hidden" name="csrf" value="{cookie}">' in page
+        assert "csrf=" not in page
+        status, page = srv.request("POST", "/studies",
+                                   f"csrf={cookie}&traces=1&trials=7&timeout=inf".encode(),
                                    {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
         # past the CSRF check: the form again, its error beside it and its input kept
         assert status == 422 and b'id="form-error"' in page and b"timeout" in page
         assert b'value="7"' in page and b'value="inf"' in page
-        status, page = srv.request("POST", f"/studies?csrf={cookie}", b"traces=99",
+        status, page = srv.request("POST", "/studies", f"traces=99&csrf={cookie}".encode(),
                                    {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
         assert status == 404 and b"no trace #99" in page
-        status, err = srv.request("POST", "/studies?csrf=other", b"traces=1",
+        status, err = srv.request("POST", "/studies", b"csrf=other&traces=1",
                                   {**form, "Cookie": f"hctune_csrf={cookie}"}, api=False)
         assert status == 403
     finally:
@@ -251,7 +253,7 @@ def _login(srv) -> dict:
     with urllib.request.urlopen(srv.base + "/login") as r:
         csrf = SimpleCookie(r.headers["Set-Cookie"])["hctune_csrf"].value
     req = urllib.request.Request(
-        f"{srv.base}/login?csrf={csrf}", data=f"token={TOKEN}".encode(), method="POST",
+        f"{srv.base}/login", data=f"csrf={csrf}&token={TOKEN}".encode(), method="POST",
         headers={"Content-Type": "application/x-www-form-urlencoded",
                  "Cookie": f"hctune_csrf={csrf}"})
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -324,7 +326,7 @@ def test_huge_trickled_and_nested_bodies(tmp_path):
                  env={**os.environ, "HCTUNE_BODY_SECONDS": "2",
                       "HCTUNE_UPLOAD_IDLE_SECONDS": "1"})
     try:
-        post = (b"POST /api/studies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        post = (b"POST /api/studies HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n")
         out = _raw(srv, post + b"Content-Length: 2000000000\r\n\r\n", [b"{"])
         assert out.startswith(b"HTTP/1.1 413"), out
         chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
@@ -344,7 +346,7 @@ def test_huge_trickled_and_nested_bodies(tmp_path):
         assert status == 404 and err["error"].startswith("no study named"), err
         # an upload that stops halfway: taken as gone after HCTUNE_UPLOAD_IDLE_SECONDS, and its
         # part of the file removed
-        up = (b"POST /api/traces HTTP/1.1\r\nHost: x\r\nX-Requested-With: t\r\n"
+        up = (b"POST /api/traces HTTP/1.1\r\nHost: localhost\r\nX-Requested-With: t\r\n"
               b"Content-Type: multipart/form-data; boundary=bb\r\nContent-Length: 100000\r\n\r\n")
         first = (b'--bb\r\nContent-Disposition: form-data; name="file"; filename="t"\r\n\r\n'
                  + b"x" * 5000)

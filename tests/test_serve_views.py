@@ -242,16 +242,21 @@ def test_a_cross_allocator_studys_views_draw_the_best_allocators_knobs(served):
     assert status == 200 and b"'s trials" not in body
     rows = table(served, "cross", allocator="jemalloc")["trials"]
     assert len(rows) == 6 and {r["allocator"] for r in rows} == {"jemalloc"}
+    # each allocator's own (issue 33: not only the best's)
+    status, _, body = get(served, "/api/studies/cross/views/parallel.svg?allocator=hc")
+    assert status == 200 and b"hc's trials" in body and b"QL_HIGH" in body, body[:300]
+    assert b"dirty_decay_ms" not in body
+    assert get(served, "/api/studies/cross/views/parallel.svg?allocator=nope")[0] == 422
 
 
 def test_the_table_needs_the_token_as_every_read(tmp_path):
-    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok"})
+    srv = Served(tmp_path / "hctune.db", env={**os.environ, "HCTUNE_TOKEN": "tok-for-the-browser-tests"})
     try:
         assert get(srv, "/api/studies/table/table")[0] == 401
         assert get(srv, "/studies?part=table")[0] in (303, 307, 401)
-        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok"})
+        status, _, body = get(srv, "/api/studies/table/table", {"Authorization": "Bearer tok-for-the-browser-tests"})
         assert status == 404 and "error" in strict(body)       # no such study, said in JSON
-        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok"})
+        status, _, body = get(srv, "/studies?part=table", {"Authorization": "Bearer tok-for-the-browser-tests"})
         assert status == 200 and b"none yet" in body
     finally:
         srv.stop()

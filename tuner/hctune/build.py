@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import tomllib
@@ -68,6 +70,13 @@ def cache_key(source: str, cc: str, flags: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
+def cached_hc(setting: dict) -> Path:
+    """Where build_hc(setting) keeps its library (it may not be there yet): nothing compiled."""
+    from hctune import render  # deferred: as build_hc
+    source = render.render_malloc(knobs.complete(setting))
+    return paths.CACHE / cache_key(source, compiler(), CFLAGS) / LIBRARY
+
+
 def build_hc(setting: dict, debug: bool = False, db=None) -> Path:
     """<HC build cache>/<key>/libhc.so for this setting, compiled if not cached; recorded in db's
     builds table when a Database is given."""
@@ -118,6 +127,35 @@ def first_error(stderr: str) -> str:
     return first[:300]
 
 
+# a temporary build directory is named .<key>-<host>~<pid>-<random> (sweep_orphans)
+_TEMP = re.compile(r"^\.[^-]*-(.+)~(\d+)-[a-z0-9_]+$")
+
+
+def sweep_orphans(directory: Path) -> int:
+    """Remove the temporary build directories in `directory` whose process (of this machine)
+    was killed mid-compile (SIGKILL runs no `finally`); those of live processes and of other
+    machines sharing the directory stay. Returns how many went."""
+    host, gone = socket.gethostname(), 0
+    try:
+        entries = list(Path(directory).iterdir())
+    except OSError:
+        return 0
+    for p in entries:
+        m = _TEMP.match(p.name)
+        if m is None or m[1] != host or int(m[2]) == os.getpid():
+            continue
+        pid = m[2]
+        try:
+            os.kill(int(pid), 0)
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+            gone += 1
+        except OSError:
+            continue
+    return gone
+
+
 def build_into(final: Path, product: str, compile_in) -> Path:
     """Make the cache entry `final` (a directory holding `product`) unless it exists.
 
@@ -127,7 +165,8 @@ def build_into(final: Path, product: str, compile_in) -> Path:
     if (final / product).exists():
         return final / product
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-", dir=final.parent))
+    sweep_orphans(final.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-{socket.gethostname()}~{os.getpid()}-", dir=final.parent))
     try:
         cmd = compile_in(tmp)
         (tmp / "cmd").write_text(" ".join(shlex.quote(c) for c in cmd) + "\n")

@@ -142,6 +142,9 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     glibc is minimised. Interrupted? Run the same command again to resume.
     """
     console = Console(stderr=True)
+    if study_name is not None and ("/" in study_name or not study_name.strip()):
+        # (the service's addresses hold the name: /studies/NAME would not reach it)
+        raise HctuneError(f"--study {study_name!r}: a name without '/', not empty")
     limit, limit_default = _study.parse_memory_limit(max_memory_overhead)
     if trials is None and timeout is None:
         trials = _options.DEFAULT_TRIALS

@@ -15,6 +15,9 @@ import click
 from hctune.errors import HctuneError
 
 
+MIN_TOKEN = 16   # characters of HCTUNE_TOKEN at least (a short one is guessed)
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -75,9 +78,22 @@ def _supervise(procs: list, start, stop: threading.Event) -> None:
 @click.option("--trials-ttl", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="How long a read of a study's trials is served before it is read again "
                    "(default 1; 0: every request reads them).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A host name the server answers besides the address it listens on (and "
+                   "localhost on a loopback address); repeatable. Any other Host header is "
+                   "refused (DNS rebinding); '*' turns the check off (a proxy checks it).")
+@click.option("--upload-quota", type=click.IntRange(1), default=4096, show_default=True,
+              metavar="MB", help="All the trace files this server stores, in MiB.")
+@click.option("--max-traces", type=click.IntRange(1), default=1000, show_default=True,
+              help="Traces this server stores at most.")
+@click.option("--min-free", type=click.IntRange(0), default=1024, show_default=True,
+              metavar="MB", help="Space an upload leaves free on the data directory's disk.")
+@click.option("--compile-slots", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="Shared libraries compiled at once for downloads (more asked: 429).")
 @click.pass_context
 def command(ctx, host, port, storage, token, public_read, workers, http_workers, data_dir,
-            max_upload, trials_ttl):
+            max_upload, trials_ttl, allowed_hosts, upload_quota, max_traces, min_free,
+            compile_slots):
     """Serve the web app and JSON API (OpenAPI at /docs) over the results database."""
     import uvicorn  # deferred: uvicorn, FastAPI, SQLAlchemy, Optuna: only `hctune serve` needs them
 
@@ -94,6 +110,10 @@ def command(ctx, host, port, storage, token, public_read, workers, http_workers,
                    "prefer HCTUNE_TOKEN=... in the environment", err=True)
     if public_read and not token:
         raise HctuneError("--public-read without a token: everything is public already")
+    if token is not None and len(token) < MIN_TOKEN:
+        raise HctuneError(f"the token is {len(token)} characters long: give at least "
+                          f"{MIN_TOKEN} (e.g. `python3 -c 'import secrets; "
+                          "print(secrets.token_urlsafe(24))'`)")
     db_path = ctx.obj["db_path"]
     Database(db_path).close()   # create or upgrade the schema before anything reads it
     url = storage or default_url(db_path)
@@ -106,7 +126,10 @@ def command(ctx, host, port, storage, token, public_read, workers, http_workers,
     else:
         data = Path(str(Path(db_path).resolve()) + ".serve")
     cfg = Config(db_path, url, data, token=token, max_upload=max_upload << 20,
-                 public_read=public_read, local_workers=workers, **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
+                 public_read=public_read, local_workers=workers, bind_host=host,
+                 allowed_hosts=allowed_hosts, upload_quota=upload_quota << 20,
+                 max_traces=max_traces, min_free=min_free << 20, compile_slots=compile_slots,
+                 **({} if trials_ttl is None else {"trials_ttl": trials_ttl}))
     procs = []
     # the database and storage URLs (passwords and all) by environment, not on a command line
     # that `ps` shows

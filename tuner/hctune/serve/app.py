@@ -10,6 +10,8 @@ sets)."""
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.exceptions import RequestValidationError
@@ -52,7 +54,9 @@ def create_app(cfg: Config) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http_error(request, exc):
-        return _error(exc.status_code, str(exc.detail))
+        r = _error(exc.status_code, str(exc.detail))
+        r.headers.update(getattr(exc, "headers", None) or {})   # Retry-After, Allow
+        return r
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request, exc):
@@ -68,6 +72,14 @@ def create_app(cfg: Config) -> FastAPI:
     @app.exception_handler(Exception)
     async def _internal(request, exc):  # never a traceback to the client
         return _error(500, f"internal error: {type(exc).__name__}")
+
+    @app.get("/api/server", tags=["server"])
+    def api_server():
+        """This server process: its version, pid, and what it made since it started (reports
+        built for finished studies, views drawn, shared libraries compiled), counted."""
+        svc = app.state.service
+        return {"version": __version__, "pid": os.getpid(),
+                "counters": {**svc.counters, "compile": svc.compiles.started}}
 
     for r in (auth.router, traces.router, studies.router, workers.router, views.router,
               table.router, emit.router, pages.router):
@@ -90,6 +102,7 @@ _COMMON_ERRORS = {"400": "a user mistake (one line)",
                          "or without this site's CSRF token",
                   "408": "the body did not arrive in time",
                   "413": "the body is larger than the server takes",
+                  "421": "a Host name this server does not serve (DNS rebinding)",
                   "422": "a parameter or body field is invalid (which, and why)",
                   "500": "an internal error (its type only)"}
 

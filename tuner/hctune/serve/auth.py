@@ -34,6 +34,7 @@ def login(request: Request, token: str = Form("")):
     svc = service(request)
     expected = svc.cfg.token
     if expected is None or not hmac.compare_digest(token.encode(), expected.encode()):
+        svc.failures.add(request.client.host if request.client else "")
         return svc.page("serve_login.html.j2", request, status_code=403, failed=True)
     r = RedirectResponse("/", status_code=303)
     r.set_cookie(COOKIE, svc.new_session(), httponly=True, samesite="strict",

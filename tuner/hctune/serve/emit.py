@@ -5,9 +5,13 @@ provenance and the files come from hctune.emit, the functions `hctune emit` call
 
 from __future__ import annotations
 
-import secrets
+import asyncio
+import os
 import shutil
+import tempfile
 from pathlib import Path
+
+from fastapi.concurrency import run_in_threadpool
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse, Response
@@ -15,7 +19,9 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from hctune import allocator_knobs as _xknobs
 from hctune import emit as _emit
 from hctune.serve.auth import need_token
+from hctune.serve.compiles import RETRY_SECONDS, Busy
 from hctune.serve.state import Service, service
+from hctune.serve.studies import final_key
 from hctune import report as _report
 
 router = APIRouter(tags=["emit"], dependencies=[Depends(need_token)])
@@ -27,46 +33,78 @@ _FILES = {"malloc.c": "text/x-c", "malloc.mk": "text/plain",
           ENV: "text/plain"}
 
 
-@router.get("/api/studies/{name}/emit/{file}")
-def api_emit(name: str, file: str,
-             trial: int | None = Query(None, ge=0, le=2**63 - 1,
-                                       description="a finished trial's number (default: the "
-                                       "study's best, the validation's winner once validated)"),
-             svc: Service = Depends(service)):
+@router.get("/api/studies/{name}/emit/{file}",
+            responses={429: {"description": "every compile slot is busy (Retry-After)"}})
+async def api_emit(name: str, file: str,
+                   trial: int | None = Query(None, ge=0, le=2**63 - 1,
+                                             description="a finished trial's number (default: "
+                                             "the study's best, the validation's winner once "
+                                             "validated)"),
+                   svc: Service = Depends(service)):
     """The study's best setting (or `trial`'s) as malloc.c, its Make or CMake snippet, or
-    the shared library built on this server's platform."""
+    the shared library built on this server's platform (compiled in one bounded pool through
+    the build cache: 429 with Retry-After while it is full)."""
     if file not in _FILES:
         raise HTTPException(404, f"no such file {file!r}; one of {', '.join(_FILES)}")
-    q = svc.queue_row(name)
+    q = await run_in_threadpool(svc.queue_row, name)
     if q["state"] == "queued":   # (and the library's error would list every study's name)
         raise HTTPException(409, f"study {name!r} has not started: no setting yet")
     if file == ENV:
-        return _env_file(svc, name, trial)
-    alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
-                                        paths=False)
+        return await run_in_threadpool(_env_file, svc, name, trial)
+    alloc, setting, prov = await run_in_threadpool(
+        _emit.choose, svc.cfg.db_path, name, None, None, (), trial=trial, paths=False)
     if alloc != "hc":
         raise HTTPException(409, f"the answer is {_xknobs.describe(alloc, setting)}: not HC, "
                                  f"so there is no {file}; download {ENV}")
-    d = _emit.emit_into(svc.cfg.data_dir / "emit", setting, prov, so=file == _emit.SO_NAME)
-    _keep_newest(svc.cfg.data_dir / "emit", KEEP, d)
+    root = svc.cfg.data_dir / "emit"
+    d = await run_in_threadpool(_emit.emit_into, root, setting, prov)
+    if file == _emit.SO_NAME and not (d / file).exists():
+        try:
+            fut = svc.compiles.library(setting)
+        except Busy as e:
+            raise HTTPException(429, str(e), headers={"Retry-After": str(RETRY_SECONDS)}) \
+                from None
+        lib = await asyncio.wrap_future(fut)
+        await run_in_threadpool(_place, lib, d / file)
+    await run_in_threadpool(_keep_newest, root, KEEP, d)
     return FileResponse(d / file, media_type=_FILES[file], filename=file)
 
 
+def _place(lib: Path, out: Path) -> None:
+    """The build cache's library as `out` (a link when they share a file system), whole or
+    not at all."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(lib, tmp)
+    except OSError:
+        shutil.copyfile(lib, tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, out)
+
+
+INSTALLED_SO = Path("/usr/local/lib") / _emit.SO_NAME   # where an HC answer's file says to put it
+
+
 def _env_file(svc: Service, name: str, trial: int | None):
-    """The study's answer when it is another allocator than HC (a study across allocators):
-    the shell file `hctune emit --env` writes, made with the same functions. HC's answer is
-    malloc.c and its library (the file would name this server's path of the .so)."""
+    """The study's answer, whatever the allocator, as the shell file `hctune emit --env`
+    writes (made by the same function: its LD_PRELOAD and variables, and the same setting as
+    one shell line, a GLIBC_TUNABLES or MALLOC_CONF string, a systemd drop-in, a Dockerfile's
+    ENV lines). For HC, LD_PRELOAD names libhcmalloc.so installed in /usr/local/lib (this
+    study's libhcmalloc.so download), not a path of this server."""
     alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
                                         paths=False, any_allocator=trial is None)
+    library = None
     if alloc == "hc":
-        raise HTTPException(409, f"study {name!r}'s answer is HC: download malloc.c (or "
-                                 f"{_emit.SO_NAME})")
-    d = svc.cfg.data_dir / "emit" / f"env-{secrets.token_hex(8)}"
-    d.mkdir(parents=True)
+        library = INSTALLED_SO
+        prov = {**prov, "library": f"download {_emit.SO_NAME} from this study "
+                f"(/api/studies/{name}/emit/{_emit.SO_NAME}) and install it as {library}"}
+    d = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-env-", dir=svc.cfg.data_dir / "tmp"))
     try:
-        _emit.write_env(d / ENV, alloc, setting, prov)
+        _emit.write_env(d / ENV, alloc, setting, prov, library)
         return Response((d / ENV).read_bytes(), media_type="text/plain",
-                        headers={"Content-Disposition": f'attachment; filename="{ENV}"'})
+                        headers={"Content-Disposition": f'attachment; filename="{ENV}"',
+                                 "X-Hctune-Allocator": alloc})
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -88,6 +126,15 @@ def api_report(name: str, download: bool = Query(False, description="as an attac
                svc: Service = Depends(service)):
     """The study's HTML report (hctune report): the trials, the other allocators, the real
     runs."""
-    svc.queue_row(name)
+    q = svc.queue_row(name)
     headers = {"Content-Disposition": f'attachment; filename="{name}.html"'} if download else {}
-    return HTMLResponse(_report.render(_report.collect(svc.cfg.db_path, name)), headers=headers)
+    key = final_key(q, svc.trials.get(name, q["state"]))
+
+    def make():
+        return _report.render(_report.collect(svc.cfg.db_path, name))
+    if key is not None:   # a finished study's report: made once, unless a validation comes
+        with svc.db() as db:
+            v = db.latest_validation(name, done=False)
+        key = (*key, None if v is None else (v["id"], v["status"], v["finished"]))
+    return HTMLResponse(make() if key is None else svc.once("report.html", key, make),
+                        headers=headers)

@@ -1,10 +1,17 @@
 """What `hctune serve` checks before an endpoint reads a byte of the body (an ASGI middleware):
 
+- a request naming a Host the server does not serve is refused first (421: DNS rebinding,
+  hctune.serve.hosts);
 - a write (POST, PUT, PATCH, DELETE) from another origin is refused (`Origin` or
   `Sec-Fetch-Site` say so), and every write must show it comes from this site: JSON (a browser
   sends it cross-origin only after a preflight this server never answers), the
   `X-Requested-With` header (the same), `Authorization`, or the page's CSRF token (the
-  `csrf` query parameter of the service's own forms, equal to the `hctune_csrf` cookie);
+  `csrf` field of the service's own forms, equal to the `hctune_csrf` cookie; never in the
+  address);
+- a client address that sent too many wrong tokens (HCTUNE_LOGIN_ATTEMPTS, 10 a minute) is
+  answered 429 with Retry-After on its next tries, the right token included;
+- every answer carries the security headers (CSP with frame-ancestors, nosniff, no referrer);
+  HEAD is answered as GET without the body;
 - with a token, every request but /login, /logout, the OpenAPI document and the API docs
   needs it (Authorization: Bearer T, or the session cookie /login sets), reads too unless
   `serve --public-read` (downloads still need it then); a page asks the browser to /login.
@@ -18,6 +25,7 @@ stops sending for IDLE_SECONDS is taken as gone."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import os
 from urllib.parse import parse_qs, urlsplit
@@ -25,6 +33,19 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.requests import Request
 
 from hctune.serve.state import COOKIE, CSRF_COOKIE, Service
+
+# on every answer: no framing (clickjacking), nothing but this site's own scripts, styles and
+# images (the pages are self-contained: their scripts and styles are inline), no sniffing of
+# a download's type, no address of a page sent to another site
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+     b"img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+     b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),   # (no-referrer: a form's Origin would be null)
+    (b"x-frame-options", b"DENY"),
+]
 
 PUBLIC = ("/login", "/logout", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/static/")
 SAFE = ("GET", "HEAD", "OPTIONS")
@@ -43,15 +64,32 @@ def _same_origin(request: Request) -> bool:
 
 
 def csrf_ok(request: Request) -> bool:
-    """Whether a write shows it comes from this site (see the module's docstring)."""
+    """Whether a write shows by its headers that it comes from this site (JSON, a header a
+    form cannot set, the token); a form of the service's own shows it by its `csrf` field
+    instead (form_csrf_ok, or hctune.serve.traces for an upload): never in the address, which
+    logs and Referer headers keep."""
     h = request.headers
     if h.get("content-type", "").split(";")[0].strip().lower() == "application/json":
         return True
-    if "x-requested-with" in h or "authorization" in h:
-        return True
+    return "x-requested-with" in h or "authorization" in h
+
+
+def form_csrf_ok(request: Request, body: bytes) -> bool:
+    """A urlencoded form's `csrf` field equals the browser's hctune_csrf cookie."""
     cookie = request.cookies.get(CSRF_COOKIE)
-    given = parse_qs(request.url.query).get("csrf", [None])[0]
-    return bool(cookie) and given == cookie
+    try:
+        given = parse_qs(body.decode("ascii")).get("csrf", [None])[0]
+    except UnicodeDecodeError:
+        return False
+    return bool(cookie) and given is not None and hmac.compare_digest(given, cookie)
+
+
+def _form(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+CSRF_REFUSED = ("a write needs this site's CSRF token (its forms carry it), JSON, or the "
+                "X-Requested-With header")
 
 
 def refusal(svc: Service, request: Request) -> tuple[int, str] | None:
@@ -60,17 +98,31 @@ def refusal(svc: Service, request: Request) -> tuple[int, str] | None:
     if request.method not in SAFE:
         if not _same_origin(request):
             return 403, "a write from another origin is refused"
-        if not csrf_ok(request):
-            return 403, ("a write needs this site's CSRF token (its forms carry it), JSON, or "
-                         "the X-Requested-With header")
-    if svc.cfg.token is None or svc.authorised(request):
+        if not csrf_ok(request) and not (
+                _form(request) == "application/x-www-form-urlencoded" or
+                (_form(request) == "multipart/form-data" and path in UPLOADS)):
+            return 403, CSRF_REFUSED   # (a form's field is checked once its body is read)
+    if svc.cfg.token is None:
+        return None
+    wait = svc.failures.wait(_client(request))
+    if wait and ("authorization" in request.headers or path == "/login" and
+                 request.method == "POST"):
+        return 429, f"too many wrong tokens from this address; try again in {wait} s"
+    if svc.authorised(request):
         return None
     if path.startswith(PUBLIC) or path == "/":
         return None
     if request.method in SAFE and svc.cfg.public_read and not any(d in path for d in DOWNLOADS):
         return None
-    return (403 if forged(svc, request) else 401), \
-        "a valid token is required (Authorization: Bearer TOKEN)"
+    if forged(svc, request):
+        if "authorization" in request.headers:
+            svc.failures.add(_client(request))
+        return 403, "a valid token is required (Authorization: Bearer TOKEN)"
+    return 401, "a valid token is required (Authorization: Bearer TOKEN)"
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else ""
 
 
 def forged(svc: Service, request: Request) -> bool:
@@ -96,13 +148,14 @@ IDLE_SECONDS = _seconds("HCTUNE_UPLOAD_IDLE_SECONDS", 60.0)
 UPLOADS = ("/api/traces", "/traces")   # POST: streamed to disk (hctune.serve.traces)
 
 
-async def _answer(send, status: int, msg: str):
+async def _answer(send, status: int, msg: str, retry_after: int | None = None):
     """The one error shape, and the connection closed: the rest of the body is not read."""
     body = json.dumps({"error": msg}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+    if retry_after:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -167,16 +220,28 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        send = _secured(send, head=scope["method"] == "HEAD")
+        if scope["method"] == "HEAD":     # answered as GET, without the body
+            scope = {**scope, "method": "GET"}
         request = Request(scope)
+        if not self.svc.hosts.ok(request.headers.get("host")):
+            # DNS rebinding (hctune.serve.hosts): refused before anything is read or done
+            return await _answer(send, 421, "this server does not serve the host "
+                                 f"{request.headers.get('host', '')[:100]!r} (serve "
+                                 "--allowed-host NAME adds one)")
         why = refusal(self.svc, request)
         if why is None:
             if request.method in SAFE:
                 return await self.app(scope, receive, send)
             if request.method == "POST" and request.url.path in UPLOADS:
+                if not csrf_ok(request):   # a form's upload: its csrf field before its file
+                    scope = {**scope, "hctune.csrf": request.cookies.get(CSRF_COOKIE) or ""}
                 return await self.app(scope, _idle_limited(receive, IDLE_SECONDS), send)
             body = await _read_body(scope, receive, send, MAX_BODY, BODY_SECONDS)
             if body is None:
                 return
+            if not csrf_ok(request) and not form_csrf_ok(request, body):
+                return await _answer(send, 403, CSRF_REFUSED)
             return await self.app(scope, _replaying(body, receive), send)
         status, msg = why
         path = request.url.path
@@ -188,4 +253,21 @@ class Guard:
             await send({"type": "http.response.body", "body": b""})
             return
         # the body is not read: the connection closes after the answer
-        await _answer(send, status, msg)
+        await _answer(send, status, msg, retry_after=self.svc.failures.wait(_client(request))
+                      if status == 429 else None)
+
+
+def _secured(send, head: bool):
+    """send() with the security headers on every answer; for HEAD, the headers of the GET
+    without its body."""
+    async def secured(msg):
+        if msg["type"] == "http.response.start":
+            have = {k.lower() for k, _ in msg.get("headers", ())}
+            extra = [h for h in SECURITY_HEADERS if h[0] not in have]
+            msg = {**msg, "headers": [*msg.get("headers", ()), *extra]}
+        elif head and msg["type"] == "http.response.body":
+            if msg.get("more_body"):
+                return
+            msg = {"type": "http.response.body", "body": b""}
+        await send(msg)
+    return secured

@@ -17,7 +17,7 @@ from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, allocators_searched, service, study_brief
-from hctune.serve.studies import MAX_ID, StudyRequest, create_study, not_modified
+from hctune.serve.studies import MAX_ID, StudyRequest, create_study, not_modified, trial_detail
 from hctune.serve.traces import upload
 from hctune.trace import report as trace_report
 from hctune.trace.stats import stats as trace_stats
@@ -160,12 +160,13 @@ def studies_create(request: Request, traces: list[str] = Form([]),
                    validate_top: str = Form(""), allocators: list[str] = Form([]),
                    allocators_from: str = Form(""),
                    memory_measure: str = Form(_options.default("memory_measure")),
-                   svc: Service = Depends(service)):
+                   name: str = Form(""), svc: Service = Depends(service)):
     form = {"traces": traces, "objective": objective, "metric": metric, "trials": trials,
             "timeout": timeout, "max_memory_overhead": max_memory_overhead,
             "max_slowdown": max_slowdown, "validate_runs": validate_runs,
             "validate_top": validate_top, "allocators": allocators,
-            "allocators_from": allocators_from, "memory_measure": memory_measure}
+            "allocators_from": allocators_from, "memory_measure": memory_measure,
+            "name": name}
     try:
         given = {}
         for k in _FORM_NUMBERS:
@@ -181,7 +182,8 @@ def studies_create(request: Request, traces: list[str] = Form([]),
                                ([-1] if traces else []),
                                objective=objective, metric=metric,
                                allocators=_form_allocators(allocators_from, allocators),
-                               memory_measure=memory_measure, **given)
+                               memory_measure=memory_measure, name=name.strip() or None,
+                               **given)
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(map(str, first["loc"]))
@@ -193,6 +195,14 @@ def studies_create(request: Request, traces: list[str] = Form([]),
         return _studies_page(request, svc, form=form, form_error=str(e.detail),
                              status_code=e.status_code)
     return RedirectResponse(f"/studies/{s['name']}", status_code=303)
+
+
+@router.get("/studies/{name}/trials/{number}", response_class=HTMLResponse)
+def trial_page(request: Request, name: str, number: int = Path(ge=0, le=MAX_ID),
+               svc: Service = Depends(service)):
+    """One trial whole (GET /api/studies/NAME/trials/N as a page)."""
+    return svc.page("serve_trial.html.j2", request, forms=False,
+                    t=trial_detail(svc, name, number))
 
 
 @router.get("/studies/{name}", response_class=HTMLResponse)

@@ -13,21 +13,30 @@ import json
 import math
 import os
 import secrets
+import shutil
 import threading
 import time
+from collections import Counter, OrderedDict
+from concurrent.futures import Future
 from pathlib import Path
 
 from fastapi import HTTPException, Request
+from optuna.trial import TrialState
 from fastapi.responses import HTMLResponse
 
 from hctune import jobs
 from hctune import __version__, templating
 from hctune.db import Database, database_url
 from hctune.search import options as _options
-from hctune.search.storage import heartbeat_seconds, open_storage, worker_is_gone
+from hctune.search.storage import OWNER, heartbeat_seconds, open_storage, worker_is_gone
+from hctune.serve.compiles import Compiles
+from hctune.serve.hosts import Hosts
 from hctune.serve.trials import DEFAULT_TTL, TrialsCache
 
 DEFAULT_MAX_UPLOAD = 256 << 20
+DEFAULT_UPLOAD_QUOTA = 4 << 30   # all the traces a server stores (serve --upload-quota)
+DEFAULT_MAX_TRACES = 1000        # serve --max-traces
+DEFAULT_MIN_FREE = 1 << 30       # an upload leaves this much free on the disk (serve --min-free)
 ENV_CONFIG = "HCTUNE_SERVE_CONFIG"
 COOKIE = "hctune_session"    # a session id signed with the token, never the token itself
 CSRF_COOKIE = "hctune_csrf"  # the double-submit CSRF token of the service's forms
@@ -36,7 +45,10 @@ CSRF_COOKIE = "hctune_csrf"  # the double-submit CSRF token of the service's for
 class Config:
     def __init__(self, db_path, storage: str, data_dir, token: str | None = None,
                  max_upload: int = DEFAULT_MAX_UPLOAD, trials_ttl: float = DEFAULT_TTL,
-                 public_read: bool = False, local_workers: int = 0):
+                 public_read: bool = False, local_workers: int = 0,
+                 bind_host: str = "127.0.0.1", allowed_hosts=(),
+                 upload_quota: int = DEFAULT_UPLOAD_QUOTA, max_traces: int = DEFAULT_MAX_TRACES,
+                 min_free: int = DEFAULT_MIN_FREE, compile_slots: int = 1):
         self.db_path = str(db_path)
         self.storage = storage
         self.data_dir = Path(data_dir).resolve()
@@ -45,6 +57,13 @@ class Config:
         self.trials_ttl = trials_ttl
         self.public_read = public_read
         self.local_workers = local_workers
+        # the Host names served (hctune.serve.hosts: DNS rebinding); the address it listens on
+        self.bind_host = bind_host
+        self.allowed_hosts = tuple(allowed_hosts)
+        self.upload_quota = upload_quota     # bytes of traces this server stores, in all
+        self.max_traces = max_traces         # traces this server stores
+        self.min_free = min_free             # bytes left free on the data directory's disk
+        self.compile_slots = compile_slots   # .so compiles at once (hctune.serve.compiles)
         (self.data_dir / "traces").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "tmp").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "emit").mkdir(parents=True, exist_ok=True)
@@ -63,7 +82,10 @@ class Config:
                            "data_dir": str(self.data_dir), "token": self.token,
                            "max_upload": self.max_upload, "trials_ttl": self.trials_ttl,
                            "public_read": self.public_read,
-                           "local_workers": self.local_workers})
+                           "local_workers": self.local_workers, "bind_host": self.bind_host,
+                           "allowed_hosts": list(self.allowed_hosts),
+                           "upload_quota": self.upload_quota, "max_traces": self.max_traces,
+                           "min_free": self.min_free, "compile_slots": self.compile_slots})
 
     @classmethod
     def from_env(cls) -> Config:
@@ -113,14 +135,18 @@ def allocators_searched(db: Database, name: str) -> list[str] | None:
     return list((_stored(row["options_json"], dict) or {}).get("allocators") or ["hc"])
 
 
-def cli_row(row) -> dict:
+def cli_row(row, state: str = "done") -> dict:
     """A study `hctune search` ran (an hc_studies row, not queued) as the queue's rows read:
-    state "cli" (it runs, or ran, in that command; the page shows its trials as they come)."""
+    state "running" while a live process runs one of its trials, else "done"
+    (Service.cli_state); its trial count is what it holds (the command's --trials is not
+    stored: `trials` is None)."""
     opts = _stored(row["options_json"], dict) or {}
     opts["objective"] = row["objective"]
-    return {"id": None, "study": row["name"], "state": "cli", "error": None,
+    opts["trials"] = None
+    return {"id": None, "study": row["name"], "state": state, "error": None,
             "trace_ids": row["trace_ids"], "options_json": json.dumps(opts),
-            "created": row["created"], "started": row["created"], "finished": None}
+            "created": row["created"], "started": row["created"], "finished": None,
+            "cli": True}
 
 
 def study_brief(q, fleet: Fleet | None = None) -> dict:
@@ -136,7 +162,15 @@ def study_brief(q, fleet: Fleet | None = None) -> dict:
             # what the row lacks reads as the default (rows of older versions lack some)
             "options": {**_DEFAULTS, **(options or {})},
             "created": q["created"], "started": q["started"], "finished": q["finished"],
-            "note": (fleet or Fleet([])).waiting() if q["state"] == "queued" else None}
+            "note": (fleet or Fleet([])).waiting() if q["state"] == "queued" else None,
+            "by": "cli" if _has(q, "cli") else "service"}
+
+
+def _has(row, key) -> bool:
+    try:
+        return bool(row[key])
+    except (KeyError, IndexError):
+        return False
 
 
 # a login lasts this long (HCTUNE_SESSION_SECONDS), unless /logout ends it sooner
@@ -223,11 +257,74 @@ class Fleet:
                 "that reaches it) or `serve --workers N`")
 
 
+def login_attempts() -> int:
+    try:
+        return max(1, int(os.environ.get("HCTUNE_LOGIN_ATTEMPTS", 10)))
+    except ValueError:
+        return 10
+
+
+class Failures:
+    """Wrong tokens by client address: after `limit` within `window` seconds, that address
+    waits (429) until the oldest of them leaves the window; the right token too, so guessing
+    stays at `limit` a window."""
+
+    def __init__(self, limit: int, window: float = 60.0, clock=time.monotonic):
+        self.limit, self.window, self.clock = limit, window, clock
+        self._seen: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, who: str) -> list[float]:
+        now = self.clock()
+        kept = [t for t in self._seen.get(who, ()) if now - t < self.window]
+        if kept:
+            self._seen[who] = kept
+        else:
+            self._seen.pop(who, None)
+        return kept
+
+    def add(self, who: str) -> None:
+        with self._lock:
+            if len(self._seen) > 65536:
+                self._seen.clear()
+            self._seen[who] = [*self._recent(who), self.clock()]
+
+    def wait(self, who: str) -> int:
+        """Seconds until `who` may try again; 0: now."""
+        with self._lock:
+            recent = self._recent(who)
+            if len(recent) < self.limit:
+                return 0
+            return max(1, math.ceil(recent[-self.limit] + self.window - self.clock()))
+
+
+def sweep_uploads(tmp: Path) -> None:
+    """Remove the upload directories (<pid>-...) of server processes that are gone (killed
+    mid-upload: no `finally` ran)."""
+    for p in tmp.iterdir():
+        pid = p.name.split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
+
+
 class Service:
     """One per server process (app.state.service)."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
+        self.hosts = Hosts(cfg.bind_host, cfg.allowed_hosts)
+        self.failures = Failures(login_attempts())
+        self.compiles = Compiles(cfg.compile_slots)
+        sweep_uploads(cfg.data_dir / "tmp")
+        # what this process made, by kind (reports built, views drawn): GET /api/server
+        self.counters: Counter = Counter()
+        self._once: OrderedDict = OrderedDict()      # (kind, key) -> Future
         # A study's trials as last read, at most cfg.trials_ttl old, and never older than the
         # study's state in hc_queue (hctune.serve.trials).
         self.trials = TrialsCache(cfg.optuna_storage, cfg.trials_ttl)
@@ -241,6 +338,27 @@ class Service:
         self._fleet: tuple[float, Fleet | None] = (0.0, None)
         self._pruned = float("-inf")
         self._sessions: dict[str, tuple[float, float]] = {}   # sid: (checked at, expires)
+
+    def once(self, kind: str, key, make):
+        """make() once for (kind, key), its result kept (the 64 newest) and shared by every
+        request asking meanwhile: for what a finished study cannot change (its comparison,
+        its report). Counted in self.counters[kind]."""
+        with self._lock:
+            fut = self._once.get((kind, key))
+            mine = fut is None
+            if mine:
+                fut = self._once[(kind, key)] = Future()
+                self.counters[kind] += 1
+                while len(self._once) > 64:
+                    self._once.popitem(last=False)
+        if mine:
+            try:
+                fut.set_result(make())
+            except BaseException as e:
+                with self._lock:
+                    self._once.pop((kind, key), None)
+                fut.set_exception(e)
+        return fut.result()
 
     def db(self) -> Database:
         """A new connection to the results database (use it in a `with`)."""
@@ -266,15 +384,32 @@ class Service:
                 row = db.study(name)
             if row is None:
                 raise HTTPException(404, f"no study named {name!r}")
-            return cli_row(row)
+            return cli_row(row, self.cli_state(name))
         return q
+
+    def cli_state(self, name: str) -> str:
+        """A study `hctune search` runs or ran: "running" while one of its trials is RUNNING
+        under a process that lives (or one of another machine, which cannot be judged here),
+        else "done" (finished, or its process was killed). From the trials cache: at most
+        its ttl old."""
+        snap = self.trials.get(name, self.trials.last_state(name) or "running")
+        if snap is None:
+            return "done"
+        for t in snap.trials:
+            if t.state != TrialState.RUNNING:
+                continue
+            owner = t.system_attrs.get(OWNER)
+            if not owner or not worker_is_gone(owner):
+                return "running"
+        return "done"
 
     def study_rows(self, db: Database) -> list:
         """Every study in the database, newest first: the queue's, then those `hctune search`
         ran itself (one database, one list, whoever ran the study)."""
         queued = jobs.jobs(db)
         known = {q["study"] for q in queued}
-        cli = [cli_row(r) for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
+        cli = [cli_row(r, self.cli_state(r["name"]))
+               for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
                if r["name"] not in known]
         return [*queued, *cli]
 

@@ -4,25 +4,33 @@ runs a search: `hctune worker` takes the queued study (hctune.serve.worker)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import quote
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
 from hctune import allocator_knobs as _xknobs
 from hctune import jobs
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
 from hctune.search import options as _options
+from hctune.search import study as _study
 from hctune.serve.auth import need_token
 from hctune.serve import views
-from hctune.serve.state import Service, allocators_searched, service, study_brief
+from hctune.serve.state import Service, _finite, allocators_searched, service, study_brief
+from hctune import emit as _emit
+from hctune import knobs as _knobs
+from hctune.serve.trials import changed_from_generic
 from hctune.trace import store
 from hctune import report as _report
 
@@ -32,7 +40,7 @@ router = APIRouter(tags=["studies"])
 
 
 MAX_ID = 2**63 - 1   # the database's integer columns
-TraceId = Annotated[int, Field(ge=1, le=MAX_ID)]
+TraceId = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]   # (true is not 1)
 
 
 def _request_model() -> type[BaseModel]:
@@ -44,7 +52,9 @@ def _request_model() -> type[BaseModel]:
         d = _options.default(k)
         if k in _options.NUMBERS:
             kind, lo, hi, text = _options.NUMBERS[k]
-            fields[k] = (kind if d is not None else kind | None,
+            # strict: JSON's true is no number (pydantic would read it as 1), "5" no integer
+            strict = Annotated[kind, Strict()]
+            fields[k] = (strict if d is not None else strict | None,
                          Field(d, ge=lo, le=hi, allow_inf_nan=False, description=text))
         elif k == "allocators":
             fields[k] = (list[Annotated[str, Field(max_length=64)]],
@@ -60,7 +70,8 @@ def _request_model() -> type[BaseModel]:
             fields[k] = (list[str], Field(list(d), max_length=16))
         else:
             fields[k] = (str, d)
-    return create_model("StudyRequest", **fields)
+    # a field it does not know is refused ({"trial": 5} is not "trials"), not ignored
+    return create_model("StudyRequest", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 INSTALLED = _options.INSTALLED
@@ -117,7 +128,10 @@ def create_study(svc: Service, req: StudyRequest) -> dict:
                                          "traces profiled with `hctune profile`")
         if jobs.job(db, name) is not None or db.study(name) is not None:
             raise HTTPException(409, f"a study named {name!r} exists")
-        jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
+        try:
+            jobs.enqueue(db, name, sorted(set(req.traces)), _options.to_json(opts))
+        except HctuneError as e:   # queued by another request between the check and here
+            raise HTTPException(409, f"a study named {name!r} exists") from e
         return study_brief(jobs.job(db, name), svc.fleet())
 
 
@@ -142,28 +156,99 @@ def validation(svc: Service, q) -> dict | None:
     return out
 
 
-def comparison(svc: Service, q) -> list[dict] | None:
-    try:
-        data = _report.collect(svc.cfg.db_path, q["study"])
-    except HctuneError:
+FINISHED = ("done", "failed", "cancelled")   # a study in these changes no more
+
+
+def final_key(q, snap=None):
+    """What names a finished study's unchanging state (a CLI study's `done` can grow when
+    `hctune search` runs it again: its trial count is part of it); None while it runs."""
+    if q["state"] not in FINISHED:
         return None
-    return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
+    return (q["study"], q["state"], q["created"], q["finished"],
+            None if snap is None else len(snap.trials))
+
+
+def comparison(svc: Service, q, snap=None) -> list[dict] | None:
+    """The other allocators measured on the study's traces, from hctune.report.collect: made
+    once for a finished study (counted: svc.counters["report"])."""
+    def make():
+        try:
+            data = _report.collect(svc.cfg.db_path, q["study"])
+        except HctuneError:
+            return None
+        return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
+    key = final_key(q, snap)
+    return make() if key is None else svc.once("report", key, make)
+
+
+def answer(svc: Service, q, snap=None) -> dict | None:
+    """A finished study's one answer, as `hctune emit --env` chooses it (hctune.emit.choose
+    with any_allocator: the real runs' recommendation once validated, which may be glibc or
+    another allocator as it comes, else the replay's best) and worded as `hctune best` words
+    it; with the files that apply it. None while the study runs (the best so far is its
+    summary). Made once per finished state (and validation)."""
+    key = final_key(q, snap)
+    if key is None:
+        return None
+    name = q["study"]
+    with svc.db() as db:
+        v = db.latest_validation(name, done=False)
+    key = (*key, None if v is None else (v["id"], v["status"]))
+
+    def make():
+        try:
+            alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (),
+                                                paths=False, any_allocator=True)
+        except HctuneError as e:
+            return {"allocator": None, "said": str(e).splitlines()[0], "files": []}
+        except Exception as e:   # (a stored row no version wrote) never breaks the study's JSON
+            return {"allocator": None, "files": [],
+                    "said": f"the answer could not be read ({type(e).__name__})"}
+        base = f"/api/studies/{quote(name, safe='')}/emit/"
+        if alloc == "hc":
+            changed = changed_from_generic("hc", _knobs.key(setting))
+            said = (f"HC (Hasan & Chang 2006), changed from generic (Table 6): "
+                    f"{'none' if changed == 'generic' else changed.replace(',', ', ')}")
+            files = ["malloc.c", "libhcmalloc.so", "malloc.mk", "hcmalloc.cmake", "hctune.env"]
+        else:
+            changed = None
+            said = f"allocator: {_xknobs.describe(alloc, setting)}"
+            files = ["hctune.env"]
+        return {"allocator": alloc, "said": said, "changed_from_generic": changed,
+                "objective": prov.get("objective"),
+                "chosen_by": prov.get("chosen by") or prov.get("validated")
+                or "the replay (not validated: hctune validate)",
+                "files": [{"name": f, "url": base + f} for f in files]}
+    return svc.once("answer", key, make)
 
 
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     """The study, its summary, comparison and (with_trials) trials as JSON; the trials go in
-    as the cache's bytes, not decoded and encoded again."""
+    as the cache's bytes, not decoded and encoded again. A finished study's answer is made
+    once (again when a validation comes) and its bytes served from then on."""
+    snap = svc.trials.get(q["study"], q["state"])
+    key = final_key(q, snap)
+    if key is None:
+        return Response(_study_body(svc, q, snap, with_trials), media_type="application/json")
+    with svc.db() as db:
+        v = db.latest_validation(q["study"], done=False)
+    key = (*key, None if v is None else (v["id"], v["status"]), with_trials)
+    return Response(svc.once("study.json", key, lambda: _study_body(svc, q, snap, with_trials)),
+                    media_type="application/json")
+
+
+def _study_body(svc: Service, q, snap, with_trials: bool) -> bytes:
     out = study_brief(q, svc.fleet())
     out["allocators_searched"] = svc.read(lambda db: allocators_searched(db, q["study"]))
-    snap = svc.trials.get(q["study"], q["state"])
     objective = out["options"].get("objective", "mem")
     out["summary"] = None if snap is None else snap.summary(objective)
-    out["comparison"] = comparison(svc, q) if q["state"] == "done" else None
+    out["comparison"] = comparison(svc, q, snap) if q["state"] == "done" else None
     out["validation"] = validation(svc, q)
+    out["answer"] = answer(svc, q, snap)
     body = json.dumps(out, separators=(",", ":")).encode()
     if with_trials:
         body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
-    return Response(body, media_type="application/json")
+    return body
 
 
 def not_modified(request: Request, etag: str) -> bool:
@@ -216,6 +301,70 @@ async def api_trials(request: Request, name: str,
     if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/json", headers=headers)
+
+
+CSV_COLUMNS = ("number", "state", "allocator", "mem_ratio", "perf_ratio", "feasible",
+               "duration_s", "seed", "worker", "changed", "setting", "error", "retry_of")
+
+
+@router.get("/api/studies/{name}/trials.csv")
+async def api_trials_csv(request: Request, name: str):
+    """The study's trials as CSV (one row each, the columns of the trial table; `changed` is
+    what the setting changes from HC's generic one), for a spreadsheet."""
+    svc = service(request)
+    q = svc.queue_row(name)
+    snap = await snapshot(svc, name, q["state"])
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in ([] if snap is None else snap.rows()):
+        w.writerow([_cell(r.get(c)) for c in CSV_COLUMNS])
+    return Response(out.getvalue(), media_type="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="{quote(name, safe="")}-trials.csv"'})
+
+
+def _cell(v):
+    """A CSV cell a spreadsheet shows as text: one starting with = + - @ would be a formula."""
+    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + v
+    return "" if v is None else v
+
+
+def trial_detail(svc: Service, name: str, number: int) -> dict:
+    """One trial whole: its row, its whole setting, its measurements per trace, the real runs
+    of it (validation candidates that are this trial)."""
+    q = svc.queue_row(name)
+    snap = svc.trials.get(name, q["state"])
+    t = None if snap is None else next((x for x in snap.trials if x.number == number), None)
+    if t is None:
+        raise HTTPException(404, f"study {name!r} has no trial {number}")
+    row = dict(next(r for r in snap.rows() if r["number"] == number))
+    try:
+        whole = _study.trial_setting(t)
+    except (HctuneError, ValueError, TypeError, KeyError):
+        whole = None
+    per_trace = t.user_attrs.get("per_trace")
+    v = validation(svc, q)
+    runs = [c for c in (v or {}).get("candidates") or []
+            if isinstance(c, dict) and c.get("trial") == number]
+    return {**row, "study": name, "whole_setting": _finite_json(whole),
+            "per_trace": _finite_json(per_trace) if isinstance(per_trace, list) else [],
+            "started": t.datetime_start.isoformat() if t.datetime_start else None,
+            "completed": t.datetime_complete.isoformat() if t.datetime_complete else None,
+            "params": _finite_json({k: v for k, v in t.params.items()}),
+            "validation_runs": runs}
+
+
+def _finite_json(v):
+    return _finite(json.loads(json.dumps(v, default=str)))
+
+
+@router.get("/api/studies/{name}/trials/{number}")
+def api_trial(name: str, number: int = PathParam(ge=0, le=MAX_ID),
+              svc: Service = Depends(service)):
+    """One trial: its row of the table, its whole setting, its measurements per trace, its
+    start and end, and the real runs of it when the study was validated."""
+    return trial_detail(svc, name, number)
 
 
 @router.post("/api/studies/{name}/cancel", dependencies=[Depends(need_token)],

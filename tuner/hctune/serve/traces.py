@@ -6,8 +6,10 @@ sha256, never under the client's file name, and registered as the CLI registers 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -34,22 +36,28 @@ def _too_large(limit: int) -> HTTPException:
     return HTTPException(413, f"upload larger than the limit ({limit} bytes)")
 
 
-async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[Path, str]:
+async def receive_upload(svc: Service, request: Request,
+                         tmpdir: Path) -> tuple[Path, str, str]:
     """Stream a multipart/form-data upload (fields `file` and `format`) into tmpdir/upload,
     under the server's own directory, stopping at the limit: a Content-Length over it is
     refused before a byte is read, a chunked body once it passes it. (The token was checked
-    before the body was read: hctune.serve.guard.) Returns (the file, its format)."""
+    before the body was read: hctune.serve.guard.) Returns (the file, its format, the sha256 of
+its bytes)."""
     limit = svc.cfg.max_upload
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > limit + _FORM_SLACK:
         raise _too_large(limit)
+    # room on the disk for what comes (its Content-Length, else the largest upload) before
+    # a byte is written
+    free_space(svc, int(length) if length and length.isdigit() else limit)
     ctype, params = parse_options_header(request.headers.get("content-type", ""))
     if ctype != b"multipart/form-data" or not params.get(b"boundary"):
         raise HTTPException(415, "upload a trace as multipart/form-data (fields file, format)")
     raw = tmpdir / "upload"   # the client's file name is never used
+    need_csrf = request.scope.get("hctune.csrf")
     part = {"headers": b"", "name": None, "field": b"", "value": b""}
     fields: dict[str, bytes] = {}
-    got = {"file": False, "size": 0}
+    got = {"file": False, "size": 0, "sha256": hashlib.sha256()}
     out = open(raw, "wb")
 
     def header_field(data, start, end):
@@ -64,6 +72,12 @@ async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[
             part["name"] = p.get(b"name", b"").decode("utf-8", "replace")
             if part["name"] == "file":
                 got["file"] = True
+                # a form's upload (hctune.serve.guard): its csrf field comes before its file,
+                # and not a byte of the file is written unless it is right
+                if need_csrf is not None and not (need_csrf and hmac.compare_digest(
+                        fields.get("csrf", b""), need_csrf.encode())):
+                    raise HTTPException(403, "a write needs this site's CSRF token (its forms "
+                                             "carry it), JSON, or the X-Requested-With header")
         part["field"], part["value"] = b"", b""
 
     def part_begin():
@@ -75,6 +89,7 @@ async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[
             if got["size"] > limit:
                 raise _too_large(limit)
             out.write(data[start:end])
+            got["sha256"].update(data[start:end])
         elif part["name"] is not None:
             v = fields.get(part["name"], b"") + data[start:end]
             if len(v) > 256:
@@ -100,25 +115,75 @@ async def receive_upload(svc: Service, request: Request, tmpdir: Path) -> tuple[
     if not got["file"]:
         raise HTTPException(422, "file: a trace file is required")
     fmt = fields.get("format", b"hctune").decode("utf-8", "replace")
-    return raw, fmt
+    return raw, fmt, got["sha256"].hexdigest()
 
 
 _FORM_SLACK = 65536   # the form's own bytes beside the file (boundaries, headers, format)
 
 
-def store_upload(svc: Service, raw: Path, fmt: str) -> tuple[dict, bool]:
+def free_space(svc: Service, size: int) -> None:
+    """507 unless `size` more bytes leave `serve --min-free` free on the data directory's
+    disk."""
+    free = shutil.disk_usage(svc.cfg.data_dir).free
+    if free - size < svc.cfg.min_free:
+        raise HTTPException(507, f"the server's disk has {free >> 20} MiB free; it keeps "
+                                 f"{svc.cfg.min_free >> 20} MiB free (serve --min-free)")
+
+
+def stored(svc: Service) -> tuple[int, int]:
+    """(traces, bytes) this server holds in its data directory (its uploads)."""
+    sizes = [p.stat().st_size for p in (svc.cfg.data_dir / "traces").glob("*.trace")]
+    return len(sizes), sum(sizes)
+
+
+def quota(svc: Service, size: int) -> None:
+    """507 when one more trace of `size` bytes passes the server's quota (serve --max-traces,
+    --upload-quota) or the disk's free space."""
+    count, used = stored(svc)
+    cfg = svc.cfg
+    if count + 1 > cfg.max_traces:
+        raise HTTPException(507, f"the server holds {count} traces, its most (serve "
+                                 "--max-traces); delete some first")
+    if used + size > cfg.upload_quota:
+        raise HTTPException(507, f"the server's traces take {used >> 20} MiB of its "
+                                 f"{cfg.upload_quota >> 20} MiB (serve --upload-quota); this "
+                                 f"one would add {max(1, size >> 20)} MiB")
+    free_space(svc, size)
+
+
+def _seen(svc: Service, fmt: str, raw_sha: str) -> Path:
+    """Where the trace an upload of these bytes in this format became is noted (its sha256):
+    the same upload again is the stored trace (200), whatever the format, without importing
+    it again."""
+    return svc.cfg.data_dir / "uploads" / f"{fmt}-{raw_sha}"
+
+
+def _stored_trace(svc: Service, sha: str):
+    with svc.db() as db:
+        return next((r for r in db.traces() if r["sha256"] == sha), None)
+
+
+def store_upload(svc: Service, raw: Path, fmt: str, raw_sha: str) -> tuple[dict, bool]:
     """The trace uploaded to `raw` (checked, imported when another format, stored by its
-    sha256, registered as the CLI registers one); (its JSON, whether it is new)."""
+    sha256, registered as the CLI registers one); (its JSON, whether it is new). The same
+    bytes uploaded again in the same format are the trace stored then (not new); a new one
+    must fit the server's quota."""
     cfg = svc.cfg
     tmpdir = raw.parent
     if fmt not in FORMATS:
         raise HTTPException(400, f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if raw.stat().st_size == 0:
         raise HTTPException(400, "the upload is empty")
+    seen = _seen(svc, fmt, raw_sha)
+    if seen.exists():
+        row = _stored_trace(svc, seen.read_text().strip())
+        if row is not None:
+            return trace_json(row), False
     try:
         if fmt == "hctune":
             trace = raw
         else:
+            quota(svc, raw.stat().st_size)   # (an import's output is about its input's size)
             trace = import_trace(raw, fmt, tmpdir / "imported.trace")
         st = trace_stats(trace)   # reads every event: magic, version, well-formed
     except HctuneError as e:   # the server's paths are none of the client's business
@@ -128,22 +193,30 @@ def store_upload(svc: Service, raw: Path, fmt: str) -> tuple[dict, bool]:
     if not st.get("events"):
         raise HTTPException(400, "the trace has no allocation events")
     digest = hashlib.sha256(trace.read_bytes()).hexdigest()
-    with svc.db() as db:
-        new = not any(r["sha256"] == digest for r in db.traces())
-    final = cfg.data_dir / "traces" / f"{digest}.trace"
-    os.replace(trace, final)
-    tid, _ = register(cfg.db_path, final, "upload" if fmt == "hctune" else f"import:{fmt}", st)
-    with svc.db() as db:
-        return trace_json(db.trace(tid)), new
+    row = _stored_trace(svc, digest)
+    new = row is None
+    if new:
+        quota(svc, trace.stat().st_size)
+        final = cfg.data_dir / "traces" / f"{digest}.trace"
+        os.replace(trace, final)
+        tid, _ = register(cfg.db_path, final, "upload" if fmt == "hctune" else f"import:{fmt}",
+                          st)
+        with svc.db() as db:
+            row = db.trace(tid)
+    seen.parent.mkdir(exist_ok=True)
+    (seen.parent / f".{seen.name}.tmp").write_text(digest)
+    os.replace(seen.parent / f".{seen.name}.tmp", seen)
+    return trace_json(row), new
 
 
 async def upload(svc: Service, request: Request) -> tuple[dict, bool]:
     """receive_upload then store_upload (in a thread: it reads the whole trace), leaving
     nothing behind in the server's temporary directory."""
-    tmpdir = Path(tempfile.mkdtemp(dir=svc.cfg.data_dir / "tmp"))
+    # named by this process: one killed mid-upload leaves it to the next start's sweep
+    tmpdir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=svc.cfg.data_dir / "tmp"))
     try:
-        raw, fmt = await receive_upload(svc, request, tmpdir)
-        return await run_in_threadpool(store_upload, svc, raw, fmt)
+        raw, fmt, raw_sha = await receive_upload(svc, request, tmpdir)
+        return await run_in_threadpool(store_upload, svc, raw, fmt, raw_sha)
     finally:
         for p in tmpdir.iterdir():
             p.unlink()
@@ -162,10 +235,14 @@ def api_traces(svc: Service = Depends(service)):
 
 
 @router.post("/api/traces", status_code=201, dependencies=[Depends(need_token)],
-             openapi_extra=_UPLOAD_BODY, responses={200: {"description": "already stored"}})
+             openapi_extra=_UPLOAD_BODY, responses={
+                 200: {"description": "already stored"},
+                 507: {"description": "the server's quota or disk is full"}})
 async def api_upload(request: Request):
     """Upload a trace (multipart/form-data: `file`, and `format` hctune, text or mtrace):
-    201 with the new trace, 200 with the one already stored with the same content."""
+    201 with the new trace, 200 with the one already stored with the same content (the same
+    bytes in any format, or what imports to a stored trace); 507 past the server's quota
+    (serve --max-traces, --upload-quota) or its disk's free space (--min-free)."""
     t, new = await upload(service(request), request)
     return JSONResponse(t, status_code=201 if new else 200)
 

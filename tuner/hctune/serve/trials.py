@@ -30,6 +30,9 @@ from collections import OrderedDict
 import optuna
 from optuna.trial import FrozenTrial
 
+from hctune import knobs as _knobs
+from hctune.errors import HctuneError
+from hctune.search import space as _space
 from hctune.search import study as _study
 from hctune.search.storage import RETRY_OF
 
@@ -37,7 +40,8 @@ DEFAULT_TTL = 1.0   # seconds a read of a study's trials is served before it is 
 MAX_STUDIES = 32    # studies kept in memory (the least recently asked for goes first)
 MAX_PAGE = 200      # the most trials one page of the table holds
 MAX_OFFSET = 10**9  # more trials than a study holds
-SORT_KEYS = ("number", "state", "allocator", "mem_ratio", "perf_ratio", "seed", "worker")
+SORT_KEYS = ("number", "state", "allocator", "mem_ratio", "perf_ratio", "seed", "worker",
+             "duration_s")
 STATES = ("complete", "running", "waiting", "fail", "pruned")
 
 
@@ -57,6 +61,32 @@ def _text(x, limit: int = 4096) -> str | None:
     return s if len(s) <= limit else s[:limit] + "…"
 
 
+_GENERIC: dict = {}
+
+
+def changed_from_generic(alloc, setting) -> str | None:
+    """What a trial's setting changes from HC's generic setting (Hasan & Chang 2006, Table 6),
+    as KNOB=VALUE,...; another allocator's setting is its changed knobs already. The whole
+    setting is on the trial's page."""
+    if alloc != "hc" or not isinstance(setting, str):
+        return _text(setting)
+    try:
+        given = _knobs.parse_sets(setting.split(","))
+        if not _GENERIC:   # generic as the search measures it (as `hctune best` compares)
+            _GENERIC.update(_space.for_search(_knobs.preset("generic")))
+    except (HctuneError, ValueError, TypeError):
+        return _text(setting)
+    return _text(",".join(f"{k}={v}" for k, v in _knobs.diff_from(given, _GENERIC).items())
+                 or "generic")
+
+
+def duration(t: FrozenTrial) -> float | None:
+    """Seconds from the trial's start to its end (None while it runs)."""
+    if t.datetime_start is None or t.datetime_complete is None:
+        return None
+    return round((t.datetime_complete - t.datetime_start).total_seconds(), 3)
+
+
 def trial_row(t: FrozenTrial) -> dict:
     a = t.user_attrs
     try:
@@ -70,6 +100,8 @@ def trial_row(t: FrozenTrial) -> dict:
             "perf_ratio": finite_number(a.get("perf")),
             "feasible": feasible,
             "setting": _text(a.get("setting")), "seed": _text(a.get("seed"), 256),
+            "changed": changed_from_generic(_study.trial_allocator(t), a.get("setting")),
+            "duration_s": duration(t),
             "worker": _text(a.get("worker"), 256), "error": _text(a.get("error")),
             # the dead worker's trial this one runs again
             "retry_of": retry if isinstance(retry, int) and not isinstance(retry, bool) else None}
@@ -238,6 +270,11 @@ class TrialsCache:
             while len(self._entries) > self.max_studies:
                 self._entries.popitem(last=False)
             return e
+
+    def last_state(self, name: str) -> str | None:
+        """The state the study's last read was made in (None: not read yet)."""
+        e = self._entries.get(name)
+        return None if e is None or e.snap is None else e.snap.state
 
     def forget(self, name: str) -> None:
         """Drop the study (deleted): a new one of the same name is read afresh."""
