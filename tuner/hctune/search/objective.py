@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import math
 import socket
@@ -107,6 +108,20 @@ def _number(result: dict, field: str, what: str, floor: float = 0.0) -> float:
     return max(float(v), floor)
 
 
+def _accepted(fn, kwargs: dict) -> dict:
+    """The keyword arguments of `kwargs` that `fn` takes (a stand-in measure_fn of the tests
+    may take fewer than hctune.replay.measure)."""
+    if not kwargs:
+        return {}
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
 class Evaluator:
     """Measures settings on a study's traces; safe to share between --jobs threads."""
 
@@ -175,9 +190,12 @@ class Evaluator:
             results = [r for r in results if Path(r.get("library") or "").parent.name == build_key]
         return results[-1] if results else None
 
-    def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
+    def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None,
+                **bounds):
         """(result, cached): a stored measurement, or a new one (built, replayed, stored). Two
-        threads (--jobs) asking for the same one at once measure it once: the second waits."""
+        threads (--jobs) asking for the same one at once measure it once: the second waits.
+        `bounds` (should_stop, max_rss_bytes, ...) go to hctune.replay.measure; a replay they
+        end raises (ReplayStopped, ReplayPruned) and stores nothing."""
         key = allocators.setting_key(allocator, setting)
         with self._measuring(trace.id, allocator, key):
             found = self.stored(trace, allocator, setting)
@@ -187,7 +205,8 @@ class Evaluator:
             if fn is None:
                 fn = replay.measure
             result = dict(fn(trace.path, allocator=allocator, setting=setting,
-                             repeat=self.repeat, metric=self.metric), harness=HARNESS)
+                             repeat=self.repeat, metric=self.metric,
+                             **_accepted(fn, bounds)), harness=HARNESS)
             self._db().add_measurement(trace.id, allocator, key, self.metric, self.repeat,
                                        result)
             return result, False
@@ -222,15 +241,17 @@ class Evaluator:
 
     # ---- the objective ----
 
-    def evaluate(self, setting: dict, allocator: str = "hc") -> Evaluation:
-        """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc."""
+    def evaluate(self, setting: dict, allocator: str = "hc", should_stop=None) -> Evaluation:
+        """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc.
+        should_stop: asked while replaying; True ends the replay (hctune.replay.ReplayStopped)."""
         field = PERF_FIELDS[self.metric]
         mem_field = self.mem_field
         who = "HC" if allocator == "hc" else allocator
         rows, all_cached = [], True
         for t in self.traces:
             base = self.baseline(t)
-            hc, cached = self.measure(t, allocator, setting)
+            hc, cached = self.measure(t, allocator, setting,
+                                      **({"should_stop": should_stop} if should_stop else {}))
             all_cached &= cached
             mem = _number(hc, mem_field, who, PAGE) / _number(base, mem_field, "glibc", PAGE)
             perf = _number(hc, field, who) / _number(base, field, "glibc")

@@ -142,6 +142,8 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     return {
         "validation": real, "chosen_by": "real runs" if real is not None else "replay",
         "replay_best_trial": replay_best, "tradeoff": tradeoff(st, row, objective),
+        # what the search measured: a search of only seeds says so in the verdict
+        "searched": _study.accounting(st), "note": _study.searched_note(_study.accounting(st)),
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
         "metric": metric, "trial": trial.number if trial is not None else None,
         # what the trials' mem_ratio compares (the trade-off's): footprint, peak/mean/final RSS

@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hctune import allocator_knobs as _xknobs
-from hctune import allocators
+from hctune import allocators, replay
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
@@ -294,14 +294,45 @@ class Interrupt:
                 self.measuring = False
 
 
-def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | None = None):
+def _requeue_seed(trial: optuna.Trial) -> None:
+    """A seed that the deadline kept from being measured goes back to the queue (seeds are
+    never lost; the next run measures it)."""
+    frozen = trial.study._storage.get_trial(trial._trial_id)
+    label = frozen.user_attrs.get("seed")
+    fixed = frozen.system_attrs.get("fixed_params")
+    if label and fixed:
+        trial.study.enqueue_trial(dict(fixed), user_attrs={"seed": label})
+
+
+class Deadline:
+    """--timeout: the moment after which no trial starts, and running ones are asked to end
+    (their replay is stopped within about a second: hctune.replay.measure's should_stop).
+    `clock` is injected by tests (Options.clock)."""
+
+    def __init__(self, timeout: float | None, clock=time.monotonic):
+        self.clock = clock
+        self.at = None if timeout is None else clock() + timeout
+
+    def passed(self) -> bool:
+        return self.at is not None and self.clock() >= self.at
+
+
+def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | None = None,
+                   deadline: Deadline | None = None):
     interrupt = interrupt or Interrupt()
+    deadline = deadline or Deadline(None)
 
     def objective(trial: optuna.Trial):
         if opts.trials is not None and holds_its_trials(trial.study, opts.trials, trial.number):
             # another worker (or --jobs thread) is measuring the last trials the study needs:
             # this one would take it past its count
             trial.set_user_attr(SKIPPED, "the study holds its trials")
+            raise optuna.TrialPruned()
+        if deadline.passed():
+            # --timeout: nothing starts after the deadline (a seed taken from the queue goes
+            # back to it, for the run that resumes the study)
+            _requeue_seed(trial)
+            trial.set_user_attr(SKIPPED, "the deadline passed")
             raise optuna.TrialPruned()
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
@@ -319,7 +350,15 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
             opts.on_trial(trial.number)
         try:
             with interrupt.measurement():
-                e = ev.evaluate(setting, alloc)
+                e = ev.evaluate(setting, alloc, should_stop=deadline.passed)
+        except replay.ReplayStopped:
+            _requeue_seed(trial)
+            trial.set_user_attr(STOPPED, "the --timeout deadline")
+            raise optuna.TrialPruned() from None
+        except replay.ReplayPruned as lost:
+            # it has lost already (passed the bound the best trial set): never the best
+            trial.set_user_attr(PRUNED_BY, str(lost).splitlines()[0])
+            raise optuna.TrialPruned() from None
         except Exception as err:
             if interrupt.requested:  # the replay died of the same Ctrl-C
                 raise KeyboardInterrupt from None
@@ -462,10 +501,11 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                                     opts.threads, limit)
             else:
                 enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
+        deadline = Deadline(opts.timeout, opts.clock)
         while True:
-            _optimize(study, ev, opts, progress)
+            _optimize(study, ev, opts, progress, deadline)
             if opts.trials is None or (opts.stop_when is not None and opts.stop_when()) or \
-                    not _wait_for_others(study, opts.trials):
+                    deadline.passed() or not _wait_for_others(study, opts.trials):
                 break
     finally:
         ev.close()
@@ -508,8 +548,9 @@ def study_threads(study: optuna.Study, baselines: list[dict]) -> bool:
     return bool(stored)
 
 
-def _optimize(study, ev, opts: Options, progress):
+def _optimize(study, ev, opts: Options, progress, deadline: Deadline | None = None):
     target = opts.trials
+    deadline = deadline or Deadline(None)
     started = time.monotonic()
     fails = {"row": 0, "last": None}
 
@@ -527,7 +568,9 @@ def _optimize(study, ev, opts: Options, progress):
         elif frozen.state == TrialState.COMPLETE:
             fails["row"] = 0
         elif SKIPPED in frozen.user_attrs:
-            st.stop()       # the others finish the study
+            st.stop()       # the others finish the study, or the deadline passed
+        if deadline.passed():
+            st.stop()
         done = count_finished(st)
         if target is not None and done >= target:
             st.stop()
@@ -545,9 +588,10 @@ def _optimize(study, ev, opts: Options, progress):
         interrupt.study = study
         # Each worker runs at most what is missing; the callback stops it earlier once the
         # study as a whole (all workers, all machines) holds `target` finished trials.
-        study.optimize(make_objective(ev, opts, interrupt),
+        # no Optuna timeout: the deadline is ours (it also stops the running replays)
+        study.optimize(make_objective(ev, opts, interrupt, deadline),
                        n_trials=None if target is None else target - done,
-                       timeout=opts.timeout, n_jobs=opts.jobs, catch=(Exception,),
+                       timeout=None, n_jobs=opts.jobs, catch=(Exception,),
                        callbacks=[after_trial], gc_after_trial=False)
     if interrupt.requested:
         raise KeyboardInterrupt
@@ -632,12 +676,51 @@ def pareto_front(study: optuna.Study) -> list:
     return sorted(front, key=lambda t: t.user_attrs["mem"])
 
 
+PRUNED_BY = "pruned"      # user attribute of a trial the search ended early: why (a line)
+STOPPED = "stopped"       # user attribute of a trial ended at the --timeout deadline
+
+
+def accounting(study: optuna.Study) -> dict:
+    """What the study searched, counted once per trial: `seeds` and `sampled` finished trials
+    (the paper's, the allocators' defaults and documented advice, against what the sampler
+    proposed), `pruned` (ended early: lost already, or at the deadline; `stopped` of them at the
+    deadline), `failed`; `trials` is their sum. Trials skipped because the study already held
+    its count, and those queued or running, are not counted. `sampler_ran`: whether the sampler
+    proposed any trial at all."""
+    c = {"seeds": 0, "sampled": 0, "pruned": 0, "failed": 0, "stopped": 0,
+         "pruned_sampled": 0}
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.COMPLETE:
+            c["seeds" if "seed" in t.user_attrs else "sampled"] += 1
+        elif t.state == TrialState.PRUNED and SKIPPED not in t.user_attrs:
+            c["pruned"] += 1
+            c["stopped"] += STOPPED in t.user_attrs
+            c["pruned_sampled"] += "seed" not in t.user_attrs
+        elif t.state == TrialState.FAIL:
+            c["failed"] += 1
+    c["trials"] = c["seeds"] + c["sampled"] + c["pruned"] + c["failed"]
+    c["sampler_ran"] = c["sampled"] + c["pruned_sampled"] > 0
+    return c
+
+
+def searched_note(acc: dict) -> str | None:
+    """One line when the sampler never ran (every trial a seed): the summary, `studies` and the
+    verdict say it, with what to raise. None when it ran."""
+    if acc["sampler_ran"] or not acc["trials"]:
+        return None
+    return (f"only seeds were measured ({acc['seeds']} of the paper's settings and the "
+            "allocators' defaults and advice): Optuna's sampler never proposed a setting; "
+            "raise --trials or --timeout to search")
+
+
 def summary(study: optuna.Study, objective: str) -> dict:
     states = [t.state for t in study.get_trials(deepcopy=False)]
+    acc = accounting(study)
     out = {"study": study.study_name, "objective": objective,
            "finished": states.count(TrialState.COMPLETE),
            "failed": states.count(TrialState.FAIL),
-           "feasible": sum(1 for t in finished(study) if feasible(t))}
+           "feasible": sum(1 for t in finished(study) if feasible(t)),
+           "trials": acc, "note": searched_note(acc)}
     picks = ("mem", "perf") if objective == "pareto" else (objective,)
     for o in picks:
         best = choose(study, o)
