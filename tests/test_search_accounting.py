@@ -149,3 +149,44 @@ def test_bad_search_options_are_one_line_and_exit_2(tmp_path, args, message):
     r = hctune(tmp_path / "h.db", "search", *args, check=False)
     assert r.returncode == 2 and message in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def bounded(path, allocator="hc", setting=None, repeat=3, metric="time", max_rss_bytes=None,
+            **kw):
+    """The model, ending early as the harness does when its peak RSS passes the bound."""
+    r = model(path, allocator, setting)
+    if max_rss_bytes is not None and r["peak_rss_bytes"] > max_rss_bytes:
+        raise replay.ReplayPruned("RSS passed the bound", {"pruned": "rss"})
+    return r
+
+
+def pruned_trials(tmp_path, name):
+    trace = tmp_path / f"{name}.trace"
+    trace.write_bytes(b"stand-in")
+    path = tmp_path / f"{name}.db"
+    with Database(path) as d:
+        d.add_trace(trace, "ef" * 32, command="app", events=1)
+    r = study.run(path, (), study.Options(allocators=HC, trials=18, seed=5), measure_fn=bounded)
+    with Database(path) as d:
+        st = study.load(d, r["study"])[1]
+        return r, st, [t.number for t in st.trials if study.PRUNED_BY in t.user_attrs]
+
+
+def test_replays_that_have_lost_are_pruned_deterministically(tmp_path):
+    r, st, pruned = pruned_trials(tmp_path, "a")
+    assert pruned, "the model's large settings pass 1.1x the best's peak RSS"
+    best = r["best_mem"]
+    assert best["trial"] not in pruned
+    # every pruned trial really was past the bound of the best before it
+    for n in pruned:
+        t = st.trials[n]
+        rss = bounded("", "hc", knobs.complete(space_setting(t)))["peak_rss_bytes"]
+        assert rss > best["mem_ratio"] * 1_000_000 * 1.1 * (1 + study.PRUNE_MEM_TOLERANCE)
+    assert r["trials"]["pruned"] == len(pruned)
+    _, _, again = pruned_trials(tmp_path, "b")
+    assert again == pruned                      # the same decisions for the same seed
+
+
+def space_setting(frozen):
+    from hctune.search import space
+    return space.setting_of(frozen.params)

@@ -142,8 +142,26 @@ struct hcr_curve {
     uint64_t ops;       /* ops the samples stand for */
     uint64_t samples;
     double sum;         /* sum of (RSS over base) x ops it stands for */
+    uint64_t max;       /* the largest sample (over base) and the ops replayed when it was read */
+    uint64_t max_at;
 };
 extern struct hcr_curve hcr_curve;
+
+/* Bounds a search gives a replay that may already have lost (--max-rss, --max-cpu-seconds):
+ * checked at every RSS sample of the first repeat and after every repeat; passing one ends the
+ * process at once with exit status HCR_PRUNED_EXIT and one JSON line saying which and where
+ * (hcr_bound_exceeded).  0: no bound. */
+#define HCR_PRUNED_EXIT 3
+struct hcr_bound {
+    uint64_t max_rss;      /* bytes of RSS over the baseline */
+    uint64_t max_cpu_ns;   /* process CPU time since the first repeat began */
+    uint64_t cpu_start;    /* process CPU time then (set by hcr_bound_start) */
+};
+extern struct hcr_bound hcr_bound;
+void hcr_bound_start(void);
+/* Check the bounds against `rss_over_base` (bytes) after `ops_done` ops; never returns when one
+ * is passed. */
+void hcr_bound_check(uint64_t rss_over_base, uint64_t ops_done);
 /* One sample standing for the `ops` ops just replayed (reads /proc/self/statm, no malloc). */
 void hcr_curve_sample(uint64_t ops);
 

@@ -65,6 +65,8 @@ class ReplayPruned(HctuneError):
         self.partial = partial or {}
 
 
+PRUNED_EXIT = 3   # hcreplay's exit status when a bound ended it (HCR_PRUNED_EXIT)
+
 # how often a running replay asks should_stop (seconds): a deadline ends it within about this
 STOP_POLL = 0.25
 
@@ -120,6 +122,18 @@ def _run(cmd: list[str], env: dict, what: str, timeout: float | None,
     stdout = out.decode("utf-8", "replace")
     stderr = err.decode("utf-8", "replace")
     res = subprocess.CompletedProcess(cmd, code, out, err)
+    if res.returncode == PRUNED_EXIT:
+        try:
+            partial = json.loads(stdout)
+        except ValueError:
+            partial = {}
+        if isinstance(partial, dict) and partial.get("pruned"):
+            what_ = {"rss": f"RSS {partial.get('rss_bytes', 0) / 2**20:.1f} MiB passed the "
+                            f"bound of {partial.get('max_rss_bytes', 0) / 2**20:.1f} MiB",
+                     "cpu": f"CPU {partial.get('cpu_ns', 0) / 1e9:.2f} s passed the bound "
+                            f"of {partial.get('max_cpu_ns', 0) / 1e9:.2f} s"}
+            raise ReplayPruned(f"{what}: ended early after {partial.get('ops_done', 0):,} ops: "
+                               + what_.get(partial["pruned"], str(partial["pruned"])), partial)
     if res.returncode != 0:
         lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         msg = next((ln.split("error: ", 1)[1] for ln in lines if "hcreplay: error: " in ln), None)
@@ -168,13 +182,20 @@ DEFAULT_TIMEOUT = 1800.0  # seconds per harness run: a hung allocator fails, not
 
 def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: int = 5,
             metric: str = "time", touch: bool = True, timeout: float | None = DEFAULT_TIMEOUT,
-            debug: bool = False, db=None, threads: str = "auto", should_stop=None) -> dict:
+            debug: bool = False, db=None, threads: str = "auto", should_stop=None,
+            ops: int | None = None, max_rss_bytes: int | None = None,
+            max_cpu_seconds: float | None = None, until_spread: float | None = None) -> dict:
     """Replay `trace` on `allocator` (for hc: `setting`, default the generic preset) and return
     the numbers listed in this module's docstring.  metric="instructions" adds a callgrind run
     of one repeat (time and memory still come from the native run).  threads="auto" replays a
     multi-threaded trace on threads, "off" on one thread in recorded order (docs/replay.md).
     should_stop: asked about every STOP_POLL s while the harness runs; True kills it and raises
-    ReplayStopped (a search's --timeout deadline)."""
+    ReplayStopped (a search's --timeout deadline).
+    ops: replay only the trace's first `ops` ops (a part of it; `trace_ops` says how many the
+    whole has).  max_rss_bytes (RSS over the baseline), max_cpu_seconds: bounds past which the
+    replay ends early and ReplayPruned is raised (a search's setting that has already lost).
+    until_spread: `repeat` is the most; the harness stops once two repeats in a row are within
+    this fraction of each other (time repeats only while they disagree)."""
     if metric not in METRICS:
         raise HctuneError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     if threads not in THREAD_MODES:
@@ -187,6 +208,14 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
     cmd = [str(harness()), str(path), "--repeat", str(repeat), "--json", "--threads", threads]
     if not touch:
         cmd.append("--no-touch")
+    if ops is not None:
+        cmd += ["--ops", str(int(ops))]
+    if max_rss_bytes is not None:
+        cmd += ["--max-rss", str(max(1, int(max_rss_bytes)))]
+    if max_cpu_seconds is not None:
+        cmd += ["--max-cpu-seconds", f"{max(1e-3, float(max_cpu_seconds)):.6f}"]
+    if until_spread is not None:
+        cmd += ["--until-spread", f"{float(until_spread):.6f}"]
     what = f"replay of {trace} on {alloc.name}"
     try:
         result = json.loads(_run(cmd, alloc.env(), what, timeout, should_stop))

@@ -127,13 +127,18 @@ class Evaluator:
 
     def __init__(self, db_path, traces: list[Trace], metric: str = "time", repeat: int = 3,
                  measure_fn=None, reference_setting: dict | None = None,
-                 mem_field: str = MEM_FIELD):
+                 mem_field: str = MEM_FIELD, until_spread: float | None = None):
         self.db_path = str(db_path)
+        # time repeats: `repeat` is the most, the harness stops once two agree this closely
+        self.until_spread = until_spread
         self.mem_field = mem_field
         self._measure_fn = measure_fn  # None: hctune.replay.measure (tests may pass their own)
         self.traces = traces
         self.metric = metric
         self.repeat = repeat
+        # a stored time of fewer repeats than this is not reused (a mem study's one replay);
+        # with until_spread the harness makes at least 3 (the first and two that agree)
+        self.min_repeat = min(repeat, 3) if until_spread is not None else repeat
         self._local = threading.local()
         self._baselines: dict[tuple[int, str], dict] = {}
         self._lock = threading.Lock()
@@ -182,7 +187,11 @@ class Evaluator:
                    # a measurement from before the replay recorded this memory figure (the
                    # RSS curve's mean): measured again
                    and r.get(self.mem_field, 0) is not None and self.mem_field in r
-                   and self._current(r)]
+                   and self._current(r)
+                   # a time of fewer repeats than asked (a mem study's one replay) is not
+                   # reused where the time matters
+                   and r.get("repeat", self.repeat) >= self.min_repeat
+                   and not r.get("ops_limit")]
         if allocator == "hc" and setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
@@ -204,6 +213,8 @@ class Evaluator:
             fn = self._measure_fn
             if fn is None:
                 fn = replay.measure
+            if self.until_spread is not None:
+                bounds = dict(bounds, until_spread=self.until_spread)
             result = dict(fn(trace.path, allocator=allocator, setting=setting,
                              repeat=self.repeat, metric=self.metric,
                              **_accepted(fn, bounds)), harness=HARNESS)
@@ -241,17 +252,22 @@ class Evaluator:
 
     # ---- the objective ----
 
-    def evaluate(self, setting: dict, allocator: str = "hc", should_stop=None) -> Evaluation:
+    def evaluate(self, setting: dict, allocator: str = "hc", should_stop=None,
+                 bounds=None) -> Evaluation:
         """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc.
-        should_stop: asked while replaying; True ends the replay (hctune.replay.ReplayStopped)."""
+        should_stop: asked while replaying; True ends the replay (hctune.replay.ReplayStopped).
+        bounds(trace) -> {max_rss_bytes, max_cpu_seconds}: a replay past them has lost already
+        and ends early (hctune.replay.ReplayPruned)."""
         field = PERF_FIELDS[self.metric]
         mem_field = self.mem_field
         who = "HC" if allocator == "hc" else allocator
         rows, all_cached = [], True
         for t in self.traces:
             base = self.baseline(t)
-            hc, cached = self.measure(t, allocator, setting,
-                                      **({"should_stop": should_stop} if should_stop else {}))
+            extra = dict(bounds(t) if bounds else {})
+            if should_stop:
+                extra["should_stop"] = should_stop
+            hc, cached = self.measure(t, allocator, setting, **extra)
             all_cached &= cached
             mem = _number(hc, mem_field, who, PAGE) / _number(base, mem_field, "glibc", PAGE)
             perf = _number(hc, field, who) / _number(base, field, "glibc")

@@ -103,7 +103,11 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     replay_best = trial.number
     opts = json.loads(row["options_json"] or "{}")
     metric = opts.get("metric", "time")
-    ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=opts.get("repeat", 3),
+    # the study's own repeats, so its measurements are reused (a mem study's are one replay)
+    repeat, until = _study.measure_repeats(_options.Options(
+        objective=row["objective"], metric=metric, repeat=opts.get("repeat", 3),
+        max_slowdown=opts.get("max_slowdown")))
+    ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=repeat, until_spread=until,
                         measure_fn=measure_fn)
     setting = _study.trial_setting(trial)
     alloc = _study.trial_allocator(trial)

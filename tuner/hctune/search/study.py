@@ -304,6 +304,48 @@ def _requeue_seed(trial: optuna.Trial) -> None:
         trial.study.enqueue_trial(dict(fixed), user_attrs={"seed": label})
 
 
+# A replay that has already lost ends early (issue 37): its peak RSS past the best finished
+# trial's by more than PRUNE_MEM_TOLERANCE (a peak-memory study of one trace), or past the
+# study's memory limit (any study with one: it would be infeasible), or its CPU time past
+# PRUNE_TIME_FACTOR times the best trial's whole replay (a time study of one trace).
+PRUNE_MEM_TOLERANCE = 0.10
+PRUNE_TIME_FACTOR = 3.0
+
+
+def prune_bounds(study: optuna.Study, ev: _obj.Evaluator, opts: Options):
+    """bounds(trace) -> {max_rss_bytes, max_cpu_seconds} for the next trial's replays, from the
+    study's best finished trial and its limits; None when nothing bounds them. Pareto studies
+    are not bounded (a large setting may be on the front for its speed), nor memory in a study
+    of the mean or final RSS (the peak is not what it compares)."""
+    if opts.objective == "pareto":
+        return None
+    peak = ev.mem_field in (_obj.MEM_FIELD, _obj.RSS_FIELD)
+    best = choose(study, opts.objective) if len(ev.traces) == 1 else None
+    row = (best.user_attrs.get("per_trace") or [None])[0] if best is not None else None
+
+    def bounds(trace) -> dict:
+        out = {}
+        rss = []
+        if opts.max_memory_overhead is not None:
+            base = ev.baseline(trace).get(_obj.RSS_FIELD) or 0
+            ref = ev.reference(trace) if opts.memory_vs_generic else None
+            base = max(base, (ref or {}).get(_obj.RSS_FIELD) or 0)
+            if base:
+                rss.append(base * (1 + opts.max_memory_overhead / 100))
+        if row is not None and opts.objective == "mem" and peak and row.get(_obj.RSS_FIELD):
+            rss.append(row[_obj.RSS_FIELD] * (1 + PRUNE_MEM_TOLERANCE))
+        if rss:
+            out["max_rss_bytes"] = int(min(rss)) + 1
+        field = _obj.PERF_FIELDS["time"]
+        b = ev.baseline(trace)
+        if row is not None and opts.objective == "perf" and ev.metric == "time" and \
+                row.get(field) and b.get("ops") and b.get("replay_threads", 1) <= 1:
+            out["max_cpu_seconds"] = (row[field] * b["ops"] * ev.repeat * PRUNE_TIME_FACTOR
+                                      / 1e9)
+        return out
+    return bounds
+
+
 class Deadline:
     """--timeout: the moment after which no trial starts, and running ones are asked to end
     (their replay is stopped within about a second: hctune.replay.measure's should_stop).
@@ -348,9 +390,10 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         trial.set_user_attr("worker", _worker())
         if opts.on_trial is not None:
             opts.on_trial(trial.number)
+        bounds = prune_bounds(trial.study, ev, opts)
         try:
             with interrupt.measurement():
-                e = ev.evaluate(setting, alloc, should_stop=deadline.passed)
+                e = ev.evaluate(setting, alloc, should_stop=deadline.passed, bounds=bounds)
         except replay.ReplayStopped:
             _requeue_seed(trial)
             trial.set_user_attr(STOPPED, "the --timeout deadline")
@@ -479,8 +522,9 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                       **({"allocators": list(opts.allocators)} if opts.cross else {}),
                       **({"memory_measure": opts.memory_measure}
                          if opts.memory_measure != "peak" else {})})
-    ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
-                        measure_fn=measure_fn, mem_field=opts.mem_field(),
+    repeat, until = measure_repeats(opts)
+    ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=repeat,
+                        until_spread=until, measure_fn=measure_fn, mem_field=opts.mem_field(),
                         reference_setting=space.for_search(_knobs.preset("generic"))
                         if opts.memory_vs_generic else None)
     try:
@@ -510,6 +554,26 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     finally:
         ev.close()
     return summary(study, opts.objective)
+
+
+# time repeats: the harness stops once two repeats in a row (after the first, a fresh heap's)
+# agree within this fraction; up to REPEAT_MORE repeats beyond --repeat while they do not
+UNTIL_SPREAD = 0.03
+REPEAT_MORE = 2
+
+
+def measure_repeats(opts: Options) -> tuple[int, float | None]:
+    """(replays per measurement, until_spread) a study needs. Memory is the first repeat's and
+    the same every time (the harness fixes the address-space layout), so a study whose time
+    does not matter (mem, no --max-slowdown) replays once; one whose time matters repeats up to
+    --repeat + REPEAT_MORE times, stopping once the repeats agree (UNTIL_SPREAD). Callgrind's
+    instructions are exact: --repeat as given."""
+    time_matters = opts.objective != "mem" or opts.max_slowdown is not None
+    if not time_matters:
+        return 1, None
+    if opts.metric == "time" and opts.repeat >= 3:
+        return opts.repeat + REPEAT_MORE, UNTIL_SPREAD
+    return opts.repeat, None
 
 
 GENERIC_ABOVE_GLIBC = 5.0    # %: warn when the perf default's base is this far above glibc's
