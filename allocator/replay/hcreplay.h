@@ -89,6 +89,11 @@ static inline unsigned hcr_replay_thread(uint64_t tid)
  * thread wait for another that the program did not (single-thread traces load the same either
  * way). */
 int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen);
+/* A part of the trace (hcreplay --ops): hcr_load stops reading once it has this many ops
+ * (0: the whole trace) and sets hcr_load_stopped when events were left unread; then the
+ * trace's figures (max live, slots, threads) are the part's. */
+extern size_t hcr_load_max_ops;
+extern int hcr_load_stopped;
 
 /* Streamed replay, for traces whose ops would not fit in memory (hcreplay_load.c): open = a
  * first pass that fills t (command, n_slots, the size table, max live; not ops); each repeat

@@ -379,6 +379,9 @@ static int add_event(struct loader *L, const hct_event *ev)
     }
 }
 
+size_t hcr_load_max_ops;
+int hcr_load_stopped;
+
 int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
@@ -398,6 +401,11 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
     hct_event ev;
     int got;
     while ((got = hct_next(r, &ev)) == 1) {
+        if (hcr_load_max_ops && t->n_ops >= hcr_load_max_ops) {
+            hcr_load_stopped = 1; /* a part: the rest is never read */
+            got = 0;
+            break;
+        }
         t->events++;
         int e = add_event(&L, &ev);
         if (e < 0) {

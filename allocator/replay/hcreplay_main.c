@@ -28,7 +28,8 @@
  * hcr_stream_*), reading outside the timed part; it replays on one thread (as --threads off)
  * and reports "streamed": true.
  * --ops N replays only the trace's first N ops (a part of the trace: a search's lower fidelity;
- * the blocks still live after them are freed as at every repeat's end).
+ * the rest is not read; the blocks still live after them are freed as at every repeat's end);
+ * "part": true says the trace had more.
  * --until-spread F: --repeat is the most; stop once two repeats in a row after the first are
  * within F of each other (0.03: 3 %), so time is repeated only while the repeats disagree.
  * --max-rss BYTES, --max-cpu-seconds S: a search's bounds for a setting that may already have
@@ -166,7 +167,7 @@ struct measured {
     const char *threads_mode;
     unsigned replay_threads;
     uint64_t handoffs, failed;
-    uint64_t trace_ops;                          /* the whole trace's, when --ops took a part */
+    int part;                                    /* --ops left some of the trace out */
     long repeat_max;                             /* --repeat: `repeat` may stop sooner */
     int hc;                                      /* HC's statistics are there */
     struct hcr_hc hc_before, hc_first, hc_after;
@@ -259,8 +260,8 @@ static int report(const struct measured *m, int json)
     put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
     /* where the first repeat's RSS curve peaked (ops replayed at its largest sample): the part
        of the trace a cheaper measure of the peak must reach */
-    put(", \"peak_rss_sample_op\": %llu, \"trace_ops\": %llu",
-        (unsigned long long)hcr_curve.max_at, (unsigned long long)m->trace_ops);
+    put(", \"peak_rss_sample_op\": %llu, \"part\": %s", (unsigned long long)hcr_curve.max_at,
+        m->part ? "true" : "false");
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t->max_live_bytes, (unsigned long long)t->max_live_objects,
         m->n_slots);
@@ -312,7 +313,7 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
     m = (struct measured){.path = path, .t = &t, .repeat = repeat, .touch = touch,
                           .times = times, .cpu_times = times, .clock = "thread_cpu",
                           .n_slots = n_slots, .streamed = 1, .threads_mode = "off",
-                          .replay_threads = 1, .trace_ops = t.n_ops, .repeat_max = repeat};
+                          .replay_threads = 1, .repeat_max = repeat};
     measure_before(&m);
     /* the first repeat's RSS curve as main's (hcr_curve), sampled between chunks */
     uint64_t every = t.n_ops / 128 > 1024 ? t.n_ops / 128 : 1024, since = 0;
@@ -466,11 +467,11 @@ int main(int argc, char **argv)
             "load it)");
     if (stream_mode)
         return replay_streamed(path, repeat, json, touch);
+    hcr_load_max_ops = (size_t)ops_limit; /* a part: the rest of the trace is not even read */
     if (hcr_load(path, &t, threads_mode, err, sizeof err))
         die("%s", err);
-    uint64_t trace_ops = t.n_ops;
     if (ops_limit && ops_limit < t.n_ops)
-        t.n_ops = (size_t)ops_limit; /* a part: the first ops, every later one left out */
+        t.n_ops = (size_t)ops_limit; /* an event's second op (an implicit free) left out */
     struct hcr_mt *mt = NULL;
     if (threads_mode && t.threads > 1) {
         if (!(mt = hcr_mt_prepare(&t)))
@@ -495,7 +496,7 @@ int main(int argc, char **argv)
                           .clock = mt ? "wall" : "thread_cpu", .n_slots = t.n_slots,
                           .threads_mode = threads_mode ? "auto" : "off",
                           .replay_threads = mt ? hcr_mt_threads(mt) : 1,
-                          .trace_ops = trace_ops, .repeat_max = repeat};
+                          .part = hcr_load_stopped, .repeat_max = repeat};
     measure_before(&m);
     /* the first repeat's RSS curve: about CURVE_SAMPLES samples, at least CURVE_MIN_OPS ops
        apart (each sample is a read of /proc/self/statm inside the loop) */
