@@ -138,11 +138,16 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               help="With --validate: runs per candidate.")
 @click.option("--validate-top", type=int, default=_options.VALIDATE_TOP, show_default=True,
               help="With --validate: how many of the best settings.")
+@click.option("--fidelity", type=click.Choice(("auto", "whole")), default="auto",
+              show_default=True,
+              help="auto: each sampled setting is replayed on a part of the trace first (the "
+                   "prefix through the peak for mem, the first quarter for perf) and only the "
+                   "best third on the whole (docs/search.md); whole: every trial on the whole.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
             max_memory_overhead, max_slowdown, metric, repeat, seed, allocator_list,
-            memory_measure, do_validate, validate_runs, validate_top, as_json):
+            memory_measure, do_validate, validate_runs, validate_top, fidelity, as_json):
     """Search the allocators' knobs for the TRACES (default: the latest profile).
 
     By default HC and every other allocator installed (glibc, jemalloc, mimalloc, tcmalloc),
@@ -168,7 +173,7 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                             allocators=_allocator_list(
                                 allocator_list,
                                 lambda line: click.echo(f"hctune: {line}", err=True)),
-                            memory_measure=memory_measure)
+                            memory_measure=memory_measure, fidelity=fidelity)
     if do_validate and validate_runs < _options.VALIDATE_MIN_RUNS:  # before the search
         raise click.UsageError(f"--validate-runs must be at least {_options.VALIDATE_MIN_RUNS}")
     prog, update = _bar(opts, console)
@@ -201,6 +206,10 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                f"{acc['pruned']} pruned + {acc['failed']} failed"
                + (f" ({acc['stopped']} of the pruned stopped at the --timeout deadline)"
                   if acc["stopped"] else ""))
+    fid = result.get("fidelity") or {}
+    if fid.get("parts"):
+        click.echo(f"fidelity: every trial replayed {fid['what']} first; "
+                   f"{acc['pruned_on_part']} went no further, {acc['whole']} replayed whole")
     if result.get("note"):
         click.echo(f"note: {result['note']}")
     for o in ("mem", "perf"):

@@ -145,6 +145,7 @@ class Evaluator:
         self.reference_setting = reference_setting   # generic HC, for the perf default limit
         self._references: dict[int, dict] = {}
         self._measuring_lock = threading.Lock()
+        self._parts: dict[tuple, dict] = {}
         self._measuring_locks: dict[tuple, threading.Lock] = {}
 
     def _db(self) -> Database:
@@ -222,6 +223,21 @@ class Evaluator:
                                        result)
             return result, False
 
+    def measure_part(self, trace: Trace, allocator: str, setting: dict | None, ops: int,
+                     **bounds) -> dict:
+        """A measurement of the trace's first `ops` ops (a part: multi-fidelity trials), kept
+        in memory for this run and never stored (a stored measurement is of the whole)."""
+        key = ("part", trace.id, allocator, allocators.setting_key(allocator, setting), ops)
+        with self._measuring(*key):
+            found = self._parts.get(key)
+            if found is None:
+                fn = self._measure_fn or replay.measure
+                found = dict(fn(trace.path, allocator=allocator, setting=setting,
+                                repeat=self.repeat, metric=self.metric,
+                                **_accepted(fn, dict(bounds, ops=ops))), harness=HARNESS)
+                self._parts[key] = found
+            return found
+
     @contextlib.contextmanager
     def _measuring(self, *what):
         with self._measuring_lock:
@@ -253,11 +269,12 @@ class Evaluator:
     # ---- the objective ----
 
     def evaluate(self, setting: dict, allocator: str = "hc", should_stop=None,
-                 bounds=None) -> Evaluation:
+                 bounds=None, parts: dict | None = None) -> Evaluation:
         """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc.
         should_stop: asked while replaying; True ends the replay (hctune.replay.ReplayStopped).
         bounds(trace) -> {max_rss_bytes, max_cpu_seconds}: a replay past them has lost already
-        and ends early (hctune.replay.ReplayPruned)."""
+        and ends early (hctune.replay.ReplayPruned). parts {trace id: ops}: on the traces'
+        first ops only, against glibc's on the same part (search/fidelity.py)."""
         field = PERF_FIELDS[self.metric]
         mem_field = self.mem_field
         who = "HC" if allocator == "hc" else allocator
@@ -267,7 +284,11 @@ class Evaluator:
             extra = dict(bounds(t) if bounds else {})
             if should_stop:
                 extra["should_stop"] = should_stop
-            hc, cached = self.measure(t, allocator, setting, **extra)
+            if parts:
+                base = self.measure_part(t, "glibc", None, parts[t.id])
+                hc, cached = self.measure_part(t, allocator, setting, parts[t.id], **extra), False
+            else:
+                hc, cached = self.measure(t, allocator, setting, **extra)
             all_cached &= cached
             mem = _number(hc, mem_field, who, PAGE) / _number(base, mem_field, "glibc", PAGE)
             perf = _number(hc, field, who) / _number(base, field, "glibc")

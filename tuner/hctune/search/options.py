@@ -76,6 +76,9 @@ class Options:
     # told each trial's number as this process starts measuring it (the worker says so in
     # hc_workers: the service's /workers page)
     on_trial: Callable[[int], None] | None = dataclasses.field(default=None, compare=False)
+    # "auto": trials replay a part of the trace first when it ranks settings as the whole does
+    # (search/fidelity.py); "whole": every trial replays the whole trace
+    fidelity: str = "auto"
     # the clock --timeout's deadline is read on (tests inject their own)
     clock: Callable[[], float] = dataclasses.field(default=time.monotonic, compare=False)
 

@@ -28,6 +28,7 @@ from hctune import allocators, replay
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
+from hctune.search import fidelity as _fidelity
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.search import seeds as _seeds
@@ -360,9 +361,25 @@ class Deadline:
 
 
 def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | None = None,
-                   deadline: Deadline | None = None):
+                   deadline: Deadline | None = None, plan: _fidelity.Plan | None = None):
     interrupt = interrupt or Interrupt()
     deadline = deadline or Deadline(None)
+    plan = plan or _fidelity.whole()
+
+    def on_part(trial: optuna.Trial, setting: dict, alloc: str) -> None:
+        """The setting on the part of the traces first; successive halving says whether it goes
+        on to the whole (a seed always does). A setting measured whole before skips it."""
+        if all(ev.stored(t, alloc, setting) is not None for t in ev.traces):
+            return
+        e = ev.evaluate(setting, alloc, should_stop=deadline.passed, parts=plan.parts)
+        v = e.value(opts.objective)
+        trial.set_user_attr("part_value", v)
+        trial.report(v, step=_fidelity.PART_STEP)
+        if "seed" not in trial.user_attrs and trial.should_prune():
+            trial.set_user_attr(FIDELITY, "part")
+            trial.set_user_attr(PRUNED_BY, f"on {plan.what}: {v:.4f}x glibc, not among the "
+                                           f"best 1/{_fidelity.REDUCTION} there")
+            raise optuna.TrialPruned()
 
     def objective(trial: optuna.Trial):
         if opts.trials is not None and holds_its_trials(trial.study, opts.trials, trial.number):
@@ -393,7 +410,10 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         bounds = prune_bounds(trial.study, ev, opts)
         try:
             with interrupt.measurement():
+                if plan.parts:
+                    on_part(trial, setting, alloc)
                 e = ev.evaluate(setting, alloc, should_stop=deadline.passed, bounds=bounds)
+                trial.set_user_attr(FIDELITY, "whole")
         except replay.ReplayStopped:
             _requeue_seed(trial)
             trial.set_user_attr(STOPPED, "the --timeout deadline")
@@ -421,11 +441,22 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
 SKIPPED = "skipped"   # user attribute of a trial pruned because the study held its trials
 
 
+def _evaluated(t) -> bool:
+    """A trial that counts toward --trials: finished, or pruned once it had lost (on its part
+    of the trace, or past a bound); not one skipped, nor one stopped at the deadline (the study
+    measures it again when resumed)."""
+    return t.state == TrialState.COMPLETE or (
+        t.state == TrialState.PRUNED and SKIPPED not in t.user_attrs
+        and STOPPED not in t.user_attrs)
+
+
 def holds_its_trials(study: optuna.Study, target: int, but: int | None = None) -> bool:
-    """Whether the study's finished trials and those running (other than trial `but`) make
+    """Whether the study's evaluated trials and those running (other than trial `but`) make
     `target`: a new trial would take it past its count."""
-    ts = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    return sum(1 for t in ts if t.number != but) >= target
+    ts = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
+                                                  TrialState.PRUNED))
+    return sum(1 for t in ts if t.number != but and
+               (t.state == TrialState.RUNNING or _evaluated(t))) >= target
 
 
 def _wait_for_others(study: optuna.Study, target: int) -> bool:
@@ -442,7 +473,10 @@ def _wait_for_others(study: optuna.Study, target: int) -> bool:
 
 
 def count_finished(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    """The trials that count toward --trials: finished, or pruned as lost (_evaluated)."""
+    return sum(1 for t in study.get_trials(deepcopy=False,
+                                           states=(TrialState.COMPLETE, TrialState.PRUNED))
+               if _evaluated(t))
 
 
 def open_study(db: Database, name: str, storage_url: str, opts: Options | None = None,
@@ -450,11 +484,16 @@ def open_study(db: Database, name: str, storage_url: str, opts: Options | None =
     storage = open_storage(storage_url, owner=this_worker() if create else None)
     sampler = make_sampler(opts, constrained=bool(
         opts.max_memory_overhead is not None or opts.max_slowdown is not None)) if opts else None
+    # multi-fidelity trials report their part's value (search/fidelity.py); a study that never
+    # does is not pruned by it
+    pruner = _fidelity.pruner() if opts and opts.objective != "pareto" else None
     if create:
         return optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                   directions=directions(opts.objective), load_if_exists=True)
+                                   pruner=pruner, directions=directions(opts.objective),
+                                   load_if_exists=True)
     try:
-        return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler,
+                                 pruner=pruner)
     except KeyError:
         raise HctuneError(f"study {name!r} is not in storage {redact(storage_url)}") from None
 
@@ -545,15 +584,19 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                                     opts.threads, limit)
             else:
                 enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
+        plan = _fidelity.plan(opts.objective, opts.mem_field(),
+                              {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto")
+        if plan.note and notice and opts.fidelity == "auto":
+            notice(plan.note)
         deadline = Deadline(opts.timeout, opts.clock)
         while True:
-            _optimize(study, ev, opts, progress, deadline)
+            _optimize(study, ev, opts, progress, deadline, plan)
             if opts.trials is None or (opts.stop_when is not None and opts.stop_when()) or \
                     deadline.passed() or not _wait_for_others(study, opts.trials):
                 break
     finally:
         ev.close()
-    return summary(study, opts.objective)
+    return {**summary(study, opts.objective), "fidelity": plan.as_dict()}
 
 
 # time repeats: the harness stops once two repeats in a row (after the first, a fresh heap's)
@@ -612,7 +655,8 @@ def study_threads(study: optuna.Study, baselines: list[dict]) -> bool:
     return bool(stored)
 
 
-def _optimize(study, ev, opts: Options, progress, deadline: Deadline | None = None):
+def _optimize(study, ev, opts: Options, progress, deadline: Deadline | None = None,
+              plan: _fidelity.Plan | None = None):
     target = opts.trials
     deadline = deadline or Deadline(None)
     started = time.monotonic()
@@ -653,7 +697,7 @@ def _optimize(study, ev, opts: Options, progress, deadline: Deadline | None = No
         # Each worker runs at most what is missing; the callback stops it earlier once the
         # study as a whole (all workers, all machines) holds `target` finished trials.
         # no Optuna timeout: the deadline is ours (it also stops the running replays)
-        study.optimize(make_objective(ev, opts, interrupt, deadline),
+        study.optimize(make_objective(ev, opts, interrupt, deadline, plan),
                        n_trials=None if target is None else target - done,
                        timeout=None, n_jobs=opts.jobs, catch=(Exception,),
                        callbacks=[after_trial], gc_after_trial=False)
@@ -741,6 +785,7 @@ def pareto_front(study: optuna.Study) -> list:
 
 
 PRUNED_BY = "pruned"      # user attribute of a trial the search ended early: why (a line)
+FIDELITY = "fidelity"     # user attribute: "part" (pruned there) or "whole" (measured whole)
 STOPPED = "stopped"       # user attribute of a trial ended at the --timeout deadline
 
 
@@ -752,7 +797,7 @@ def accounting(study: optuna.Study) -> dict:
     its count, and those queued or running, are not counted. `sampler_ran`: whether the sampler
     proposed any trial at all."""
     c = {"seeds": 0, "sampled": 0, "pruned": 0, "failed": 0, "stopped": 0,
-         "pruned_sampled": 0}
+         "pruned_sampled": 0, "pruned_on_part": 0}
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.COMPLETE:
             c["seeds" if "seed" in t.user_attrs else "sampled"] += 1
@@ -762,7 +807,11 @@ def accounting(study: optuna.Study) -> dict:
             c["pruned_sampled"] += "seed" not in t.user_attrs
         elif t.state == TrialState.FAIL:
             c["failed"] += 1
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and \
+                t.user_attrs.get(FIDELITY) == "part":
+            c["pruned_on_part"] += 1
     c["trials"] = c["seeds"] + c["sampled"] + c["pruned"] + c["failed"]
+    c["whole"] = c["seeds"] + c["sampled"]        # every finished trial was measured whole
     c["sampler_ran"] = c["sampled"] + c["pruned_sampled"] > 0
     return c
 
@@ -784,7 +833,9 @@ def summary(study: optuna.Study, objective: str) -> dict:
            "finished": states.count(TrialState.COMPLETE),
            "failed": states.count(TrialState.FAIL),
            "feasible": sum(1 for t in finished(study) if feasible(t)),
-           "trials": acc, "note": searched_note(acc)}
+           "trials": acc, "note": searched_note(acc),
+           # what --trials counts: finished, or pruned once lost (count_finished)
+           "evaluated": sum(1 for t in study.get_trials(deepcopy=False) if _evaluated(t))}
     picks = ("mem", "perf") if objective == "pareto" else (objective,)
     for o in picks:
         best = choose(study, o)
