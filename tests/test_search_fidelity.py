@@ -60,7 +60,7 @@ def trials_of(db, name):
 
 def test_sampled_settings_go_whole_only_when_their_part_ranks_them_well(tmp_path):
     db, m = make_db(tmp_path), Model()
-    r = run(db, 24, m)
+    r = run(db, 16, m)
     assert r["fidelity"]["parts"] == {"1": OPS // 10 + int(OPS * fidelity.PEAK_MARGIN)}
     ts = trials_of(db, r["study"])
     on_part = [t.number for t in ts if t.user_attrs.get(study.FIDELITY) == "part"]
@@ -79,17 +79,17 @@ def test_sampled_settings_go_whole_only_when_their_part_ranks_them_well(tmp_path
 
 def test_the_decisions_are_the_same_for_a_seed_and_a_pruned_study_resumes(tmp_path):
     a, b = make_db(tmp_path, "a"), make_db(tmp_path, "b")
-    ra, rb = run(a, 20, Model()), run(b, 20, Model())
+    ra, rb = run(a, 14, Model()), run(b, 14, Model())
 
     def decisions(db, name):
         return [(t.number, t.state.name, t.user_attrs.get(study.FIDELITY))
                 for t in trials_of(db, name)]
     assert decisions(a, ra["study"]) == decisions(b, rb["study"])
     assert ra["trials"]["pruned_on_part"] > 0
-    again = run(a, 28, Model())                    # resumed, its pruned trials in the storage
+    again = run(a, 18, Model())                    # resumed, its pruned trials in the storage
     # --trials counts the trials evaluated: finished, or pruned once they had lost
-    assert again["evaluated"] == 28 and again["trials"]["failed"] == 0
-    assert again["finished"] + again["trials"]["pruned"] == 28
+    assert again["evaluated"] == 18 and again["trials"]["failed"] == 0
+    assert again["finished"] + again["trials"]["pruned"] == 18
     acc = again["trials"]
     assert acc["trials"] == acc["seeds"] + acc["sampled"] + acc["pruned"]
     assert acc["pruned"] >= ra["trials"]["pruned"]

@@ -99,8 +99,10 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               help=f"Finished trials the study should hold (default {_options.DEFAULT_TRIALS}, "
                    "or until --timeout; a re-run resumes).")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds.")
-@click.option("--jobs", default="1", show_default=True, metavar="N|auto",
-              help="Trials run in parallel; auto: one per core this process may use.")
+@click.option("--jobs", default="auto", show_default=True, metavar="N|auto",
+              help="Trials run in parallel; auto: one per core when only memory is measured "
+                   "(--objective mem), one at a time when time is (replays side by side slow "
+                   "each other down).")
 @click.option("--study", "study_name", default=None,
               help="Study name (default: made from the traces, objective, metric and limits).")
 @click.option("--storage", default=None,
@@ -158,7 +160,8 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     """
     console = Console(stderr=True)
     try:
-        jobs = _options.parse_jobs(jobs)
+        jobs = _options.parse_jobs(jobs, time_matters=objective != "mem"
+                                   or max_slowdown is not None)
     except HctuneError as e:
         raise click.UsageError(str(e)) from None
     limit, limit_default = _study.parse_memory_limit(max_memory_overhead)

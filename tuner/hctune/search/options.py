@@ -149,15 +149,22 @@ def check(opts: Options) -> Options:
     return opts
 
 
-def parse_jobs(text) -> int:
-    """--jobs: a whole number from 1, or "auto": one trial per core this process may use."""
+def cores() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(text, time_matters: bool = False) -> int:
+    """--jobs: a whole number from 1, or "auto": one trial per core this process may use when
+    only memory is measured (deterministic: replays side by side do not change it), one at a
+    time when time is measured (replays side by side slow each other down)."""
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     elif isinstance(text, str) and text.strip().lower() == "auto":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except (AttributeError, OSError):
-            return max(1, os.cpu_count() or 1)
+        return 1 if time_matters else cores()
     else:
         try:
             value = int(str(text).strip())

@@ -506,6 +506,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     hctune.replay.measure (unit tests); `notice(line)` hears about trials of killed runs that were
     marked failed. Returns `summary(...)`."""
     opts = opts or Options()
+    # --timeout counts from here: the baselines and the study's set-up are inside it
+    deadline = Deadline(opts.timeout, opts.clock)
     _obj.check_choice(opts.objective, opts.metric)
     if opts.trials is not None and opts.trials < 1:
         raise HctuneError("--trials must be at least 1")
@@ -562,6 +564,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                       **({"memory_measure": opts.memory_measure}
                          if opts.memory_measure != "peak" else {})})
     repeat, until = measure_repeats(opts)
+    stop_ahead = threading.Event()     # the builds compiled ahead (compile_ahead)
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=repeat,
                         until_spread=until, measure_fn=measure_fn, mem_field=opts.mem_field(),
                         reference_setting=space.for_search(_knobs.preset("generic"))
@@ -588,7 +591,10 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                               {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto")
         if plan.note and notice and opts.fidelity == "auto":
             notice(plan.note)
-        deadline = Deadline(opts.timeout, opts.clock)
+        if measure_fn is None:
+            ahead = threading.Thread(target=compile_ahead, args=(study, opts, stop_ahead),
+                                     name="hctune-compile-ahead", daemon=True)
+            ahead.start()
         while True:
             _optimize(study, ev, opts, progress, deadline, plan)
             if opts.trials is None or (opts.stop_when is not None and opts.stop_when()) or \
@@ -596,6 +602,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                 break
     finally:
         ev.close()
+        stop_ahead.set()     # the build under way finishes (its library is cached)
     return {**summary(study, opts.objective), "fidelity": plan.as_dict()}
 
 
@@ -653,6 +660,29 @@ def study_threads(study: optuna.Study, baselines: list[dict]) -> bool:
                       any(b.get("replay_threads", 1) > 1 for b in baselines))
         study.set_user_attr("threads", stored)
     return bool(stored)
+
+
+AHEAD_NICE = 10   # the builds compiled ahead run at this nice value: the replays come first
+
+
+def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> None:
+    """Build the queued seeds' HC settings (the build cache, hctune.build) in the background
+    while the replays run, so a seed's trial finds its library built. Sampled settings are not
+    known ahead; with --jobs 2 and more, one trial's build overlaps another's replay anyway.
+    A build that fails here is left to its trial, which reports it."""
+    from hctune import build   # deferred: rendering loads Jinja2
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), AHEAD_NICE)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if stop.is_set():
+            return
+        params = dict(t.system_attrs.get("fixed_params") or {})
+        if params.pop(space.ALLOCATOR_PARAM, "hc") != "hc":
+            continue
+        try:
+            build.build_hc(space.setting_of(params, opts.only, opts.threads))
+        except Exception:      # noqa: BLE001 - its trial builds it again and says why
+            continue
 
 
 def _optimize(study, ev, opts: Options, progress, deadline: Deadline | None = None,
