@@ -94,6 +94,9 @@ int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, siz
  * trace's figures (max live, slots, threads) are the part's. */
 extern size_t hcr_load_max_ops;
 extern int hcr_load_stopped;
+/* hcr_load decoded the trace and wrote the ops cache (hcreplay_load.c): the next load of it
+ * reads the cache */
+extern int hcr_load_fresh;
 
 /* Streamed replay, for traces whose ops would not fit in memory (hcreplay_load.c): open = a
  * first pass that fills t (command, n_slots, the size table, max live; not ops); each repeat

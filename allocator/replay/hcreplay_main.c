@@ -356,6 +356,15 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
     return report(&m, json);
 }
 
+static int under_valgrind(void)
+{
+#if HCR_HAVE_CALLGRIND
+    return RUNNING_ON_VALGRIND;
+#else
+    return 0;
+#endif
+}
+
 /* Run this harness again, same arguments and environment, with the address space laid out the
  * same every time (as `setarch -R`); returns only when that cannot be done (then the replay goes
  * on with randomisation, as before). Not under valgrind: /proc/self/exe would be valgrind's. */
@@ -364,10 +373,8 @@ static void fixed_layout(char **argv)
     int now = personality(0xffffffff);
     if (now == -1 || (now & ADDR_NO_RANDOMIZE))
         return;
-#if HCR_HAVE_CALLGRIND
-    if (RUNNING_ON_VALGRIND)
+    if (under_valgrind())
         return;
-#endif
     if (personality((unsigned long)now | ADDR_NO_RANDOMIZE) == -1)
         return;
     execv("/proc/self/exe", argv);
@@ -470,6 +477,8 @@ int main(int argc, char **argv)
     hcr_load_max_ops = (size_t)ops_limit; /* a part: the rest of the trace is not even read */
     if (hcr_load(path, &t, threads_mode, err, sizeof err))
         die("%s", err);
+    if (hcr_load_fresh && !under_valgrind())
+        execv("/proc/self/exe", argv); /* again, from the cache just written (hcr_load) */
     if (ops_limit && ops_limit < t.n_ops)
         t.n_ops = (size_t)ops_limit; /* an event's second op (an implicit free) left out */
     struct hcr_mt *mt = NULL;
