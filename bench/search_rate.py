@@ -9,6 +9,17 @@ first run compiled: run it twice and take the second pair for a warm comparison)
 each study: trials evaluated (finished + pruned, failed apart), seeds, sampled, measured whole,
 the wall time, and the load average before and after each run. Prints the command that
 reproduces it.
+
+The jq trace of docs/search.md and docs/replay.md (4.31 M events):
+
+    python3 -c "import json, random; random.seed(1); json.dump([{'id': i, 'name': 'user%d' % i,
+      'tags': ['t%d' % random.randint(0, 50) for _ in range(random.randint(1, 6))],
+      'score': random.random(), 'nested': {'a': [random.randint(0, 9) for _ in
+      range(random.randint(0, 8))], 'b': 'x' * random.randint(1, 40)}} for i in range(120000)],
+      open('data.json', 'w'))"
+    LD_PRELOAD=build/libhctrace.so HCTRACE_OUT=jq.hct jq -c '[.[] | select(.score > 0.3) |
+      {id, name, n: (.tags|length), s: (.nested.a|add)}] | group_by(.n) |
+      map({n: .[0].n, c: length})' data.json > /dev/null
 """
 
 from __future__ import annotations

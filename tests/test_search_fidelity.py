@@ -111,12 +111,13 @@ def test_whole_trace_trials_with_a_note(tmp_path, ops, objective, note):
 
 
 def test_the_part_of_each_objective():
-    base = {1: {"ops": 4_000_000, "peak_rss_sample_op": 1_000_000}}
+    base = {1: {"ops": 4_000_000, "peak_rss_sample_op": 1_000_000}}   # the peak at 25 %
     p = fidelity.plan("mem", "footprint_bytes", base)
     assert p.parts == {1: 1_000_000 + int(4_000_000 * fidelity.PEAK_MARGIN)}
     late = {1: {"ops": 4_000_000, "peak_rss_sample_op": 3_900_000}}
     assert fidelity.plan("mem", "peak_rss_bytes", late).parts is None
     assert "saves too little" in fidelity.plan("mem", "peak_rss_bytes", late).note
-    assert fidelity.plan("perf", "footprint_bytes", late).parts == {1: 1_000_000}
+    perf = fidelity.plan("perf", "footprint_bytes", late)   # a part ranks time too loosely
+    assert perf.parts is None and "rho" in perf.note
     assert fidelity.plan("mem", "mean_rss_bytes", base).parts is None
     assert fidelity.plan("mem", "footprint_bytes", base, enabled=False).note is None

@@ -142,9 +142,9 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               help="With --validate: how many of the best settings.")
 @click.option("--fidelity", type=click.Choice(("auto", "whole")), default="auto",
               show_default=True,
-              help="auto: each sampled setting is replayed on a part of the trace first (the "
-                   "prefix through the peak for mem, the first quarter for perf) and only the "
-                   "best third on the whole (docs/search.md); whole: every trial on the whole.")
+              help="auto: in a peak-memory study whose trace peaks in its first half, each "
+                   "sampled setting is replayed through the peak first and only the best third "
+                   "on the whole (docs/search.md); whole: every trial on the whole.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,

@@ -7,8 +7,11 @@ objective from what it must contain:
     baseline's RSS curve was highest, plus a margin), since a part without the peak says
     nothing about it; when the peak comes late in the trace the part would save too little and
     every trial replays the whole trace;
-  * time (perf): the first TIME_PART of the ops; time per op over a prefix ranks settings
-    nearly as the whole does (bench/search_fidelity.py measures the rank correlation);
+  * time (perf): whole-trace trials. The registered rule (docs/lab/search-registration.md) uses a
+    part for an objective only where it ranks settings as the whole does with Spearman's rho of
+    0.8 or more; the first quarter of a python3 trace ranked time per op at 0.65 (25 settings,
+    load average 12-16 on 2 cores; bench/search_fidelity.py), so TIME_PART is None until a
+    quieter measurement says otherwise (peak memory: 0.998 through the peak);
   * mean or final RSS, pareto studies: whole-trace trials (the final RSS needs the end, and
     Optuna's pruners are single-objective).
 Which trials go on to the whole trace is Optuna's successive halving (SuccessiveHalvingPruner,
@@ -25,8 +28,12 @@ import dataclasses
 from hctune.search import objective as _obj
 
 MIN_PART_OPS = 200_000    # a trace of fewer ops is replayed whole: a part would save little
-MAX_PART_SHARE = 0.6      # a part longer than this share of the trace saves too little
-TIME_PART = 0.25          # perf: the first quarter of the ops
+# a part longer than this share of the trace saves too little: with a third going on to the
+# whole, a trial costs the part plus a third of the whole
+MAX_PART_SHARE = 0.5
+# perf's part (a share of the ops), or None: whole-trace trials (see above)
+TIME_PART = None
+TIME_RHO = "0.65 for the first quarter of a python3 trace under load (bench/search_fidelity.py)"
 PEAK_MARGIN = 1 / 64      # past glibc's peak sample (the RSS curve has ~128 samples)
 PART_STEP = 1             # the step the part's value is reported at
 REDUCTION = 3             # successive halving's reduction factor: a third go on
@@ -75,11 +82,14 @@ def plan(objective: str, mem_field: str, baselines: dict, enabled: bool = True) 
                 return whole(f"trace #{tid}'s peak comes {at / ops:.0%} of the way through: a "
                              "part reaching it saves too little, every trial replays the "
                              "whole trace")
+        elif TIME_PART is None:
+            return whole(f"perf trials replay the whole trace: a part ranked time per op at "
+                         f"rho {TIME_RHO}, below the 0.8 a part needs")
         else:
             part = int(ops * TIME_PART)
         parts[tid] = max(1, part)
     what = ("the prefix through glibc's peak" if objective == "mem"
-            else f"the first {TIME_PART:.0%} of the trace")
+            else f"the first {TIME_PART:.0%} of the trace")  # noqa: E501
     return Plan(parts, what)
 
 
