@@ -95,7 +95,7 @@ def plan(objective: str, mem_field: str, baselines: dict, enabled: bool = True) 
 
 def pruner():
     """Successive halving over one rung (the part), the best 1/REDUCTION going on."""
-    import optuna
+    import optuna   # deferred: optuna is heavy (plan() is used without it)
     return optuna.pruners.SuccessiveHalvingPruner(min_resource=PART_STEP,
                                                   reduction_factor=REDUCTION,
                                                   min_early_stopping_rate=0)
