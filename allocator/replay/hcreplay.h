@@ -98,6 +98,14 @@ static inline unsigned hcr_replay_thread(uint64_t tid)
  * thread wait for another that the program did not (single-thread traces load the same either
  * way). */
 int hcr_load(const char *path, struct hcr_trace *t, int threaded, char *err, size_t errlen);
+/* A part of the trace (hcreplay --ops): hcr_load stops reading once it has this many ops
+ * (0: the whole trace) and sets hcr_load_stopped when events were left unread; then the
+ * trace's figures (max live, slots, threads) are the part's. */
+extern size_t hcr_load_max_ops;
+extern int hcr_load_stopped;
+/* hcr_load decoded the trace and wrote the ops cache (hcreplay_load.c): the next load of it
+ * reads the cache */
+extern int hcr_load_fresh;
 
 /* Streamed replay, for traces whose ops would not fit in memory (hcreplay_load.c): open = a
  * first pass that fills t (command, n_slots, the size table, max live; not ops); each repeat
@@ -161,8 +169,26 @@ struct hcr_curve {
     double prev_rss;    /* the previous sample (over base) */
     double area;        /* sum of RSS over base x ns */
     uint64_t span_ns;   /* the trace's time the ticks covered */
+    uint64_t max;       /* the largest sample (over base) and the ops replayed when it was read */
+    uint64_t max_at;
 };
 extern struct hcr_curve hcr_curve;
+
+/* Bounds a search gives a replay that may already have lost (--max-rss, --max-cpu-seconds):
+ * checked at every RSS sample of the first repeat and after every repeat; passing one ends the
+ * process at once with exit status HCR_PRUNED_EXIT and one JSON line saying which and where
+ * (hcr_bound_exceeded).  0: no bound. */
+#define HCR_PRUNED_EXIT 3
+struct hcr_bound {
+    uint64_t max_rss;      /* bytes of RSS over the baseline */
+    uint64_t max_cpu_ns;   /* process CPU time since the first repeat began */
+    uint64_t cpu_start;    /* process CPU time then (set by hcr_bound_start) */
+};
+extern struct hcr_bound hcr_bound;
+void hcr_bound_start(void);
+/* Check the bounds against `rss_over_base` (bytes) after `ops_done` ops; never returns when one
+ * is passed. */
+void hcr_bound_check(uint64_t rss_over_base, uint64_t ops_done);
 /* One sample standing for the `ops` ops just replayed (reads /proc/self/statm, no malloc). */
 void hcr_curve_sample(uint64_t ops);
 /* The mean RSS over base of the curve so far: time-weighted when the clock covered some time

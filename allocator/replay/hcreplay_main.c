@@ -1,4 +1,5 @@
 /* build/hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off]
+ *                      [--ops N] [--max-rss BYTES] [--max-cpu-seconds S] [--until-spread F]
  *
  * Replays a heap trace against the malloc of this process: glibc's, or whatever LD_PRELOAD
  * brings in (HC, jemalloc, mimalloc, tcmalloc, Kingsley, ...), always this same binary.
@@ -26,12 +27,25 @@
  * events) holds no ops: each repeat reads the trace again a chunk at a time (hcreplay_load.c,
  * hcr_stream_*), reading outside the timed part; it replays on one thread (as --threads off)
  * and reports "streamed": true.
+ * --ops N replays only the trace's first N ops (a part of the trace: a search's lower fidelity;
+ * the rest is not read; the blocks still live after them are freed as at every repeat's end);
+ * "part": true says the trace had more.
+ * --until-spread F: --repeat is the most; stop once two repeats in a row after the first are
+ * within F of each other (0.03: 3 %), so time is repeated only while the repeats disagree.
+ * --max-rss BYTES, --max-cpu-seconds S: a search's bounds for a setting that may already have
+ * lost; passing one ends the replay early with exit status 3 and one JSON line
+ * ({"pruned": "rss"|"cpu", ...}; hcr_bound_check in hcreplay_mem.c).
+ * Address-space layout randomisation is turned off for the replay (the harness runs itself again
+ * under personality(ADDR_NO_RANDOMIZE), as `setarch -R` does): with it on, glibc's peak RSS on
+ * the same trace moved by up to 1.4 % between runs, with it off one replay gives the same figure
+ * every time, so memory needs one replay (docs/replay.md).  --aslr on keeps it.
  * Errors: one line on stderr, exit 2. */
 #define _GNU_SOURCE
 #include "hcreplay.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <sys/personality.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +167,8 @@ struct measured {
     const char *threads_mode;
     unsigned replay_threads;
     uint64_t handoffs, failed;
+    int part;                                    /* --ops left some of the trace out */
+    long repeat_max;                             /* --repeat: `repeat` may stop sooner */
     int hc;                                      /* HC's statistics are there */
     struct hcr_hc hc_before, hc_first, hc_after;
 };
@@ -163,6 +179,7 @@ static void measure_before(struct measured *m)
     m->hwm_ok = hcr_reset_hwm() == 0;
     m->base_rss = hcr_vm_rss();
     m->hc = hcr_hc_read(&m->hc_before);
+    hcr_bound_start();
 }
 
 /* After repeat r, outside the timed part: after the first, its high-water mark, what the
@@ -176,6 +193,10 @@ static void measure_after(struct measured *m, long r)
         if (m->hc)
             hcr_hc_read(&m->hc_first);
     }
+    /* the bounds: the first repeat's peak (memory is the first repeat's), the CPU so far */
+    hcr_bound_check(r == 0 && m->hwm_ok && m->hwm_first > m->base_rss
+                        ? m->hwm_first - m->base_rss : 0,
+                    (uint64_t)m->t->n_ops * (uint64_t)(r + 1));
     if (r == m->repeat - 1) {
         m->hwm = hcr_vm_hwm();
         if (m->hc)
@@ -211,8 +232,9 @@ static int report(const struct measured *m, int json)
     put_json_string(m->path);
     put(", \"command\": ");
     put_json_string(t->command);
-    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"touch\": %s", t->n_ops,
-        (unsigned long long)t->events, repeat, m->touch ? "true" : "false");
+    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"repeat_max\": %ld, "
+        "\"touch\": %s", t->n_ops, (unsigned long long)t->events, repeat, m->repeat_max,
+        m->touch ? "true" : "false");
     put(", \"times_ns\": [");
     for (long r = 0; r < repeat; r++)
         put("%s%llu", r ? ", " : "", (unsigned long long)m->times[r]);
@@ -240,6 +262,10 @@ static int report(const struct measured *m, int json)
     put(", \"mean_rss_weight\": \"%s\", \"trace_seconds\": %.3f", by_time ? "time" : "ops",
         (double)hcr_curve.span_ns / 1e9);
     put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
+    /* where the first repeat's RSS curve peaked (ops replayed at its largest sample): the part
+       of the trace a cheaper measure of the peak must reach */
+    put(", \"peak_rss_sample_op\": %llu, \"part\": %s", (unsigned long long)hcr_curve.max_at,
+        m->part ? "true" : "false");
     put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t->max_live_bytes, (unsigned long long)t->max_live_objects,
         m->n_slots);
@@ -291,7 +317,7 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
     m = (struct measured){.path = path, .t = &t, .repeat = repeat, .touch = touch,
                           .times = times, .cpu_times = times, .clock = "thread_cpu",
                           .n_slots = n_slots, .streamed = 1, .threads_mode = "off",
-                          .replay_threads = 1};
+                          .replay_threads = 1, .repeat_max = repeat};
     measure_before(&m);
     /* the first repeat's RSS curve as main's (hcr_curve), sampled between chunks */
     uint64_t every = t.n_ops / 128 > 1024 ? t.n_ops / 128 : 1024, since = 0;
@@ -334,12 +360,45 @@ static int replay_streamed(const char *path, long repeat, int json, int touch)
     return report(&m, json);
 }
 
+static int under_valgrind(void)
+{
+#if HCR_HAVE_CALLGRIND
+    return RUNNING_ON_VALGRIND;
+#else
+    return 0;
+#endif
+}
+
+/* Run this harness again, same arguments and environment, with the address space laid out the
+ * same every time (as `setarch -R`); returns only when that cannot be done (then the replay goes
+ * on with randomisation, as before). Not under valgrind: /proc/self/exe would be valgrind's. */
+static void fixed_layout(char **argv)
+{
+    int now = personality(0xffffffff);
+    if (now == -1 || (now & ADDR_NO_RANDOMIZE))
+        return;
+    if (under_valgrind())
+        return;
+    if (personality((unsigned long)now | ADDR_NO_RANDOMIZE) == -1)
+        return;
+    execv("/proc/self/exe", argv);
+    personality((unsigned long)now); /* exec failed: as it was */
+}
+
 int main(int argc, char **argv)
 {
+    int aslr = 0;
+    for (int i = 1; i < argc - 1; i++)
+        if (!strcmp(argv[i], "--aslr"))
+            aslr = !strcmp(argv[i + 1], "on");
+    if (!aslr)
+        fixed_layout(argv);
     const char *path = NULL;
     long repeat = 5;
     int json = 0, touch = 1, threads_mode = 1; /* 1 auto, 0 off */
     int stream_mode = -1;                      /* -1 auto, 0 off, 1 on */
+    unsigned long long ops_limit = 0;          /* --ops: 0, all of them */
+    double until_spread = -1;                  /* --until-spread: < 0, all the repeats */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             char *end;
@@ -366,6 +425,31 @@ int main(int argc, char **argv)
                 stream_mode = 0;
             else
                 die("--stream wants auto, on or off, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--aslr") && i + 1 < argc) {
+            i++;
+            if (strcmp(argv[i], "on") && strcmp(argv[i], "off"))
+                die("--aslr wants on or off, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--until-spread") && i + 1 < argc) {
+            char *end;
+            until_spread = strtod(argv[++i], &end);
+            if (*end || !(until_spread >= 0) || until_spread > 10)
+                die("--until-spread wants a fraction from 0 to 10, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--ops") && i + 1 < argc) {
+            char *end;
+            ops_limit = strtoull(argv[++i], &end, 10);
+            if (*end || ops_limit < 1 || argv[i][0] == '-')
+                die("--ops wants a whole number of ops from 1, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--max-rss") && i + 1 < argc) {
+            char *end;
+            hcr_bound.max_rss = strtoull(argv[++i], &end, 10);
+            if (*end || hcr_bound.max_rss < 1 || argv[i][0] == '-')
+                die("--max-rss wants a number of bytes from 1, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--max-cpu-seconds") && i + 1 < argc) {
+            char *end;
+            double s = strtod(argv[++i], &end);
+            if (*end || !(s > 0) || s > 1e7)
+                die("--max-cpu-seconds wants a positive number of seconds, not '%s'", argv[i]);
+            hcr_bound.max_cpu_ns = (uint64_t)(s * 1e9);
         } else if (!strcmp(argv[i], "--no-touch")) {
             touch = 0;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -389,10 +473,18 @@ int main(int argc, char **argv)
         stream_mode = hct_count(r) * sizeof(struct hcr_rop) > HCR_STREAM_ABOVE;
         hct_close(r);
     }
+    if (stream_mode && ops_limit)
+        die("--ops replays a part of a loaded trace; this one is streamed (--stream off to "
+            "load it)");
     if (stream_mode)
         return replay_streamed(path, repeat, json, touch);
+    hcr_load_max_ops = (size_t)ops_limit; /* a part: the rest of the trace is not even read */
     if (hcr_load(path, &t, threads_mode, err, sizeof err))
         die("%s", err);
+    if (hcr_load_fresh && !under_valgrind())
+        execv("/proc/self/exe", argv); /* again, from the cache just written (hcr_load) */
+    if (ops_limit && ops_limit < t.n_ops)
+        t.n_ops = (size_t)ops_limit; /* an event's second op (an implicit free) left out */
     struct hcr_mt *mt = NULL;
     if (threads_mode && t.threads > 1) {
         if (!(mt = hcr_mt_prepare(&t)))
@@ -416,7 +508,8 @@ int main(int argc, char **argv)
                           .times = times, .cpu_times = cpu_times,
                           .clock = mt ? "wall" : "thread_cpu", .n_slots = t.n_slots,
                           .threads_mode = threads_mode ? "auto" : "off",
-                          .replay_threads = mt ? hcr_mt_threads(mt) : 1};
+                          .replay_threads = mt ? hcr_mt_threads(mt) : 1,
+                          .part = hcr_load_stopped, .repeat_max = repeat};
     measure_before(&m);
     /* the first repeat's RSS curve: about CURVE_SAMPLES samples, at least CURVE_MIN_OPS ops
        apart (each sample is a read of /proc/self/statm inside the loop) */
@@ -442,6 +535,13 @@ int main(int argc, char **argv)
             failed += hcr_replay_once(&t, slots, touch);
             CALLGRIND_STOP_INSTRUMENTATION;
             times[r] = cpu_times[r] = now_ns() - t0;
+        }
+        /* --until-spread: two repeats in a row within the spread, and the time is known well
+           enough: this is the last (the first repeat, a fresh heap's, is not one of the two) */
+        if (until_spread >= 0 && r >= 2 && r < repeat - 1) {
+            uint64_t a = times[r - 1], b = times[r], lo = a < b ? a : b, hi = a < b ? b : a;
+            if (lo > 0 && (double)(hi - lo) / (double)lo <= until_spread)
+                m.repeat = repeat = r + 1;
         }
         measure_after(&m, r);
     }

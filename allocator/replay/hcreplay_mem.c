@@ -1,9 +1,12 @@
 /* Resident memory from /proc/self, read with open/read into the stack: no stdio, no malloc,
  * so reading it does not disturb the allocator being measured. */
+#define _GNU_SOURCE
 #include "hcreplay.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The start of a /proc/self file into buf, NUL-terminated; its length, or 0 if unreadable. */
@@ -94,12 +97,17 @@ static void curve_clock(double rss, uint64_t ops)
 void hcr_curve_sample(uint64_t ops)
 {
     uint64_t rss = statm_rss();
-    double over = (double)(rss > hcr_curve.base ? rss - hcr_curve.base : 0);
-    hcr_curve.sum += over * (double)ops;
+    uint64_t over = rss > hcr_curve.base ? rss - hcr_curve.base : 0;
+    hcr_curve.sum += (double)over * (double)ops;
     hcr_curve.ops += ops;
     hcr_curve.samples++;
+    if (over > hcr_curve.max) {
+        hcr_curve.max = over;
+        hcr_curve.max_at = hcr_curve.ops;
+    }
     if (hcr_curve.n_ticks && ops)
-        curve_clock(over, ops);
+        curve_clock((double)over, ops);
+    hcr_bound_check(over, hcr_curve.ops);
 }
 
 double hcr_curve_mean(int *by_time)
@@ -108,4 +116,34 @@ double hcr_curve_mean(int *by_time)
     if (*by_time)
         return hcr_curve.area / (double)hcr_curve.span_ns;
     return hcr_curve.ops ? hcr_curve.sum / (double)hcr_curve.ops : -1;
+}
+
+struct hcr_bound hcr_bound;
+
+static uint64_t process_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void hcr_bound_start(void) { hcr_bound.cpu_start = process_cpu_ns(); }
+
+void hcr_bound_check(uint64_t rss_over_base, uint64_t ops_done)
+{
+    const char *why = NULL;
+    uint64_t cpu = hcr_bound.max_cpu_ns ? process_cpu_ns() - hcr_bound.cpu_start : 0;
+    if (hcr_bound.max_rss && rss_over_base > hcr_bound.max_rss)
+        why = "rss";
+    else if (hcr_bound.max_cpu_ns && cpu > hcr_bound.max_cpu_ns)
+        why = "cpu";
+    if (!why)
+        return;
+    /* dprintf into the pipe: no stdio buffer, no malloc of the allocator under test */
+    dprintf(1, "{\"pruned\": \"%s\", \"rss_bytes\": %llu, \"max_rss_bytes\": %llu, "
+               "\"cpu_ns\": %llu, \"max_cpu_ns\": %llu, \"ops_done\": %llu}\n",
+            why, (unsigned long long)rss_over_base, (unsigned long long)hcr_bound.max_rss,
+            (unsigned long long)cpu, (unsigned long long)hcr_bound.max_cpu_ns,
+            (unsigned long long)ops_done);
+    _exit(HCR_PRUNED_EXIT);
 }

@@ -38,6 +38,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from hctune import allocators, native
@@ -49,6 +50,25 @@ THREAD_MODES = ("auto", "off")  # auto: a multi-threaded trace is replayed on th
 
 class ReplayError(HctuneError):
     """The harness could not replay the trace (bad trace, crashed allocator, timeout)."""
+
+
+class ReplayStopped(HctuneError):
+    """The replay was stopped because its caller asked (should_stop: a search's deadline)."""
+
+
+class ReplayPruned(HctuneError):
+    """The harness ended the replay early because it passed a bound it was given (max_rss_bytes,
+    max_cpu_seconds): the setting has already lost. `partial`: what it had measured."""
+
+    def __init__(self, message: str, partial: dict | None = None):
+        super().__init__(message)
+        self.partial = partial or {}
+
+
+PRUNED_EXIT = 3   # hcreplay's exit status when a bound ended it (HCR_PRUNED_EXIT)
+
+# how often a running replay asks should_stop (seconds): a deadline ends it within about this
+STOP_POLL = 0.25
 
 
 def harness() -> Path:
@@ -65,16 +85,55 @@ def _check_trace(trace) -> Path:
     return p
 
 
-def _run(cmd: list[str], env: dict, what: str, timeout: float | None) -> str:
+def _run_polled(cmd: list[str], env: dict, timeout: float | None, should_stop):
+    """subprocess.run's (returncode, stdout, stderr), asking should_stop() every STOP_POLL
+    seconds: True kills the run (ReplayStopped)."""
+    started = time.monotonic()
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        while True:
+            try:
+                out, err = p.communicate(timeout=STOP_POLL)
+                return p.returncode, out, err
+            except subprocess.TimeoutExpired:
+                pass
+            late = timeout is not None and time.monotonic() - started > timeout
+            if late or should_stop():
+                p.kill()
+                p.communicate()
+                if late:
+                    raise subprocess.TimeoutExpired(cmd, timeout)
+                raise ReplayStopped("the replay was stopped (asked to end)")
+
+
+def _run(cmd: list[str], env: dict, what: str, timeout: float | None,
+         should_stop=None) -> str:
     try:
-        res = subprocess.run(cmd, env=env, capture_output=True, timeout=timeout, check=False)
+        if should_stop is None:
+            res = subprocess.run(cmd, env=env, capture_output=True, timeout=timeout,
+                                 check=False)
+            code, out, err = res.returncode, res.stdout, res.stderr
+        else:
+            code, out, err = _run_polled(cmd, env, timeout, should_stop)
     except subprocess.TimeoutExpired:
         raise ReplayError(f"{what}: no result within {timeout:g} s") from None
     except OSError as e:
         raise ReplayError(f"{what}: cannot run {cmd[0]}: {e}") from None
     # a traced command line need not be UTF-8: never fail on decoding
-    stdout = res.stdout.decode("utf-8", "replace")
-    stderr = res.stderr.decode("utf-8", "replace")
+    stdout = out.decode("utf-8", "replace")
+    stderr = err.decode("utf-8", "replace")
+    res = subprocess.CompletedProcess(cmd, code, out, err)
+    if res.returncode == PRUNED_EXIT:
+        try:
+            partial = json.loads(stdout)
+        except ValueError:
+            partial = {}
+        if isinstance(partial, dict) and partial.get("pruned"):
+            what_ = {"rss": f"RSS {partial.get('rss_bytes', 0) / 2**20:.1f} MiB passed the "
+                            f"bound of {partial.get('max_rss_bytes', 0) / 2**20:.1f} MiB",
+                     "cpu": f"CPU {partial.get('cpu_ns', 0) / 1e9:.2f} s passed the bound "
+                            f"of {partial.get('max_cpu_ns', 0) / 1e9:.2f} s"}
+            raise ReplayPruned(f"{what}: ended early after {partial.get('ops_done', 0):,} ops: "
+                               + what_.get(partial["pruned"], str(partial["pruned"])), partial)
     if res.returncode != 0:
         lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         msg = next((ln.split("error: ", 1)[1] for ln in lines if "hcreplay: error: " in ln), None)
@@ -123,11 +182,20 @@ DEFAULT_TIMEOUT = 1800.0  # seconds per harness run: a hung allocator fails, not
 
 def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: int = 5,
             metric: str = "time", touch: bool = True, timeout: float | None = DEFAULT_TIMEOUT,
-            debug: bool = False, db=None, threads: str = "auto") -> dict:
+            debug: bool = False, db=None, threads: str = "auto", should_stop=None,
+            ops: int | None = None, max_rss_bytes: int | None = None,
+            max_cpu_seconds: float | None = None, until_spread: float | None = None) -> dict:
     """Replay `trace` on `allocator` (for hc: `setting`, default the generic preset) and return
     the numbers listed in this module's docstring.  metric="instructions" adds a callgrind run
     of one repeat (time and memory still come from the native run).  threads="auto" replays a
-    multi-threaded trace on threads, "off" on one thread in recorded order (docs/replay.md)."""
+    multi-threaded trace on threads, "off" on one thread in recorded order (docs/replay.md).
+    should_stop: asked about every STOP_POLL s while the harness runs; True kills it and raises
+    ReplayStopped (a search's --timeout deadline).
+    ops: replay only the trace's first `ops` ops (a part of it; `trace_ops` says how many the
+    whole has).  max_rss_bytes (RSS over the baseline), max_cpu_seconds: bounds past which the
+    replay ends early and ReplayPruned is raised (a search's setting that has already lost).
+    until_spread: `repeat` is the most; the harness stops once two repeats in a row are within
+    this fraction of each other (time repeats only while they disagree)."""
     if metric not in METRICS:
         raise HctuneError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     if threads not in THREAD_MODES:
@@ -140,9 +208,17 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
     cmd = [str(harness()), str(path), "--repeat", str(repeat), "--json", "--threads", threads]
     if not touch:
         cmd.append("--no-touch")
+    if ops is not None:
+        cmd += ["--ops", str(int(ops))]
+    if max_rss_bytes is not None:
+        cmd += ["--max-rss", str(max(1, int(max_rss_bytes)))]
+    if max_cpu_seconds is not None:
+        cmd += ["--max-cpu-seconds", f"{max(1e-3, float(max_cpu_seconds)):.6f}"]
+    if until_spread is not None:
+        cmd += ["--until-spread", f"{float(until_spread):.6f}"]
     what = f"replay of {trace} on {alloc.name}"
     try:
-        result = json.loads(_run(cmd, alloc.env(), what, timeout))
+        result = json.loads(_run(cmd, alloc.env(), what, timeout, should_stop))
     except json.JSONDecodeError as e:
         raise ReplayError(f"{what}: unreadable harness output ({e})") from None
     result["instructions"] = None

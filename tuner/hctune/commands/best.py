@@ -35,6 +35,8 @@ def show(r: dict, console: Console):
                   + (f", chosen by real runs (the replay's best: trial {r['replay_best_trial']})"
                      if r["chosen_by"] == "real runs" else ", chosen by the replay "
                      "(not validated: hctune validate)"))
+    if r.get("note"):
+        console.print(escape(f"note: {r['note']}"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
     if r.get("allocator", "hc") != "hc":

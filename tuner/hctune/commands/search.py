@@ -46,6 +46,9 @@ def _bar(opts: _options.Options, console: Console):
             b = s.get(f"best_{opts.objective}")
             best = f"best {b[opts.objective + '_ratio']:.4f}x glibc" if b else "best -"
         elapsed = time.monotonic() - started
+        acc = s["trials"]
+        ran = acc["trials"] - update.first_evaluated
+        rate = f"{ran / elapsed * 60:.1f} trials/min" if elapsed > 0 and ran > 0 else ""
         left = []
         if opts.timeout is not None:
             left.append(max(0.0, opts.timeout - elapsed))
@@ -53,20 +56,26 @@ def _bar(opts: _options.Options, console: Console):
             ran = max(1, done - update.first)
             left.append(elapsed / ran * max(0, target - done))
         if lines:
-            console.print(f"search: {done}/{target if target is not None else '?'} trials, "
-                          f"{best}" + (f", ~{min(left):.0f}s left" if left else ""))
+            console.print(f"search: {done}/{target if target is not None else '?'} trials "
+                          f"({acc['seeds']} seeds, {acc['sampled']} sampled, "
+                          f"{acc['pruned']} pruned, {acc['failed']} failed), "
+                          + (f"{rate}, " if rate else "") + f"{best}"
+                          + (f", ~{min(left):.0f}s left" if left else ""))
             console.file.flush()
             return
-        prog.update(task, completed=done, best=best,
+        prog.update(task, completed=done, best=best + (f", {rate}" if rate else ""),
                     left=f"~{min(left):.0f}s left" if left else "")
 
     update.first = None
+    update.first_evaluated = 0
     if lines:
         prog = _NoBar()
 
     def first_call(st, done, target, started, failed):
         if update.first is None:
             update.first = done - 1 if done else 0
+            # trials of earlier runs do not count in this run's rate
+            update.first_evaluated = max(0, _study.accounting(st)["trials"] - 1)
         update(st, done, target, started, failed)
     return prog, first_call
 
@@ -90,7 +99,10 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               help=f"Finished trials the study should hold (default {_options.DEFAULT_TRIALS}, "
                    "or until --timeout; a re-run resumes).")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds.")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Trials run in parallel.")
+@click.option("--jobs", default="auto", show_default=True, metavar="N|auto",
+              help="Trials run in parallel; auto: one per core when only memory is measured "
+                   "(--objective mem), one at a time when time is (replays side by side slow "
+                   "each other down).")
 @click.option("--study", "study_name", default=None,
               help="Study name (default: made from the traces, objective, metric and limits).")
 @click.option("--storage", default=None,
@@ -128,11 +140,16 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               help="With --validate: runs per candidate.")
 @click.option("--validate-top", type=int, default=_options.VALIDATE_TOP, show_default=True,
               help="With --validate: how many of the best settings.")
+@click.option("--fidelity", type=click.Choice(("auto", "whole")), default="auto",
+              show_default=True,
+              help="auto: in a peak-memory study whose trace peaks in its first half, each "
+                   "sampled setting is replayed through the peak first and only the best third "
+                   "on the whole (docs/search.md); whole: every trial on the whole.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
             max_memory_overhead, max_slowdown, metric, repeat, seed, allocator_list,
-            memory_measure, do_validate, validate_runs, validate_top, as_json):
+            memory_measure, do_validate, validate_runs, validate_top, fidelity, as_json):
     """Search the allocators' knobs for the TRACES (default: the latest profile).
 
     By default HC and every other allocator installed (glibc, jemalloc, mimalloc, tcmalloc),
@@ -145,6 +162,11 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     if study_name is not None and ("/" in study_name or not study_name.strip()):
         # (the service's addresses hold the name: /studies/NAME would not reach it)
         raise HctuneError(f"--study {study_name!r}: a name without '/', not empty")
+    try:
+        jobs = _options.parse_jobs(jobs, time_matters=objective != "mem"
+                                   or max_slowdown is not None)
+    except HctuneError as e:
+        raise click.UsageError(str(e)) from None
     limit, limit_default = _study.parse_memory_limit(max_memory_overhead)
     if trials is None and timeout is None:
         trials = _options.DEFAULT_TRIALS
@@ -157,7 +179,7 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
                             allocators=_allocator_list(
                                 allocator_list,
                                 lambda line: click.echo(f"hctune: {line}", err=True)),
-                            memory_measure=memory_measure)
+                            memory_measure=memory_measure, fidelity=fidelity)
     if do_validate and validate_runs < _options.VALIDATE_MIN_RUNS:  # before the search
         raise click.UsageError(f"--validate-runs must be at least {_options.VALIDATE_MIN_RUNS}")
     prog, update = _bar(opts, console)
@@ -183,8 +205,19 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))
         return
+    acc = result["trials"]
     click.echo(f"study {result['study']}: {result['finished']} finished trials "
                f"({result['failed']} failed, {result['feasible']} within the limits)")
+    click.echo(f"trials: {acc['trials']} = {acc['seeds']} seeds + {acc['sampled']} sampled + "
+               f"{acc['pruned']} pruned + {acc['failed']} failed"
+               + (f" ({acc['stopped']} of the pruned stopped at the --timeout deadline)"
+                  if acc["stopped"] else ""))
+    fid = result.get("fidelity") or {}
+    if fid.get("parts"):
+        click.echo(f"fidelity: every trial replayed {fid['what']} first; "
+                   f"{acc['pruned_on_part']} went no further, {acc['whole']} replayed whole")
+    if result.get("note"):
+        click.echo(f"note: {result['note']}")
     for o in ("mem", "perf"):
         b = result.get(f"best_{o}")
         if b:

@@ -33,6 +33,8 @@ def show(rows: list[dict]) -> None:
             click.echo(f"  {r['trials']} finished trials ({r['failed']} failed, {r['feasible']} "
                        f"within the limits); best in replay: "
                        f"{_best(r['best'], r.get('memory') or 'memory')}")
+            if r.get("note"):
+                click.echo(f"  {r['note']}")
         v = r["validation"]
         click.echo(f"  validated (#{v['id']}, {v['runs']} runs): {v['verdict']}" if v
                    else f"  not validated: hctune validate --study {r['name']}")

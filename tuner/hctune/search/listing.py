@@ -47,7 +47,9 @@ def studies(db_path) -> list[dict]:
             try:
                 _, st = _study.load(db, row["name"])
                 states = [t.state for t in st.get_trials(deepcopy=False)]
-                entry.update(trials=states.count(TrialState.COMPLETE),
+                acc = _study.accounting(st)
+                entry.update(trials=states.count(TrialState.COMPLETE), searched=acc,
+                             note=_study.searched_note(acc),
                              failed=states.count(TrialState.FAIL),
                              feasible=sum(1 for t in _study.finished(st) if _study.feasible(t)),
                              best=_best(st, row["objective"]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import math
 import socket
@@ -107,24 +108,44 @@ def _number(result: dict, field: str, what: str, floor: float = 0.0) -> float:
     return max(float(v), floor)
 
 
+def _accepted(fn, kwargs: dict) -> dict:
+    """The keyword arguments of `kwargs` that `fn` takes (a stand-in measure_fn of the tests
+    may take fewer than hctune.replay.measure)."""
+    if not kwargs:
+        return {}
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
 class Evaluator:
     """Measures settings on a study's traces; safe to share between --jobs threads."""
 
     def __init__(self, db_path, traces: list[Trace], metric: str = "time", repeat: int = 3,
                  measure_fn=None, reference_setting: dict | None = None,
-                 mem_field: str = MEM_FIELD):
+                 mem_field: str = MEM_FIELD, until_spread: float | None = None):
         self.db_path = str(db_path)
+        # time repeats: `repeat` is the most, the harness stops once two agree this closely
+        self.until_spread = until_spread
         self.mem_field = mem_field
         self._measure_fn = measure_fn  # None: hctune.replay.measure (tests may pass their own)
         self.traces = traces
         self.metric = metric
         self.repeat = repeat
+        # a stored time of fewer repeats than this is not reused (a mem study's one replay);
+        # with until_spread the harness makes at least 3 (the first and two that agree)
+        self.min_repeat = min(repeat, 3) if until_spread is not None else repeat
         self._local = threading.local()
         self._baselines: dict[tuple[int, str], dict] = {}
         self._lock = threading.Lock()
         self.reference_setting = reference_setting   # generic HC, for the perf default limit
         self._references: dict[int, dict] = {}
         self._measuring_lock = threading.Lock()
+        self._parts: dict[tuple, dict] = {}
         self._measuring_locks: dict[tuple, threading.Lock] = {}
 
     def _db(self) -> Database:
@@ -167,7 +188,11 @@ class Evaluator:
                    # a measurement from before the replay recorded this memory figure (the
                    # RSS curve's mean): measured again
                    and r.get(self.mem_field, 0) is not None and self.mem_field in r
-                   and self._current(r)]
+                   and self._current(r)
+                   # a time of fewer repeats than asked (a mem study's one replay) is not
+                   # reused where the time matters
+                   and r.get("repeat", self.repeat) >= self.min_repeat
+                   and not r.get("ops_limit")]
         if allocator == "hc" and setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
@@ -175,9 +200,12 @@ class Evaluator:
             results = [r for r in results if Path(r.get("library") or "").parent.name == build_key]
         return results[-1] if results else None
 
-    def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None):
+    def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None,
+                **bounds):
         """(result, cached): a stored measurement, or a new one (built, replayed, stored). Two
-        threads (--jobs) asking for the same one at once measure it once: the second waits."""
+        threads (--jobs) asking for the same one at once measure it once: the second waits.
+        `bounds` (should_stop, max_rss_bytes, ...) go to hctune.replay.measure; a replay they
+        end raises (ReplayStopped, ReplayPruned) and stores nothing."""
         key = allocators.setting_key(allocator, setting)
         with self._measuring(trace.id, allocator, key):
             found = self.stored(trace, allocator, setting)
@@ -186,11 +214,29 @@ class Evaluator:
             fn = self._measure_fn
             if fn is None:
                 fn = replay.measure
+            if self.until_spread is not None:
+                bounds = dict(bounds, until_spread=self.until_spread)
             result = dict(fn(trace.path, allocator=allocator, setting=setting,
-                             repeat=self.repeat, metric=self.metric), harness=HARNESS)
+                             repeat=self.repeat, metric=self.metric,
+                             **_accepted(fn, bounds)), harness=HARNESS)
             self._db().add_measurement(trace.id, allocator, key, self.metric, self.repeat,
                                        result)
             return result, False
+
+    def measure_part(self, trace: Trace, allocator: str, setting: dict | None, ops: int,
+                     **bounds) -> dict:
+        """A measurement of the trace's first `ops` ops (a part: multi-fidelity trials), kept
+        in memory for this run and never stored (a stored measurement is of the whole)."""
+        key = ("part", trace.id, allocator, allocators.setting_key(allocator, setting), ops)
+        with self._measuring(*key):
+            found = self._parts.get(key)
+            if found is None:
+                fn = self._measure_fn or replay.measure
+                found = dict(fn(trace.path, allocator=allocator, setting=setting,
+                                repeat=self.repeat, metric=self.metric,
+                                **_accepted(fn, dict(bounds, ops=ops))), harness=HARNESS)
+                self._parts[key] = found
+            return found
 
     @contextlib.contextmanager
     def _measuring(self, *what):
@@ -222,15 +268,27 @@ class Evaluator:
 
     # ---- the objective ----
 
-    def evaluate(self, setting: dict, allocator: str = "hc") -> Evaluation:
-        """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc."""
+    def evaluate(self, setting: dict, allocator: str = "hc", should_stop=None,
+                 bounds=None, parts: dict | None = None) -> Evaluation:
+        """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc.
+        should_stop: asked while replaying; True ends the replay (hctune.replay.ReplayStopped).
+        bounds(trace) -> {max_rss_bytes, max_cpu_seconds}: a replay past them has lost already
+        and ends early (hctune.replay.ReplayPruned). parts {trace id: ops}: on the traces'
+        first ops only, against glibc's on the same part (search/fidelity.py)."""
         field = PERF_FIELDS[self.metric]
         mem_field = self.mem_field
         who = "HC" if allocator == "hc" else allocator
         rows, all_cached = [], True
         for t in self.traces:
             base = self.baseline(t)
-            hc, cached = self.measure(t, allocator, setting)
+            extra = dict(bounds(t) if bounds else {})
+            if should_stop:
+                extra["should_stop"] = should_stop
+            if parts:
+                base = self.measure_part(t, "glibc", None, parts[t.id])
+                hc, cached = self.measure_part(t, allocator, setting, parts[t.id], **extra), False
+            else:
+                hc, cached = self.measure(t, allocator, setting, **extra)
             all_cached &= cached
             mem = _number(hc, mem_field, who, PAGE) / _number(base, mem_field, "glibc", PAGE)
             perf = _number(hc, field, who) / _number(base, field, "glibc")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import time
 from collections.abc import Callable
 
 from hctune.errors import HctuneError
@@ -74,6 +76,11 @@ class Options:
     # told each trial's number as this process starts measuring it (the worker says so in
     # hc_workers: the service's /workers page)
     on_trial: Callable[[int], None] | None = dataclasses.field(default=None, compare=False)
+    # "auto": trials replay a part of the trace first when it ranks settings as the whole does
+    # (search/fidelity.py); "whole": every trial replays the whole trace
+    fidelity: str = "auto"
+    # the clock --timeout's deadline is read on (tests inject their own)
+    clock: Callable[[], float] = dataclasses.field(default=time.monotonic, compare=False)
 
     @property
     def cross(self) -> bool:
@@ -140,6 +147,32 @@ def check(opts: Options) -> Options:
         raise HctuneError(f"validate_runs: 0 (no validation) or at least {VALIDATE_MIN_RUNS} "
                           "(intervals need several runs)")
     return opts
+
+
+def cores() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(text, time_matters: bool = False) -> int:
+    """--jobs: a whole number from 1, or "auto": one trial per core this process may use when
+    only memory is measured (deterministic: replays side by side do not change it), one at a
+    time when time is measured (replays side by side slow each other down)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    elif isinstance(text, str) and text.strip().lower() == "auto":
+        return 1 if time_matters else cores()
+    else:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise HctuneError(f"--jobs takes a whole number or 'auto', not {text!r}") from None
+    if value < 1:
+        raise HctuneError(f"--jobs must be at least 1 (or 'auto'), not {value}")
+    return value
 
 
 def seed_limit(opts: Options, finished: int = 0) -> int | None:

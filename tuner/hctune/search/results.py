@@ -103,7 +103,11 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     replay_best = trial.number
     opts = json.loads(row["options_json"] or "{}")
     metric = opts.get("metric", "time")
-    ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=opts.get("repeat", 3),
+    # the study's own repeats, so its measurements are reused (a mem study's are one replay)
+    repeat, until = _study.measure_repeats(_options.Options(
+        objective=row["objective"], metric=metric, repeat=opts.get("repeat", 3),
+        max_slowdown=opts.get("max_slowdown")))
+    ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=repeat, until_spread=until,
                         measure_fn=measure_fn)
     setting = _study.trial_setting(trial)
     alloc = _study.trial_allocator(trial)
@@ -142,6 +146,8 @@ def best(db_path, name: str | None = None, objective: str | None = None,
     return {
         "validation": real, "chosen_by": "real runs" if real is not None else "replay",
         "replay_best_trial": replay_best, "tradeoff": tradeoff(st, row, objective),
+        # what the search measured: a search of only seeds says so in the verdict
+        "searched": _study.accounting(st), "note": _study.searched_note(_study.accounting(st)),
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
         "metric": metric, "trial": trial.number if trial is not None else None,
         # what the trials' mem_ratio compares (the trade-off's): footprint, peak/mean/final RSS

@@ -24,10 +24,11 @@ import optuna
 from optuna.trial import TrialState
 
 from hctune import allocator_knobs as _xknobs
-from hctune import allocators
+from hctune import allocators, replay
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
+from hctune.search import fidelity as _fidelity
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.search import seeds as _seeds
@@ -294,14 +295,103 @@ class Interrupt:
                 self.measuring = False
 
 
-def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | None = None):
+def _requeue_seed(trial: optuna.Trial) -> None:
+    """A seed that the deadline kept from being measured goes back to the queue (seeds are
+    never lost; the next run measures it)."""
+    frozen = trial.study._storage.get_trial(trial._trial_id)
+    label = frozen.user_attrs.get("seed")
+    fixed = frozen.system_attrs.get("fixed_params")
+    if label and fixed:
+        trial.study.enqueue_trial(dict(fixed), user_attrs={"seed": label})
+
+
+# A replay that has already lost ends early (issue 37): its peak RSS past the best finished
+# trial's by more than PRUNE_MEM_TOLERANCE (a peak-memory study of one trace), or past the
+# study's memory limit (any study with one: it would be infeasible), or its CPU time past
+# PRUNE_TIME_FACTOR times the best trial's whole replay (a time study of one trace).
+PRUNE_MEM_TOLERANCE = 0.10
+PRUNE_TIME_FACTOR = 3.0
+
+
+def prune_bounds(study: optuna.Study, ev: _obj.Evaluator, opts: Options):
+    """bounds(trace) -> {max_rss_bytes, max_cpu_seconds} for the next trial's replays, from the
+    study's best finished trial and its limits; None when nothing bounds them. Pareto studies
+    are not bounded (a large setting may be on the front for its speed), nor memory in a study
+    of the mean or final RSS (the peak is not what it compares)."""
+    if opts.objective == "pareto":
+        return None
+    peak = ev.mem_field in (_obj.MEM_FIELD, _obj.RSS_FIELD)
+    best = choose(study, opts.objective) if len(ev.traces) == 1 else None
+    row = (best.user_attrs.get("per_trace") or [None])[0] if best is not None else None
+
+    def bounds(trace) -> dict:
+        out = {}
+        rss = []
+        if opts.max_memory_overhead is not None:
+            base = ev.baseline(trace).get(_obj.RSS_FIELD) or 0
+            ref = ev.reference(trace) if opts.memory_vs_generic else None
+            base = max(base, (ref or {}).get(_obj.RSS_FIELD) or 0)
+            if base:
+                rss.append(base * (1 + opts.max_memory_overhead / 100))
+        if row is not None and opts.objective == "mem" and peak and row.get(_obj.RSS_FIELD):
+            rss.append(row[_obj.RSS_FIELD] * (1 + PRUNE_MEM_TOLERANCE))
+        if rss:
+            out["max_rss_bytes"] = int(min(rss)) + 1
+        field = _obj.PERF_FIELDS["time"]
+        b = ev.baseline(trace)
+        if row is not None and opts.objective == "perf" and ev.metric == "time" and \
+                row.get(field) and b.get("ops") and b.get("replay_threads", 1) <= 1:
+            out["max_cpu_seconds"] = (row[field] * b["ops"] * ev.repeat * PRUNE_TIME_FACTOR
+                                      / 1e9)
+        return out
+    return bounds
+
+
+class Deadline:
+    """--timeout: the moment after which no trial starts, and running ones are asked to end
+    (their replay is stopped within about a second: hctune.replay.measure's should_stop).
+    `clock` is injected by tests (Options.clock)."""
+
+    def __init__(self, timeout: float | None, clock=time.monotonic):
+        self.clock = clock
+        self.at = None if timeout is None else clock() + timeout
+
+    def passed(self) -> bool:
+        return self.at is not None and self.clock() >= self.at
+
+
+def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | None = None,
+                   deadline: Deadline | None = None, plan: _fidelity.Plan | None = None):
     interrupt = interrupt or Interrupt()
+    deadline = deadline or Deadline(None)
+    plan = plan or _fidelity.whole()
+
+    def on_part(trial: optuna.Trial, setting: dict, alloc: str) -> None:
+        """The setting on the part of the traces first; successive halving says whether it goes
+        on to the whole (a seed always does). A setting measured whole before skips it."""
+        if all(ev.stored(t, alloc, setting) is not None for t in ev.traces):
+            return
+        e = ev.evaluate(setting, alloc, should_stop=deadline.passed, parts=plan.parts)
+        v = e.value(opts.objective)
+        trial.set_user_attr("part_value", v)
+        trial.report(v, step=_fidelity.PART_STEP)
+        if "seed" not in trial.user_attrs and trial.should_prune():
+            trial.set_user_attr(FIDELITY, "part")
+            trial.set_user_attr(PRUNED_BY, f"on {plan.what}: {v:.4f}x glibc, not among the "
+                                           f"best 1/{_fidelity.REDUCTION} there")
+            raise optuna.TrialPruned()
 
     def objective(trial: optuna.Trial):
         if opts.trials is not None and holds_its_trials(trial.study, opts.trials, trial.number):
             # another worker (or --jobs thread) is measuring the last trials the study needs:
             # this one would take it past its count
             trial.set_user_attr(SKIPPED, "the study holds its trials")
+            raise optuna.TrialPruned()
+        if deadline.passed():
+            # --timeout: nothing starts after the deadline (a seed taken from the queue goes
+            # back to it, for the run that resumes the study)
+            _requeue_seed(trial)
+            trial.set_user_attr(SKIPPED, "the deadline passed")
             raise optuna.TrialPruned()
         with warnings.catch_warnings():
             # Seeds use the paper's QL_HIGH values (72, 264), off the search grid on purpose.
@@ -317,9 +407,21 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         trial.set_user_attr("worker", _worker())
         if opts.on_trial is not None:
             opts.on_trial(trial.number)
+        bounds = prune_bounds(trial.study, ev, opts)
         try:
             with interrupt.measurement():
-                e = ev.evaluate(setting, alloc)
+                if plan.parts:
+                    on_part(trial, setting, alloc)
+                e = ev.evaluate(setting, alloc, should_stop=deadline.passed, bounds=bounds)
+                trial.set_user_attr(FIDELITY, "whole")
+        except replay.ReplayStopped:
+            _requeue_seed(trial)
+            trial.set_user_attr(STOPPED, "the --timeout deadline")
+            raise optuna.TrialPruned() from None
+        except replay.ReplayPruned as lost:
+            # it has lost already (passed the bound the best trial set): never the best
+            trial.set_user_attr(PRUNED_BY, str(lost).splitlines()[0])
+            raise optuna.TrialPruned() from None
         except Exception as err:
             if interrupt.requested:  # the replay died of the same Ctrl-C
                 raise KeyboardInterrupt from None
@@ -339,11 +441,22 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
 SKIPPED = "skipped"   # user attribute of a trial pruned because the study held its trials
 
 
+def _evaluated(t) -> bool:
+    """A trial that counts toward --trials: finished, or pruned once it had lost (on its part
+    of the trace, or past a bound); not one skipped, nor one stopped at the deadline (the study
+    measures it again when resumed)."""
+    return t.state == TrialState.COMPLETE or (
+        t.state == TrialState.PRUNED and SKIPPED not in t.user_attrs
+        and STOPPED not in t.user_attrs)
+
+
 def holds_its_trials(study: optuna.Study, target: int, but: int | None = None) -> bool:
-    """Whether the study's finished trials and those running (other than trial `but`) make
+    """Whether the study's evaluated trials and those running (other than trial `but`) make
     `target`: a new trial would take it past its count."""
-    ts = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    return sum(1 for t in ts if t.number != but) >= target
+    ts = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
+                                                  TrialState.PRUNED))
+    return sum(1 for t in ts if t.number != but and
+               (t.state == TrialState.RUNNING or _evaluated(t))) >= target
 
 
 def _wait_for_others(study: optuna.Study, target: int) -> bool:
@@ -360,7 +473,10 @@ def _wait_for_others(study: optuna.Study, target: int) -> bool:
 
 
 def count_finished(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    """The trials that count toward --trials: finished, or pruned as lost (_evaluated)."""
+    return sum(1 for t in study.get_trials(deepcopy=False,
+                                           states=(TrialState.COMPLETE, TrialState.PRUNED))
+               if _evaluated(t))
 
 
 def open_study(db: Database, name: str, storage_url: str, opts: Options | None = None,
@@ -368,11 +484,16 @@ def open_study(db: Database, name: str, storage_url: str, opts: Options | None =
     storage = open_storage(storage_url, owner=this_worker() if create else None)
     sampler = make_sampler(opts, constrained=bool(
         opts.max_memory_overhead is not None or opts.max_slowdown is not None)) if opts else None
+    # multi-fidelity trials report their part's value (search/fidelity.py); a study that never
+    # does is not pruned by it
+    pruner = _fidelity.pruner() if opts and opts.objective != "pareto" else None
     if create:
         return optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                   directions=directions(opts.objective), load_if_exists=True)
+                                   pruner=pruner, directions=directions(opts.objective),
+                                   load_if_exists=True)
     try:
-        return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler,
+                                 pruner=pruner)
     except KeyError:
         raise HctuneError(f"study {name!r} is not in storage {redact(storage_url)}") from None
 
@@ -385,6 +506,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     hctune.replay.measure (unit tests); `notice(line)` hears about trials of killed runs that were
     marked failed. Returns `summary(...)`."""
     opts = opts or Options()
+    # --timeout counts from here: the baselines and the study's set-up are inside it
+    deadline = Deadline(opts.timeout, opts.clock)
     _obj.check_choice(opts.objective, opts.metric)
     if opts.trials is not None and opts.trials < 1:
         raise HctuneError("--trials must be at least 1")
@@ -440,8 +563,10 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                       **({"allocators": list(opts.allocators)} if opts.cross else {}),
                       **({"memory_measure": opts.memory_measure}
                          if opts.memory_measure != "peak" else {})})
-    ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=opts.repeat,
-                        measure_fn=measure_fn, mem_field=opts.mem_field(),
+    repeat, until = measure_repeats(opts)
+    stop_ahead = threading.Event()     # the builds compiled ahead (compile_ahead)
+    ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=repeat,
+                        until_spread=until, measure_fn=measure_fn, mem_field=opts.mem_field(),
                         reference_setting=space.for_search(_knobs.preset("generic"))
                         if opts.memory_vs_generic else None)
     try:
@@ -462,14 +587,43 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                                     opts.threads, limit)
             else:
                 enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
+        plan = _fidelity.plan(opts.objective, opts.mem_field(),
+                              {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto")
+        if plan.note and notice and opts.fidelity == "auto":
+            notice(plan.note)
+        if measure_fn is None:
+            ahead = threading.Thread(target=compile_ahead, args=(study, opts, stop_ahead),
+                                     name="hctune-compile-ahead", daemon=True)
+            ahead.start()
         while True:
-            _optimize(study, ev, opts, progress)
+            _optimize(study, ev, opts, progress, deadline, plan)
             if opts.trials is None or (opts.stop_when is not None and opts.stop_when()) or \
-                    not _wait_for_others(study, opts.trials):
+                    deadline.passed() or not _wait_for_others(study, opts.trials):
                 break
     finally:
         ev.close()
-    return summary(study, opts.objective)
+        stop_ahead.set()     # the build under way finishes (its library is cached)
+    return {**summary(study, opts.objective), "fidelity": plan.as_dict()}
+
+
+# time repeats: the harness stops once two repeats in a row (after the first, a fresh heap's)
+# agree within this fraction; up to REPEAT_MORE repeats beyond --repeat while they do not
+UNTIL_SPREAD = 0.03
+REPEAT_MORE = 2
+
+
+def measure_repeats(opts: Options) -> tuple[int, float | None]:
+    """(replays per measurement, until_spread) a study needs. Memory is the first repeat's and
+    the same every time (the harness fixes the address-space layout), so a study whose time
+    does not matter (mem, no --max-slowdown) replays once; one whose time matters repeats up to
+    --repeat + REPEAT_MORE times, stopping once the repeats agree (UNTIL_SPREAD). Callgrind's
+    instructions are exact: --repeat as given."""
+    time_matters = opts.objective != "mem" or opts.max_slowdown is not None
+    if not time_matters:
+        return 1, None
+    if opts.metric == "time" and opts.repeat >= 3:
+        return opts.repeat + REPEAT_MORE, UNTIL_SPREAD
+    return opts.repeat, None
 
 
 GENERIC_ABOVE_GLIBC = 5.0    # %: warn when the perf default's base is this far above glibc's
@@ -508,8 +662,33 @@ def study_threads(study: optuna.Study, baselines: list[dict]) -> bool:
     return bool(stored)
 
 
-def _optimize(study, ev, opts: Options, progress):
+AHEAD_NICE = 10   # the builds compiled ahead run at this nice value: the replays come first
+
+
+def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> None:
+    """Build the queued seeds' HC settings (the build cache, hctune.build) in the background
+    while the replays run, so a seed's trial finds its library built. Sampled settings are not
+    known ahead; with --jobs 2 and more, one trial's build overlaps another's replay anyway.
+    A build that fails here is left to its trial, which reports it."""
+    from hctune import build   # deferred: rendering loads Jinja2
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), AHEAD_NICE)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if stop.is_set():
+            return
+        params = dict(t.system_attrs.get("fixed_params") or {})
+        if params.pop(space.ALLOCATOR_PARAM, "hc") != "hc":
+            continue
+        try:
+            build.build_hc(space.setting_of(params, opts.only, opts.threads))
+        except Exception:      # noqa: BLE001 - its trial builds it again and says why
+            continue
+
+
+def _optimize(study, ev, opts: Options, progress, deadline: Deadline | None = None,
+              plan: _fidelity.Plan | None = None):
     target = opts.trials
+    deadline = deadline or Deadline(None)
     started = time.monotonic()
     fails = {"row": 0, "last": None}
 
@@ -527,7 +706,9 @@ def _optimize(study, ev, opts: Options, progress):
         elif frozen.state == TrialState.COMPLETE:
             fails["row"] = 0
         elif SKIPPED in frozen.user_attrs:
-            st.stop()       # the others finish the study
+            st.stop()       # the others finish the study, or the deadline passed
+        if deadline.passed():
+            st.stop()
         done = count_finished(st)
         if target is not None and done >= target:
             st.stop()
@@ -545,9 +726,10 @@ def _optimize(study, ev, opts: Options, progress):
         interrupt.study = study
         # Each worker runs at most what is missing; the callback stops it earlier once the
         # study as a whole (all workers, all machines) holds `target` finished trials.
-        study.optimize(make_objective(ev, opts, interrupt),
+        # no Optuna timeout: the deadline is ours (it also stops the running replays)
+        study.optimize(make_objective(ev, opts, interrupt, deadline, plan),
                        n_trials=None if target is None else target - done,
-                       timeout=opts.timeout, n_jobs=opts.jobs, catch=(Exception,),
+                       timeout=None, n_jobs=opts.jobs, catch=(Exception,),
                        callbacks=[after_trial], gc_after_trial=False)
     if interrupt.requested:
         raise KeyboardInterrupt
@@ -632,12 +814,58 @@ def pareto_front(study: optuna.Study) -> list:
     return sorted(front, key=lambda t: t.user_attrs["mem"])
 
 
+PRUNED_BY = "pruned"      # user attribute of a trial the search ended early: why (a line)
+FIDELITY = "fidelity"     # user attribute: "part" (pruned there) or "whole" (measured whole)
+STOPPED = "stopped"       # user attribute of a trial ended at the --timeout deadline
+
+
+def accounting(study: optuna.Study) -> dict:
+    """What the study searched, counted once per trial: `seeds` and `sampled` finished trials
+    (the paper's, the allocators' defaults and documented advice, against what the sampler
+    proposed), `pruned` (ended early: lost already, or at the deadline; `stopped` of them at the
+    deadline), `failed`; `trials` is their sum. Trials skipped because the study already held
+    its count, and those queued or running, are not counted. `sampler_ran`: whether the sampler
+    proposed any trial at all."""
+    c = {"seeds": 0, "sampled": 0, "pruned": 0, "failed": 0, "stopped": 0,
+         "pruned_sampled": 0, "pruned_on_part": 0}
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.COMPLETE:
+            c["seeds" if "seed" in t.user_attrs else "sampled"] += 1
+        elif t.state == TrialState.PRUNED and SKIPPED not in t.user_attrs:
+            c["pruned"] += 1
+            c["stopped"] += STOPPED in t.user_attrs
+            c["pruned_sampled"] += "seed" not in t.user_attrs
+        elif t.state == TrialState.FAIL:
+            c["failed"] += 1
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and \
+                t.user_attrs.get(FIDELITY) == "part":
+            c["pruned_on_part"] += 1
+    c["trials"] = c["seeds"] + c["sampled"] + c["pruned"] + c["failed"]
+    c["whole"] = c["seeds"] + c["sampled"]        # every finished trial was measured whole
+    c["sampler_ran"] = c["sampled"] + c["pruned_sampled"] > 0
+    return c
+
+
+def searched_note(acc: dict) -> str | None:
+    """One line when the sampler never ran (every trial a seed): the summary, `studies` and the
+    verdict say it, with what to raise. None when it ran."""
+    if acc["sampler_ran"] or not acc["trials"]:
+        return None
+    return (f"only seeds were measured ({acc['seeds']} of the paper's settings and the "
+            "allocators' defaults and advice): Optuna's sampler never proposed a setting; "
+            "raise --trials or --timeout to search")
+
+
 def summary(study: optuna.Study, objective: str) -> dict:
     states = [t.state for t in study.get_trials(deepcopy=False)]
+    acc = accounting(study)
     out = {"study": study.study_name, "objective": objective,
            "finished": states.count(TrialState.COMPLETE),
            "failed": states.count(TrialState.FAIL),
-           "feasible": sum(1 for t in finished(study) if feasible(t))}
+           "feasible": sum(1 for t in finished(study) if feasible(t)),
+           "trials": acc, "note": searched_note(acc),
+           # what --trials counts: finished, or pruned once lost (count_finished)
+           "evaluated": sum(1 for t in study.get_trials(deepcopy=False) if _evaluated(t))}
     picks = ("mem", "perf") if objective == "pareto" else (objective,)
     for o in picks:
         best = choose(study, o)

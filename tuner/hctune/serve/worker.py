@@ -218,7 +218,9 @@ def run_one(db_path, row, storage: str | None, log=print,
         # run() stops when the study as a whole holds `target` finished trials; a run cut short
         # by a worker's death elsewhere (its trial failed) goes round again (one that stopped
         # because others measure the last trials has waited for them: search.study.run).
-        if opts.timeout is not None or target is None or res["finished"] >= target:
+        # (evaluated: finished, or pruned as lost, search/study.py's count toward --trials)
+        if opts.timeout is not None or target is None or \
+                res.get("evaluated", res["finished"]) >= target:
             log(f"study {row['study']}: {res['finished']} finished, {res['failed']} failed")
             break
     # a sibling on this machine killed during this worker's last trial: no trial stays RUNNING
