@@ -3,6 +3,8 @@
  *   hctrace-tool stats TRACE [POINTS]   the statistics of Hasan & Chang 2006 Tables 1, 3, 4 and
  *                                       the allocation graph (their Fig. 5) as JSON on stdout
  *   hctrace-tool dump TRACE             one line per event: seq thread op ptr old size align time
+ *   hctrace-tool sizes TRACE            per request size below 64 KiB: requests, and blocks live
+ *                                       at the peak of live bytes (hctune.fitted's profile), JSON
  *
  * The same definitions as hctune.trace.stats (a test compares them); exit 2 with one line on
  * stderr for a bad trace. */
@@ -268,12 +270,91 @@ static int cmd_dump(const char *path)
     return rc < 0 ? 2 : 0;
 }
 
+/* The profile hctune.fitted derives size classes from: two passes, the first finds the event
+ * at which live bytes peak (the first such event), the second counts, per size below
+ * SEEN_LIMIT, the requests and the blocks live just after that event. */
+static int cmd_sizes(const char *path)
+{
+    char err[512];
+    static stats s;
+    static uint64_t reqs[SEEN_LIMIT], live[SEEN_LIMIT];
+    uint64_t peak_at = 0, peak = 0, idx = 0, above_reqs = 0, above_live = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        hct_reader *r = hct_open(path, err, sizeof err);
+        if (!r) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
+        }
+        hct_map_free(&s.objects);
+        memset(&s, 0, sizeof s);
+        idx = 0;
+        hct_event e;
+        int rc;
+        while ((rc = hct_next(r, &e)) == 1) {
+            if (e.op == HCT_FREE || e.op == HCT_REALLOC)
+                track_del(&s, e.op == HCT_FREE ? e.ptr : e.old_ptr);
+            if (e.op != HCT_FREE) {
+                track_add(&s, e.ptr, e.size);
+                if (pass == 1) {
+                    if (e.size < SEEN_LIMIT)
+                        reqs[e.size]++;
+                    else
+                        above_reqs++;
+                }
+            }
+            idx++;
+            if (pass == 0 && s.cur.bytes > peak) {
+                peak = s.cur.bytes;
+                peak_at = idx;
+            }
+            if (pass == 1 && idx == peak_at) {
+                /* the snapshot: every live block's size */
+                for (size_t i = 0; i < s.objects.cap; i++) {
+                    if (!s.objects.keys[i])
+                        continue;
+                    uint64_t z = s.objects.vals[i];
+                    if (z < SEEN_LIMIT)
+                        live[z]++;
+                    else
+                        above_live += z;
+                }
+            }
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", path, hct_error(r));
+            hct_close(r);
+            return 2;
+        }
+        if (pass == 1) {
+            printf("{\n  \"command\": ");
+            json_str(hct_command(r));
+            printf(",\n  \"events\": %" PRIu64 ",\n  \"peak_event\": %" PRIu64
+                   ",\n  \"max_live_bytes\": %" PRIu64 ",\n  \"above\": {\"limit\": %d"
+                   ", \"requests\": %" PRIu64 ", \"live_bytes\": %" PRIu64 "},\n"
+                   "  \"sizes\": [", idx, peak_at, peak, SEEN_LIMIT, above_reqs, above_live);
+            int first = 1;
+            for (size_t z = 0; z < SEEN_LIMIT; z++)
+                if (reqs[z] || live[z]) {
+                    printf("%s\n    [%zu, %" PRIu64 ", %" PRIu64 "]", first ? "" : ",", z,
+                           reqs[z], live[z]);
+                    first = 0;
+                }
+            printf("\n  ]\n}\n");
+        }
+        hct_close(r);
+    }
+    hct_map_free(&s.objects);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "stats") == 0)
         return cmd_stats(argv[2], argc >= 4 ? (size_t)strtoull(argv[3], NULL, 10) : 2000);
     if (argc == 3 && strcmp(argv[1], "dump") == 0)
         return cmd_dump(argv[2]);
-    fprintf(stderr, "usage: hctrace-tool stats TRACE [POINTS] | dump TRACE\n");
+    if (argc == 3 && strcmp(argv[1], "sizes") == 0)
+        return cmd_sizes(argv[2]);
+    fprintf(stderr, "usage: hctrace-tool stats TRACE [POINTS] | dump TRACE | sizes TRACE\n");
     return 2;
 }
