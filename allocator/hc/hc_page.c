@@ -211,7 +211,7 @@ static void hc_sp_red_check(char *b, size_t size)
 static void hc_sp_classes(void)
 {
     unsigned c = 0; /* the last slot filled */
-    for (size_t s = 16; c + 1 < HC_SP_NCLS_SIZED;) {
+    for (size_t s = 16; c + 1 < HC_SP_NCLS_GENERIC;) {
         size_t fit = s;
         if (HC_SP_MID && s > HC_SP_MID_FROM) {
             size_t per_page = HC_SP_CLASS_SPAN / s;
@@ -225,7 +225,7 @@ static void hc_sp_classes(void)
         /* A power of two and a header: the class one granule above each power of two from 128
          * (144, 272, 528, 1,040; stretched above 1 KiB), for the many requests of a power-of-two
          * payload plus a few bytes (sqlite3's 1,032-byte rows took 1,088 bytes). */
-        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS_SIZED) {
+        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS_GENERIC) {
             size_t x = s + 16;
             if (HC_SP_MID && x > HC_SP_MID_FROM)
                 x = HC_SP_CLASS_SPAN / (HC_SP_CLASS_SPAN / x) & ~(size_t)15;
@@ -238,6 +238,9 @@ static void hc_sp_classes(void)
         size_t step = p2 / per > 16 ? p2 / per : 16;
         s += step;
     }
+#if HC_FIT_ON
+    c = hc_fit_merge(hc_sp_size, c); /* FIT_1 .. FIT_8: the program's own classes (hc_fit.c) */
+#endif
     unsigned k = 1;
     for (size_t i = 0; i < HC_SP_IDX; i++) {
         size_t n = i * 16;

@@ -69,7 +69,11 @@
 /* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
  * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
  * a page holds, 63 down to 15: 32 + 50) */
-#define HC_SP_NCLS_SIZED (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+#define HC_SP_NCLS_GENERIC (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+/* FIT_1 .. FIT_8 (hc_fit.c): the fitted classes' slots, reserved only when a table is given. */
+#define HC_FIT_MAX 8u
+#define HC_FIT_ON (((FIT_1) | (FIT_2) | (FIT_3) | (FIT_4) | (FIT_5) | (FIT_6) | (FIT_7) | (FIT_8)) != 0)
+#define HC_SP_NCLS_SIZED (HC_SP_NCLS_GENERIC + (HC_FIT_ON ? HC_FIT_MAX : 0u))
 /* With MID_RUNS, two more: the run requests' class (its current page is always hc_sp_none, so
  * malloc's pop misses and the slow path calls hc_run_malloc) and the run pages' class. */
 #define HC_SP_NCLS (HC_SP_NCLS_SIZED + (HC_RUN_ON ? 2u : 0u))
