@@ -162,6 +162,10 @@ static int cmd_stats(const char *path, size_t points)
     size_t gcap = (size_t)(n / per + 2), glen = 0;
     uint64_t *g_ev = calloc(gcap, 8), *g_t = calloc(gcap, 8), *g_live = calloc(gcap, 8);
     uint64_t idx = 0, bucket_max = 0, left = per;   /* events until the next graph point */
+    /* headroom: live bytes summed after each event, and over time (bytes x ns until the next
+     * event) when the trace has time stamps */
+    unsigned __int128 ev_sum = 0, t_sum = 0;
+    uint64_t prev_t = 0, prev_bytes = 0;
     hct_event e;
     int rc;
     while ((rc = hct_next(r, &e)) == 1) {
@@ -186,6 +190,12 @@ static int cmd_stats(const char *path, size_t points)
         }
         if (s.cur.bytes > bucket_max)
             bucket_max = s.cur.bytes;
+        ev_sum += s.cur.bytes;
+        if (e.time_ns > prev_t)
+            t_sum += (unsigned __int128)prev_bytes * (e.time_ns - prev_t);
+        if (e.time_ns >= prev_t)
+            prev_t = e.time_ns;
+        prev_bytes = s.cur.bytes;
         idx++;
         if (--left == 0 || idx == n) {
             left = per;
@@ -228,6 +238,10 @@ static int cmd_stats(const char *path, size_t points)
                                        "max_live_small_objects", "max_live_large_objects"};
     for (int i = 0; i < 6; i++)
         printf("  \"%s\": %" PRIu64 ",\n", MAXN[i], s.live_max[i]);
+    int timed = prev_t > 0 && t_sum > 0;
+    printf("  \"mean_live_bytes\": %" PRIu64 ",\n  \"mean_live_weight\": \"%s\",\n",
+           timed ? (uint64_t)(t_sum / prev_t) : idx ? (uint64_t)(ev_sum / idx) : 0,
+           timed ? "time" : "events");
     printf("  \"final_live_bytes\": %" PRIu64 ",\n  \"final_live_objects\": %" PRIu64 ",\n",
            s.cur.bytes, s.cur.objects);
     printf("  \"anomalies\": {\"free_unknown\": %" PRIu64 ", \"realloc_unknown\": %" PRIu64
