@@ -79,7 +79,11 @@
 #define HC_SP_NCLS (HC_SP_NCLS_SIZED + (HC_RUN_ON ? 2u : 0u))
 #define HC_RUN_RCLS (HC_SP_NCLS - 2u)
 #define HC_RUN_PCLS (HC_SP_NCLS - 1u)
-#define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
+/* The request-to-class table's step: 16 bytes, or 8 with FIT_ALIGN8 and a fitted table (hc_fit.c:
+ * fitted classes of an odd number of 8-byte words, whose blocks are 8-byte aligned). */
+#define HC_SP_QSHIFT ((FIT_ALIGN8) && HC_FIT_ON ? 3u : 4u)
+#define HC_SP_Q (1u << HC_SP_QSHIFT)
+#define HC_SP_IDX ((HC_SP_LIMIT + HC_SP_Q - 1u) / HC_SP_Q + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
  * freed or handed out again, and on the page walks), so a write past a block's end is caught as

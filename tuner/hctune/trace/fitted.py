@@ -165,8 +165,8 @@ def _class_of(classes: list[int], n: int) -> int:
     return classes[-1]
 
 
-def _round(n: int) -> int:
-    return max(GRAIN, (n + GRAIN - 1) // GRAIN * GRAIN)
+def _round(n: int, grain: int = GRAIN) -> int:
+    return max(GRAIN, (n + grain - 1) // grain * grain)
 
 
 def weights(prof: Profile) -> dict[int, float]:
@@ -177,11 +177,12 @@ def weights(prof: Profile) -> dict[int, float]:
     return {z: live + r * scale for z, (r, live) in prof.sizes.items()}
 
 
-def excess(prof: Profile, classes: list[int]) -> float:
-    """Weighted bytes the classes add above each size rounded to 16 (what no class of 16-byte
-    aligned blocks could save)."""
+def excess(prof: Profile, classes: list[int], grain: int = GRAIN) -> float:
+    """Weighted bytes the classes add above each size rounded to the grain (what no class of
+    grain-aligned blocks could save)."""
     w = weights(prof)
-    return sum(wz * (_class_of(classes, z) - _round(z)) for z, wz in w.items() if z <= classes[-1])
+    return sum(wz * (_class_of(classes, z) - _round(z, grain)) for z, wz in w.items()
+               if z <= classes[-1])
 
 
 @dataclass
@@ -199,7 +200,7 @@ class Fit:
 
 
 def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
-           base: list[int] | None = None) -> Fit:
+           base: list[int] | None = None, grain: int = GRAIN) -> Fit:
     """The fitted classes of prof: greedy, largest saving first, deterministic (ties: the
     smaller size), bounded by `classes` <= FIT_MAX."""
     if not 0 <= classes <= FIT_MAX:
@@ -214,9 +215,11 @@ def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
     w = weights(prof)
     live = prof.live_bytes()
     table = list(base)
-    before = cur = excess(prof, table)
+    if grain not in (8, 16):
+        raise HctuneError(f"fitted classes: a grain of {grain} bytes (8 or 16)")
+    before = cur = excess(prof, table, grain)
     fitted: list[int] = []
-    cands = sorted({_round(z) for z in w if _round(z) <= base[-1]} - set(base))
+    cands = sorted({_round(z, grain) for z in w if _round(z, grain) <= base[-1]} - set(base))
     while len(fitted) < classes and cands:
         if live and cur <= waste_permille / 1000.0 * live:
             break
@@ -224,7 +227,7 @@ def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
         for c in cands:
             lo = max((k for k in table if k < c), default=0)
             hi = _class_of(table, c)
-            g = sum(wz * (hi - c) for z, wz in w.items() if lo < _round(z) <= c)
+            g = sum(wz * (hi - c) for z, wz in w.items() if lo < _round(z, grain) <= c)
             if g > gain:
                 best, gain = c, g
         if not best or gain < MIN_GAIN:
@@ -246,14 +249,14 @@ def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
     return Fit(fitted, note, before, cur, live)
 
 
-def breakdown(prof: Profile, classes: list[int]) -> dict:
+def breakdown(prof: Profile, classes: list[int], grain: int = GRAIN) -> dict:
     """Where the small blocks' bytes at the peak go under a class table: requested, the
-    rounding to 16 (no aligned class saves it) and the rounding above it."""
+    rounding to the grain (no class of grain-aligned blocks saves it) and the rounding above."""
     req = r16 = cls = 0
     for z, (_, live) in prof.sizes.items():
         if live and z <= classes[-1]:
             req += z * live
-            r16 += (_round(z) - z) * live
-            cls += (_class_of(classes, z) - _round(z)) * live
+            r16 += (_round(z, grain) - z) * live
+            cls += (_class_of(classes, z) - _round(z, grain)) * live
     return {"requested": req, "round16": r16, "class_rounding": cls,
             "blocks_bytes": req + r16 + cls}
