@@ -24,6 +24,7 @@ class costs up to one partly used page).
 
 from __future__ import annotations
 
+import bisect
 import json
 import subprocess
 from dataclasses import dataclass, field
@@ -215,25 +216,37 @@ def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
     w = weights(prof)
     live = prof.live_bytes()
     table = list(base)
-    if grain not in (8, 16):
-        raise HctuneError(f"fitted classes: a grain of {grain} bytes (8 or 16)")
     before = cur = excess(prof, table, grain)
+    # the weights by rounded size, and their running sums, so a candidate's saving is O(1)
+    top = base[-1]
+    per = [0.0] * (top // grain + 2)
+    for z, wz in w.items():
+        r = _round(z, grain)
+        if r <= top:
+            per[r // grain] += wz
+    run = [0.0]
+    for x in per:
+        run.append(run[-1] + x)
+
+    def between(lo: int, c: int) -> float:   # the weight of rounded sizes in (lo, c]
+        return run[c // grain + 1] - run[lo // grain + 1]
+
     fitted: list[int] = []
-    cands = sorted({_round(z, grain) for z in w if _round(z, grain) <= base[-1]} - set(base))
+    cands = sorted({_round(z, grain) for z in w if _round(z, grain) <= top} - set(base))
     while len(fitted) < classes and cands:
         if live and cur <= waste_permille / 1000.0 * live:
             break
         best, gain = 0, 0.0
         for c in cands:
-            lo = max((k for k in table if k < c), default=0)
-            hi = _class_of(table, c)
-            g = sum(wz * (hi - c) for z, wz in w.items() if lo < _round(z, grain) <= c)
+            i = bisect.bisect_left(table, c)
+            lo = table[i - 1] if i else 0
+            g = (table[i] - c) * between(lo, c)
             if g > gain:
                 best, gain = c, g
         if not best or gain < MIN_GAIN:
             break
         fitted.append(best)
-        table = sorted(table + [best])
+        bisect.insort(table, best)
         cands.remove(best)
         cur -= gain
     fitted.sort()
