@@ -247,7 +247,12 @@ static void hc_sp_classes(void)
         size_t n = i * HC_SP_Q;
         while (hc_sp_size[k] < n)
             k++;
-        hc_sp_cls[i] = (uint8_t)k;
+        unsigned at = k;
+        /* FIT_ALIGN8: a request that is a multiple of 16 may hold an object that needs 16-byte
+         * alignment, so it takes the next class whose blocks have it, never an 8-aligned one */
+        while (HC_SP_Q == 8 && n % 16 == 0 && hc_sp_size[at] % 16)
+            at++;
+        hc_sp_cls[i] = (uint8_t)at;
     }
     if (HC_RUN_ON)
         hc_run_classes(); /* the requests above MID_RUNS, and the run pages' class (hc_run.c) */

@@ -306,6 +306,8 @@ static inline void hc_pk_check_arg(struct hc_sp_page *pg, void *p)
 #else /* !HC_SP_ON */
 
 struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
+#define HC_SP_QSHIFT 4u
+#define HC_SP_Q 16u
 
 #endif /* HC_SP_ON */
 #endif /* HC_PAGE_H */
