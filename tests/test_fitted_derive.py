@@ -123,3 +123,14 @@ def test_malformed_table_fails_to_compile_naming_it(tmp_path, edit):
     r = _cc(edit + "\n" + text.replace("#define FIT_1 272", "", 1), tmp_path)
     assert r.returncode != 0
     assert "the fitted class table FIT_1 .. FIT_8" in r.stderr, r.stderr[-2000:]
+
+
+def test_bad_input_one_line_exit_2(tmp_path, capsys):
+    """The command line: a missing trace or a grain other than 8 or 16 is one line, exit 2."""
+    assert fitted.main([str(tmp_path / "missing.hct")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    path = _trace(tmp_path / "a.hct", [392] * 2000)
+    assert fitted.main(["--grain", "12", str(path)]) == 2
+    assert "grain" in capsys.readouterr().err
+    assert fitted.main([str(path)]) == 0
+    assert capsys.readouterr().out == "FIT_1=400\n"

@@ -208,6 +208,8 @@ def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
         raise HctuneError(f"fitted classes: {classes} is outside 0..{FIT_MAX}")
     if waste_permille < 0:
         raise HctuneError(f"fitted classes: a waste bound of {waste_permille} per mille is negative")
+    if grain not in (8, 16):
+        raise HctuneError(f"fitted classes: a grain of {grain} bytes (use 8 or 16)")
     base = list(base or generic_classes())
     if not prof.sizes:
         why = ("no allocations" if not prof.above_requests
@@ -257,7 +259,7 @@ def derive(prof: Profile, waste_permille: int = 10, classes: int = FIT_MAX,
                 else "generic classes: no class would save half a page at the peak")
     else:
         note = (f"{len(fitted)} fitted classes ({', '.join(map(str, fitted))}): rounding above "
-                f"16 bytes at the peak {before / 1024:.0f} KiB -> {cur / 1024:.0f} KiB "
+                f"{grain} bytes at the peak {before / 1024:.0f} KiB -> {cur / 1024:.0f} KiB "
                 f"of {live / 1048576:.1f} MiB live in small sizes")
     return Fit(fitted, note, before, cur, live)
 
@@ -273,3 +275,31 @@ def breakdown(prof: Profile, classes: list[int], grain: int = GRAIN) -> dict:
             cls += (_class_of(classes, z) - _round(z, grain)) * live
     return {"requested": req, "round16": r16, "class_rounding": cls,
             "blocks_bytes": req + r16 + cls}
+
+
+def main(argv=None) -> int:
+    """python -m hctune.trace.fitted [--waste PERMILLE] [--classes N] [--grain 8|16] TRACE...:
+    the note on stderr, the table as KNOB=VALUE words on stdout (for `--set`)."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="python -m hctune.trace.fitted",
+                                 description="Size classes fitted to the traces' sizes.")
+    ap.add_argument("--waste", type=int, default=0, help="waste bound, per mille (default 0)")
+    ap.add_argument("--classes", type=int, default=FIT_MAX, help=f"at most (<= {FIT_MAX})")
+    ap.add_argument("--grain", type=int, default=GRAIN, help="16, or 8 (with FIT_ALIGN8=1)")
+    ap.add_argument("traces", nargs="+")
+    args = ap.parse_args(argv)
+    try:
+        fit = derive(profile(args.traces), args.waste, args.classes, grain=args.grain)
+    except HctuneError as e:
+        print(f"hctune: error: {e}", file=sys.stderr)
+        return 2
+    print(fit.note, file=sys.stderr)
+    words = (["FIT_ALIGN8=1"] if args.grain == 8 and fit.table else []) + \
+        [f"{k}={v}" for k, v in fit.knobs().items() if v]
+    print(" ".join(words))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
