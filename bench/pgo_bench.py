@@ -46,7 +46,8 @@ def make_inputs(work: Path, name: str, which: str) -> list[str]:
     if name == "lua":
         return ["lua5.4", str(ROOT / "bench/pgo_generations.lua"), str(n), "8", str(seed)]
     if name == "python3":
-        return ["python3", str(ROOT / "bench/pgo_phases.py"), str(n), str(seed)]
+        # Debian's interpreter itself (a pyenv shim on PATH would be a shell script)
+        return ["/usr/bin/python3", str(ROOT / "bench/pgo_phases.py"), str(n), str(seed)]
     if name == "perl":
         return ["perl", "-e", PERL, str(n), str(seed)]
     f = work / f"{name}_{which}.in"
@@ -122,6 +123,11 @@ def main() -> int:
     generic = build(dict(knobs.preset("generic")), work / "libhc-generic.so")
     results = {}
     for name in args.only.split(","):
+        done = work / f"{name}.json"      # a program measured before (the run was cut) stands
+        if done.exists():
+            results[name] = json.loads(done.read_text())
+            print(f"{name}: measured before ({done})", flush=True)
+            continue
         env = {"GCMODE": "incremental"} if name == "lua" else None
         ta, tb = work / f"{name}_a.hct", work / f"{name}_b.hct"
         for which, t in (("a", ta), ("b", tb)):
@@ -146,6 +152,7 @@ def main() -> int:
         bad = [c for c in cands if any(m["md5"] != ref for m in meas[c])]
         results[name] = {"table": fit.table, "note": fit.note, "live_b": live_b,
                          "argv_b": argv, "runs": meas, "output_differs": bad}
+        done.write_text(json.dumps(results[name], indent=1))
         print(f"{name}: table {fit.table}; {fit.note}", flush=True)
     (work / "results.json").write_text(json.dumps(results, indent=1))
     print("\n| program | peak live b MiB | " + " | ".join(
