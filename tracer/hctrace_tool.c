@@ -3,6 +3,8 @@
  *   hctrace-tool stats TRACE [POINTS]   the statistics of Hasan & Chang 2006 Tables 1, 3, 4 and
  *                                       the allocation graph (their Fig. 5) as JSON on stdout
  *   hctrace-tool dump TRACE             one line per event: seq thread op ptr old size align time
+ *   hctrace-tool sizes TRACE            per request size below 64 KiB: requests, and blocks live
+ *                                       at the peak of live bytes (hctune.fitted's profile), JSON
  *
  * The same definitions as hctune.trace.stats (a test compares them); exit 2 with one line on
  * stderr for a bad trace. */
@@ -160,6 +162,10 @@ static int cmd_stats(const char *path, size_t points)
     size_t gcap = (size_t)(n / per + 2), glen = 0;
     uint64_t *g_ev = calloc(gcap, 8), *g_t = calloc(gcap, 8), *g_live = calloc(gcap, 8);
     uint64_t idx = 0, bucket_max = 0, left = per;   /* events until the next graph point */
+    /* headroom: live bytes summed after each event, and over time (bytes x ns until the next
+     * event) when the trace has time stamps */
+    unsigned __int128 ev_sum = 0, t_sum = 0;
+    uint64_t prev_t = 0, prev_bytes = 0;
     hct_event e;
     int rc;
     while ((rc = hct_next(r, &e)) == 1) {
@@ -184,6 +190,12 @@ static int cmd_stats(const char *path, size_t points)
         }
         if (s.cur.bytes > bucket_max)
             bucket_max = s.cur.bytes;
+        ev_sum += s.cur.bytes;
+        if (e.time_ns > prev_t)
+            t_sum += (unsigned __int128)prev_bytes * (e.time_ns - prev_t);
+        if (e.time_ns >= prev_t)
+            prev_t = e.time_ns;
+        prev_bytes = s.cur.bytes;
         idx++;
         if (--left == 0 || idx == n) {
             left = per;
@@ -226,6 +238,10 @@ static int cmd_stats(const char *path, size_t points)
                                        "max_live_small_objects", "max_live_large_objects"};
     for (int i = 0; i < 6; i++)
         printf("  \"%s\": %" PRIu64 ",\n", MAXN[i], s.live_max[i]);
+    int timed = prev_t > 0 && t_sum > 0;
+    printf("  \"mean_live_bytes\": %" PRIu64 ",\n  \"mean_live_weight\": \"%s\",\n",
+           timed ? (uint64_t)(t_sum / prev_t) : idx ? (uint64_t)(ev_sum / idx) : 0,
+           timed ? "time" : "events");
     printf("  \"final_live_bytes\": %" PRIu64 ",\n  \"final_live_objects\": %" PRIu64 ",\n",
            s.cur.bytes, s.cur.objects);
     printf("  \"anomalies\": {\"free_unknown\": %" PRIu64 ", \"realloc_unknown\": %" PRIu64
@@ -268,12 +284,91 @@ static int cmd_dump(const char *path)
     return rc < 0 ? 2 : 0;
 }
 
+/* The profile hctune.fitted derives size classes from: two passes, the first finds the event
+ * at which live bytes peak (the first such event), the second counts, per size below
+ * SEEN_LIMIT, the requests and the blocks live just after that event. */
+static int cmd_sizes(const char *path)
+{
+    char err[512];
+    static stats s;
+    static uint64_t reqs[SEEN_LIMIT], live[SEEN_LIMIT];
+    uint64_t peak_at = 0, peak = 0, idx = 0, above_reqs = 0, above_live = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        hct_reader *r = hct_open(path, err, sizeof err);
+        if (!r) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
+        }
+        hct_map_free(&s.objects);
+        memset(&s, 0, sizeof s);
+        idx = 0;
+        hct_event e;
+        int rc;
+        while ((rc = hct_next(r, &e)) == 1) {
+            if (e.op == HCT_FREE || e.op == HCT_REALLOC)
+                track_del(&s, e.op == HCT_FREE ? e.ptr : e.old_ptr);
+            if (e.op != HCT_FREE) {
+                track_add(&s, e.ptr, e.size);
+                if (pass == 1) {
+                    if (e.size < SEEN_LIMIT)
+                        reqs[e.size]++;
+                    else
+                        above_reqs++;
+                }
+            }
+            idx++;
+            if (pass == 0 && s.cur.bytes > peak) {
+                peak = s.cur.bytes;
+                peak_at = idx;
+            }
+            if (pass == 1 && idx == peak_at) {
+                /* the snapshot: every live block's size */
+                for (size_t i = 0; i < s.objects.cap; i++) {
+                    if (!s.objects.keys[i])
+                        continue;
+                    uint64_t z = s.objects.vals[i];
+                    if (z < SEEN_LIMIT)
+                        live[z]++;
+                    else
+                        above_live += z;
+                }
+            }
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", path, hct_error(r));
+            hct_close(r);
+            return 2;
+        }
+        if (pass == 1) {
+            printf("{\n  \"command\": ");
+            json_str(hct_command(r));
+            printf(",\n  \"events\": %" PRIu64 ",\n  \"peak_event\": %" PRIu64
+                   ",\n  \"max_live_bytes\": %" PRIu64 ",\n  \"above\": {\"limit\": %d"
+                   ", \"requests\": %" PRIu64 ", \"live_bytes\": %" PRIu64 "},\n"
+                   "  \"sizes\": [", idx, peak_at, peak, SEEN_LIMIT, above_reqs, above_live);
+            int first = 1;
+            for (size_t z = 0; z < SEEN_LIMIT; z++)
+                if (reqs[z] || live[z]) {
+                    printf("%s\n    [%zu, %" PRIu64 ", %" PRIu64 "]", first ? "" : ",", z,
+                           reqs[z], live[z]);
+                    first = 0;
+                }
+            printf("\n  ]\n}\n");
+        }
+        hct_close(r);
+    }
+    hct_map_free(&s.objects);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "stats") == 0)
         return cmd_stats(argv[2], argc >= 4 ? (size_t)strtoull(argv[3], NULL, 10) : 2000);
     if (argc == 3 && strcmp(argv[1], "dump") == 0)
         return cmd_dump(argv[2]);
-    fprintf(stderr, "usage: hctrace-tool stats TRACE [POINTS] | dump TRACE\n");
+    if (argc == 3 && strcmp(argv[1], "sizes") == 0)
+        return cmd_sizes(argv[2]);
+    fprintf(stderr, "usage: hctrace-tool stats TRACE [POINTS] | dump TRACE | sizes TRACE\n");
     return 2;
 }

@@ -456,8 +456,8 @@ void *realloc(void *p, size_t n)
         /* A run block (hc_run.c): grown or shrunk in place by its owner when the granules allow. */
         if (HC_RUN_ON && hc_run_realloc(p, n))
             return p;
-        if (n <= have && n > have / 2)
-            return p;
+        if (n <= have && n > have / 2 && (HC_SP_Q == 16 || n % 16 || !((uintptr_t)p & 15)))
+            return p; /* (FIT_ALIGN8: a multiple of 16 never stays on an 8-aligned block) */
         void *q = malloc(n);
         if (q) {
             memcpy(q, p, have < n ? have : n);
@@ -548,8 +548,8 @@ void *reallocarray(void *p, size_t count, size_t size)
 /* The memalign family: align is a power of two (checked by each caller). */
 static void *hc_memalign(size_t align, size_t n)
 {
-    if (align <= HC_GRANULE)
-        return malloc(n);
+    if (align <= HC_GRANULE && (HC_SP_Q == 16 || align <= 8))
+        return malloc(n); /* (FIT_ALIGN8: malloc's blocks may be 8-aligned only) */
     /* Runs of granules are aligned to a granule (hc_run.c). */
     if (HC_RUN_ON && align <= HC_RUN_GRAN && n > (size_t)(MID_RUNS) && n <= HC_SP_LIMIT) {
         int clean;

@@ -125,7 +125,7 @@ static struct {
 #define HC_SP_DIR_BYTES(span) (((span) >> HC_SP_SHIFT) * sizeof(struct hc_sp_page))
 static char *hc_sp_top;                 /* next page to carve (atomic) */
 static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
-static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + 15) / 16 -> class; 0 until set up */
+static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + Q - 1) / Q -> class (Q: HC_SP_Q); 0 until set up */
 static uint32_t hc_sp_size[HC_SP_NCLS];
 static uint64_t hc_sp_magic;            /* the freed-block key (xor the block's address) */
 
@@ -176,7 +176,8 @@ static inline HC_UNUSED uintptr_t hc_sp_number(struct hc_sp_page *pg)
 static inline int hc_sp_owns(void *p)
 {
     uintptr_t x = (uintptr_t)p - hc_sp_base;
-    return ((x >> 4) | (x << 60)) < hc_sp_region.span16;
+    /* FIT_ALIGN8: blocks may be 8-byte aligned, the rotation is by 3 and the span doubled */
+    return ((x >> HC_SP_QSHIFT) | (x << (64 - HC_SP_QSHIFT))) < hc_sp_region.span16 << (4 - HC_SP_QSHIFT);
 }
 
 /* p is in the region, aligned or not (malloc_usable_size: a page's class, never a mapping's
@@ -187,7 +188,7 @@ static inline uint64_t *hc_sp_keyp(void *p) { return (uint64_t *)(void *)((char 
 static inline uint64_t hc_sp_key_of(void *p) { return hc_sp_magic ^ (uintptr_t)p; }
 
 /* The block size a request of n bytes gets here (n <= HC_SP_LIMIT, table set up). */
-static inline size_t hc_sp_class_size(size_t n) { return hc_sp_size[hc_sp_cls[(n + 15) >> 4]]; }
+static inline size_t hc_sp_class_size(size_t n) { return hc_sp_size[hc_sp_cls[(n + HC_SP_Q - 1) >> HC_SP_QSHIFT]]; }
 
 #if HC_DEBUG
 static HC_COLD void hc_sp_fail(const char *what, void *p);
@@ -211,7 +212,7 @@ static void hc_sp_red_check(char *b, size_t size)
 static void hc_sp_classes(void)
 {
     unsigned c = 0; /* the last slot filled */
-    for (size_t s = 16; c + 1 < HC_SP_NCLS_SIZED;) {
+    for (size_t s = 16; c + 1 < HC_SP_NCLS_GENERIC;) {
         size_t fit = s;
         if (HC_SP_MID && s > HC_SP_MID_FROM) {
             size_t per_page = HC_SP_CLASS_SPAN / s;
@@ -225,7 +226,7 @@ static void hc_sp_classes(void)
         /* A power of two and a header: the class one granule above each power of two from 128
          * (144, 272, 528, 1,040; stretched above 1 KiB), for the many requests of a power-of-two
          * payload plus a few bytes (sqlite3's 1,032-byte rows took 1,088 bytes). */
-        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS_SIZED) {
+        if (s >= 128 && !(s & (s - 1)) && c + 1 < HC_SP_NCLS_GENERIC) {
             size_t x = s + 16;
             if (HC_SP_MID && x > HC_SP_MID_FROM)
                 x = HC_SP_CLASS_SPAN / (HC_SP_CLASS_SPAN / x) & ~(size_t)15;
@@ -238,12 +239,20 @@ static void hc_sp_classes(void)
         size_t step = p2 / per > 16 ? p2 / per : 16;
         s += step;
     }
+#if HC_FIT_ON
+    c = hc_fit_merge(hc_sp_size, c); /* FIT_1 .. FIT_8: the program's own classes (hc_fit.c) */
+#endif
     unsigned k = 1;
     for (size_t i = 0; i < HC_SP_IDX; i++) {
-        size_t n = i * 16;
+        size_t n = i * HC_SP_Q;
         while (hc_sp_size[k] < n)
             k++;
-        hc_sp_cls[i] = (uint8_t)k;
+        unsigned at = k;
+        /* FIT_ALIGN8: a request that is a multiple of 16 may hold an object that needs 16-byte
+         * alignment, so it takes the next class whose blocks have it, never an 8-aligned one */
+        while (HC_SP_Q == 8 && n % 16 == 0 && hc_sp_size[at] % 16)
+            at++;
+        hc_sp_cls[i] = (uint8_t)at;
     }
     if (HC_RUN_ON)
         hc_run_classes(); /* the requests above MID_RUNS, and the run pages' class (hc_run.c) */
@@ -959,7 +968,7 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
     size_t want = HC_SP_RED && n < 16 ? 16 + HC_SP_RED : n + HC_SP_RED; /* links + red zone */
     if (HC_SP_RED && want > HC_SP_LIMIT)
         return NULL; /* no room for the red zone: the paper's heap */
-    unsigned c = hc_sp_cls[(want + 15) >> 4];
+    unsigned c = hc_sp_cls[(want + HC_SP_Q - 1) >> HC_SP_QSHIFT];
     if (!c)
         c = 1;
     if (HC_RUN_ON && c == HC_RUN_RCLS)
@@ -1041,7 +1050,7 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
 static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
 {
 #if !HC_DEBUG
-    struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + 15) >> 4]];
+    struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + HC_SP_Q - 1) >> HC_SP_QSHIFT]];
     void *b = pg->free;
     if (hc_likely(b != NULL)) {
         void *next = *(void **)b;
@@ -1125,7 +1134,7 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
 static HC_NOINLINE void hc_sp_free_suspect(void *p)
 {
     struct hc_sp_page *pg = hc_sp_page_of(p);
-    if ((uintptr_t)p & 15)
+    if ((uintptr_t)p & (HC_SP_Q - 1))
         hc_fail("free(): invalid pointer (not a block of a small page)");
     hc_sp_double_free_check(pg, p);
     hc_sp_free_block(pg, p, hc_sp_key_of(p));
@@ -1138,7 +1147,7 @@ static inline __attribute__((always_inline)) void hc_sp_free(void *p)
 #if HC_DEBUG
     hc_sp_check_arg(p);
 #endif
-    /* p is 16-byte aligned: the callers' hc_sp_owns let no other through. */
+    /* p is 16-byte aligned (8 with FIT_ALIGN8): the callers' hc_sp_owns let no other through. */
     if (hc_unlikely(*hc_sp_keyp(p) == key)) {
         hc_sp_free_suspect(p);
         return;

@@ -69,13 +69,21 @@
 /* Classes at most, slot 0 unused (8 per power of two to 4 KiB: 48; SMALL_CLASSES 8 and
  * MID_CLASSES 16: 64; MID_CLASSES 64, where the stretch leaves one class per count of blocks
  * a page holds, 63 down to 15: 32 + 50) */
-#define HC_SP_NCLS_SIZED (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+#define HC_SP_NCLS_GENERIC (HC_SP_MID >= 32 ? 96u : HC_SP_PER2 >= 8 && HC_SP_MID >= 16 ? 72u : 64u)
+/* FIT_1 .. FIT_8 (hc_fit.c): the fitted classes' slots, reserved only when a table is given. */
+#define HC_FIT_MAX 8u
+#define HC_FIT_ON (((FIT_1) | (FIT_2) | (FIT_3) | (FIT_4) | (FIT_5) | (FIT_6) | (FIT_7) | (FIT_8)) != 0)
+#define HC_SP_NCLS_SIZED (HC_SP_NCLS_GENERIC + (HC_FIT_ON ? HC_FIT_MAX : 0u))
 /* With MID_RUNS, two more: the run requests' class (its current page is always hc_sp_none, so
  * malloc's pop misses and the slow path calls hc_run_malloc) and the run pages' class. */
 #define HC_SP_NCLS (HC_SP_NCLS_SIZED + (HC_RUN_ON ? 2u : 0u))
 #define HC_RUN_RCLS (HC_SP_NCLS - 2u)
 #define HC_RUN_PCLS (HC_SP_NCLS - 1u)
-#define HC_SP_IDX ((HC_SP_LIMIT + 15u) / 16u + 1u)
+/* The request-to-class table's step: 16 bytes, or 8 with FIT_ALIGN8 and a fitted table (hc_fit.c:
+ * fitted classes of an odd number of 8-byte words, whose blocks are 8-byte aligned). */
+#define HC_SP_QSHIFT ((FIT_ALIGN8) && HC_FIT_ON ? 3u : 4u)
+#define HC_SP_Q (1u << HC_SP_QSHIFT)
+#define HC_SP_IDX ((HC_SP_LIMIT + HC_SP_Q - 1u) / HC_SP_Q + 1u)
 #define HC_SP_ALIGN_MAX 256u                 /* a power-of-two class is aligned to its size up to here */
 /* The debug build ends every block with a 16-byte red zone (a pattern checked when the block is
  * freed or handed out again, and on the page walks), so a write past a block's end is caught as
@@ -298,6 +306,8 @@ static inline void hc_pk_check_arg(struct hc_sp_page *pg, void *p)
 #else /* !HC_SP_ON */
 
 struct hc_sp_totals { uint64_t pages, blocks, bytes, runs; };
+#define HC_SP_QSHIFT 4u
+#define HC_SP_Q 16u
 
 #endif /* HC_SP_ON */
 #endif /* HC_PAGE_H */

@@ -223,7 +223,7 @@ static void hc_run_holes(struct hc_sp_thread *t, struct hc_sp_page *pg, int add)
  * granule's size. */
 static void hc_run_classes(void)
 {
-    for (size_t i = (size_t)(MID_RUNS) / 16 + 1; i < HC_SP_IDX; i++)
+    for (size_t i = (size_t)(MID_RUNS) / HC_SP_Q + 1; i < HC_SP_IDX; i++)
         hc_sp_cls[i] = (uint8_t)HC_RUN_RCLS;
     hc_sp_size[HC_RUN_RCLS] = 0;
     hc_sp_size[HC_RUN_PCLS] = HC_RUN_GRAN;

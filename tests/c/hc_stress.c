@@ -133,6 +133,16 @@ static void check_fresh(struct slot *s, size_t align, const char *how)
     }
 }
 
+/* HC_STRESS_ALIGN8 set (a fitted table with FIT_ALIGN8, allocator/hc/hc_fit.c): a request that
+ * is not a multiple of 16 may be 8-byte aligned (jemalloc's and mimalloc's rule); else 16. */
+static size_t plain_align(size_t n)
+{
+    static int align8 = -1;
+    if (align8 < 0)
+        align8 = getenv("HC_STRESS_ALIGN8") != NULL;
+    return align8 && n % 16 ? 8 : 16;
+}
+
 static void do_alloc(struct slot *s)
 {
     size_t align = 16;
@@ -140,6 +150,7 @@ static void do_alloc(struct slot *s)
     unsigned kind = rnd() % 100;
     s->size = pick_size();
     s->tag = rnd() | 1;
+    align = plain_align(s->size);
     if (kind < 55) {
         how = "malloc";
         s->p = malloc(s->size);
@@ -147,6 +158,7 @@ static void do_alloc(struct slot *s)
         how = "calloc";
         size_t n = 1 + rnd() % 8, each = s->size / n;
         s->size = n * each;
+        align = plain_align(s->size);
         s->p = calloc(n, each);
         check_fresh(s, align, how);
         if (s->p)
@@ -216,7 +228,7 @@ static void do_realloc(struct slot *s)
         fail("realloc returned NULL", s);
     s->p = q;
     s->size = n;
-    if ((uintptr_t)q % 16)
+    if ((uintptr_t)q % plain_align(n))
         fail("realloc: pointer not 16-byte aligned", s);
     s->usable = malloc_usable_size(q);
     if (s->usable < n)

@@ -24,7 +24,7 @@ SOURCES = (
     "hc_stats.h", "hc_internal.h", "hc_block.h", "hc_lock.h", "hc_page.h",
     "hc_lists.c", "hc_big.c", "hc_heap.c", "hc_os.c", "hc_coalesce.c", "hc_alloc.c", "hc_free.c",
     "hc_bigcache.c", "hc_realloc.c", "hc_align.c", "hc_arena.c", "hc_stats.c", "hc_debug.c",
-    "hc_tcache.c", "hc_page.c", "hc_run.c", "hc_remote.c", "hc_glibc.c", "hc_api.c",
+    "hc_tcache.c", "hc_fit.c", "hc_page.c", "hc_run.c", "hc_remote.c", "hc_glibc.c", "hc_api.c",
 )
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"hc_[a-z_]+\.h"\s*\n', re.M)

@@ -83,6 +83,11 @@ def show(s: dict, console: Console):
                   "bootstrap), * = significant; replay = the search's prediction vs glibc "
                   "(time, footprint); use = recommended, emitted = what emit writes")
     console.print(table(s))
+    if s.get("max_live_bytes"):   # the physical limit (docs/profile-guided.md)
+        ratios = ", ".join(f"{e['candidate']} {e['peak_rss_over_live']:.2f}x"
+                           for e in s["candidates"] if e.get("peak_rss_over_live"))
+        console.print(escape(f"peak RSS over the trace's peak live bytes "
+                             f"({s['max_live_bytes'] / 1048576:,.1f} MiB): {ratios}"))
     for e in s["candidates"]:
         if e["disqualified"]:
             console.print(escape(f"out: {e['candidate']}: {e['disqualified']}"))

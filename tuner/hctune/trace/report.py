@@ -21,6 +21,8 @@ def rows(st: dict) -> list[tuple[str, str]]:
         ("  small / large", f"{f(st['small_bytes'])} / {f(st['large_bytes'])}"),
         ("max live bytes (Table 3)", f(st["max_live_bytes"])),
         ("  small / large", f"{f(st['max_live_small_bytes'])} / {f(st['max_live_large_bytes'])}"),
+        *([("mean live bytes (headroom: weighted by " + st.get("mean_live_weight", "events")
+            + ")", f(st["mean_live_bytes"]))] if "mean_live_bytes" in st else []),
         ("max live objects (Table 4)", f(st["max_live_objects"])),
         ("  small / large",
          f"{f(st['max_live_small_objects'])} / {f(st['max_live_large_objects'])}"),

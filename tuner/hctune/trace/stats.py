@@ -54,6 +54,7 @@ def compute(trace: Trace, points: int = GRAPH_POINTS) -> dict:
     g_ev, g_t, g_live = [], [], []
     bucket_max = 0
     idx = last_time = 0
+    ev_sum = t_sum = prev_t = prev_bytes = 0     # headroom: mean live bytes (hctrace-tool's)
 
     def drop(ptr: int) -> bool:
         size = live.pop(ptr, None)
@@ -104,6 +105,11 @@ def compute(trace: Trace, points: int = GRAPH_POINTS) -> dict:
             if now[i] > mx[i]:
                 mx[i] = now[i]
         bucket_max = max(bucket_max, cur[0])
+        ev_sum += cur[0]
+        if e.time_ns > prev_t:
+            t_sum += prev_bytes * (e.time_ns - prev_t)
+        prev_t = max(prev_t, e.time_ns)
+        prev_bytes = cur[0]
         idx += 1
         if idx % per == 0 or idx == n:
             g_ev.append(idx)
@@ -140,6 +146,8 @@ def compute(trace: Trace, points: int = GRAPH_POINTS) -> dict:
         "max_live_large_bytes": mx[3],
         "max_live_small_objects": mx[4],
         "max_live_large_objects": mx[5],
+        "mean_live_bytes": (t_sum // prev_t if prev_t and t_sum else ev_sum // idx if idx else 0),
+        "mean_live_weight": "time" if prev_t and t_sum else "events",
         "final_live_bytes": cur[0],
         "final_live_objects": cur[1],
         "anomalies": anomalies,

@@ -50,7 +50,7 @@ from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_
 from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
 from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
 from hctune.validate.summary import (DEFAULT_MEMORY_OVERHEAD, TIME_MEASURES, _pct, _span,  # noqa: F401
-                                    _verdict, summarize)
+                                    _verdict, add_headroom, summarize)
 
 
 def _limit(row, memory_limit) -> tuple[float | None, bool]:
@@ -82,6 +82,21 @@ def _terminate_as_interrupt():
 
     saved = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     return lambda: [signal.signal(s, h) for s, h in saved.items()]
+
+
+def _max_live(db, row) -> int | None:
+    """The largest peak live bytes of the study's traces (their stored statistics), or None."""
+    from hctune.trace.register import stats_of
+    best = None
+    for tid in json.loads(row["trace_ids"]):
+        t = db.trace(tid)
+        try:
+            v = stats_of(db, t).get("max_live_bytes") if t is not None else None
+        except HctuneError:
+            v = None
+        if v:
+            best = max(best or 0, int(v))
+    return best
 
 
 def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
@@ -131,6 +146,7 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         try:
             summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
                                   seed, memory_limit, notes, memory_measure, time_measure)
+            add_headroom(summary, _max_live(db, row))
             status = "done"
         except KeyboardInterrupt:
             status = "interrupted"

@@ -282,3 +282,26 @@ def _dominating(rows, measure, rec, ratio, cap, cap_field="peak_rss_bytes") -> s
     _, e, r_m, r_o = min(found, key=lambda f: (f[0], f[1]["candidate"]))
     return (f"consider {name(e)}: {rule.pct(r_m, *WORDS[measure], short(rec))} and "
             f"{rule.pct(r_o, *WORDS[other], short(rec))}")
+
+
+def add_headroom(summary: dict, max_live_bytes: int | None) -> dict:
+    """Each candidate's peak_rss_over_live (its median peak RSS over the traces' peak live
+    bytes, the physical limit: no allocator's heap can hold less) and the verdict's distance
+    from it (docs/profile-guided.md).  The program's own non-heap memory (code, stacks) is in the
+    RSS: the ratio is an upper bound on what any allocator could still gain."""
+    if not max_live_bytes:
+        return summary
+    summary["max_live_bytes"] = int(max_live_bytes)
+    for e in summary["candidates"]:
+        rss = e["median"].get("peak_rss_bytes")
+        e["peak_rss_over_live"] = round(rss / max_live_bytes, 4) if rss else None
+    chosen = summary.get("recommendation") or summary.get("winner")
+    row = next((e for e in summary["candidates"]
+                if chosen and e["candidate"] == chosen["candidate"]), None)
+    if row is not None and row.get("peak_rss_over_live"):
+        r = row["peak_rss_over_live"]
+        left = max(0.0, 1 - 1 / r) * 100
+        summary["verdict"] += (f"; its peak RSS is {r:.2f}x your program's peak live data: at most "
+                               f"{left:.0f} % left to gain by any allocator")
+    return summary
+
