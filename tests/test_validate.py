@@ -358,3 +358,20 @@ def test_a_best_that_is_not_significant_emits_the_simpler_option(searched, tmp_p
     head = " ".join((tmp_path / "m.c").read_text().split("*/", 1)[0].replace("*", " ").split())
     assert "use generic HC" in head and "not a significant difference, so the simpler option " \
                                        "stands" in head
+
+
+def test_validate_prints_its_plan_and_a_line_per_run(two_studies):
+    """Issue 32, item 4: the plan (candidates x rounds, after the warm-up) before the first run,
+    the estimate once the warm-up is timed, then one line per run."""
+    _, db, _, err = two_studies
+    v = _validate.latest(db)
+    n = len(v["candidates"])
+    lines = err.splitlines()
+    plan = next(i for i, line in enumerate(lines) if line.startswith("validate: plan: "))
+    assert f"{n} candidates (" in lines[plan] and f"x {RUNS} rounds = {n * RUNS} runs" \
+        in lines[plan]
+    warm = next(i for i, line in enumerate(lines) if "validate: warm-up run took " in line)
+    first_run = next(i for i, line in enumerate(lines) if line.startswith("validate: run 1/"))
+    assert plan < warm < first_run
+    for k in range(1, n * RUNS + 1):
+        assert f"validate: run {k}/{n * RUNS} " in err, err

@@ -145,11 +145,26 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
                                               main["setting"] if main else {},
                                               main.get("allocator", "hc") if main else "hc"),
             })
-    data = {"study": row["name"], "objective": row["objective"], "metric": metric,
+        study_arg = _study_arg(db, row)
+    data = {"study": row["name"], "study_arg": study_arg, "objective": row["objective"],
+            "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,
             "best": best, "traces": traces, "validation": real}
     data["summary"] = summary(data)
     return data
+
+
+def _study_arg(db: Database, row) -> str:
+    """How a command names this study: `--objective X` when that picks it (the latest study of
+    its objective on the latest traces), else `--study NAME` (a long name, said only when
+    needed)."""
+    if row["objective"] in ("mem", "perf"):
+        try:
+            if results.study_for(db, row["objective"]) == row["name"]:
+                return f"--objective {row['objective']}"
+        except HctuneError:
+            pass
+    return f"--study {row['name']}"
 
 
 def _bests(db: Database, row, st, generic: dict) -> dict:
@@ -222,9 +237,10 @@ def summary(data: dict) -> dict:
         sure = (f"{v['runs']} interleaved real runs of the program per candidate, 95 % "
                 f"intervals; chosen only when significantly better than every simpler option "
                 f"(validation #{v['validation_id']}, {v['date']})")
-        emit = "hctune emit -o malloc.c" + (f" --study {data['study']}")
+        arg = data.get("study_arg") or f"--study {data['study']}"
+        emit = f"hctune emit -o malloc.c {arg}"
         if rec["kind"] == "tuned" and rec["allocator"] != "hc":
-            emit = f"hctune emit --env {rec['allocator']}.env --study {data['study']}"
+            emit = f"hctune emit --env {rec['allocator']}.env {arg}"
         elif rec["kind"] not in ("tuned", "generic"):
             emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
                     f"is still there: {emit}")
@@ -241,8 +257,10 @@ def summary(data: dict) -> dict:
             "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "
                      "glibc's in replay",
             "sure": "a prediction only (replay of the trace): not validated in real runs; "
-                    f"hctune validate --study {data['study']}",
-            "verdict": None, "emit": f"hctune emit -o malloc.c --study {data['study']}",
+                    f"hctune validate {data.get('study_arg') or '--study ' + data['study']}",
+            "verdict": None,
+            "emit": f"hctune emit -o malloc.c "
+                    f"{data.get('study_arg') or '--study ' + data['study']}",
             "validated": False}
 
 
