@@ -66,7 +66,7 @@ static void die(const char *fmt, ...)
 static void usage(void)
 {
     dprintf(2, "usage: hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off] "
-               "[--stream auto|on|off]\n"
+               "[--stream auto|on|off] [--explain]\n"
                "  Replays TRACE against this process's malloc (inject others with LD_PRELOAD).\n");
     exit(2);
 }
@@ -336,6 +336,7 @@ int main(int argc, char **argv)
     long repeat = 5;
     int json = 0, touch = 1, threads_mode = 1; /* 1 auto, 0 off */
     int stream_mode = -1;                      /* -1 auto, 0 off, 1 on */
+    int explain = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             char *end;
@@ -362,6 +363,8 @@ int main(int argc, char **argv)
                 stream_mode = 0;
             else
                 die("--stream wants auto, on or off, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--explain")) {
+            explain = 1; /* hcreplay_explain.c: the parts of the RSS at the trace's peak */
         } else if (!strcmp(argv[i], "--no-touch")) {
             touch = 0;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -377,6 +380,8 @@ int main(int argc, char **argv)
 
     struct hcr_trace t;
     char err[512];
+    if (explain) /* one pass in recorded order, on this thread */
+        stream_mode = threads_mode = 0;
     if (stream_mode < 0) {
         /* auto: stream when the ops would take more than HCR_STREAM_ABOVE bytes */
         hct_reader *r = hct_open(path, err, sizeof err);
@@ -406,6 +411,8 @@ int main(int argc, char **argv)
     if (!slots)
         die("out of memory for %zu slots", t.n_slots);
 
+    if (explain)
+        return hcr_explain(path, &t, slots, touch);
     uint64_t times[MAX_REPEAT], cpu_times[MAX_REPEAT], failed = 0;
     struct measured m;
     m = (struct measured){.path = path, .t = &t, .repeat = repeat, .touch = touch,
