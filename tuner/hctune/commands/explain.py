@@ -34,7 +34,8 @@ def bar(entry: dict, scale: int, width: int = 40) -> str:
 def show(r: dict) -> None:
     """Plain lines that wrap, never clip: a bar per allocator, then its parts in MiB."""
     click.echo(f"{r['trace']}: peak of {_mib(r['peak_live'] or 0)} live at op "
-               f"{r['peak_op'] or 0:,} of {r['ops'] or 0:,} ({r['how']})")
+               f"{r['peak_op'] or 0:,} of {r['ops'] or 0:,}")
+    click.echo(f"({r['how']})")
     click.echo("bar: " + ", ".join(f"{LETTERS[k]} {WORDS[k]}" for k in _explain.PARTS))
     scale = max((e["rss"] for e in r["candidates"]), default=0)
     for e in r["candidates"]:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hctune import text
 from hctune import validate as _validate
 from hctune.validate.stats import CURVE_MEASURES
 
@@ -72,9 +73,8 @@ def table(s: dict) -> Table:
 
 
 def show(s: dict, console: Console):
-    prog = " ".join(s["program"]["argv"])
-    console.print(escape(f"study {s['study']} ({s['objective']}); program: {prog}"
-                         + (f" < {s['program']['stdin']}" if s["program"]["stdin"] else "")))
+    prog = text.command(s["program"]["argv"], s["program"]["stdin"])
+    console.print(escape(f"study {s['study']} ({s['objective']}); program: {prog}"))
     console.print(f"{s['runs']} interleaved runs each; medians; ratios over 95 % CI (paired "
                   "bootstrap), * = significant; replay = the search's prediction vs glibc "
                   "(time, footprint); use = recommended, emitted = what emit writes")
