@@ -100,10 +100,12 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
 
 
 def collect(db_path, name: str | None = None, objective: str | None = None,
-            measure_references: bool = True) -> dict:
+            measure_references: bool = True, first_screen: bool = True) -> dict:
     """Everything the page shows, as plain data (`objective` without `name`: the latest study
     of that objective on the latest traces); `measure_references`: replay the installed
-    jemalloc, mimalloc and tcmalloc on each trace once when nothing measured them yet."""
+    jemalloc, mimalloc and tcmalloc on each trace once when nothing measured them yet;
+    `first_screen`: replay the answer and the best allocator as it comes on the first trace to
+    show where their bytes go (hctune.explain; two replays)."""
     with Database(db_path) as db:
         if name is None and objective is not None:
             name = results.study_for(db, objective)
@@ -147,7 +149,8 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
                                               main.get("allocator", "hc") if main else "hc"),
             })
         study_arg = _study_arg(db, row)
-        first = _first_screen(traces[0] if traces else None, main, real, generic)
+        first = _first_screen(traces[0] if traces else None, main, real, generic) \
+            if first_screen else None
     data = {"study": row["name"], "study_arg": study_arg, "first": first,
             "objective": row["objective"],
             "metric": metric,

@@ -144,7 +144,7 @@ def validation(svc: Service, q) -> dict | None:
 
 def comparison(svc: Service, q) -> list[dict] | None:
     try:
-        data = _report.collect(svc.cfg.db_path, q["study"])
+        data = _report.collect(svc.cfg.db_path, q["study"], first_screen=False)
     except HctuneError:
         return None
     return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]
