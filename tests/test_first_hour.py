@@ -37,6 +37,10 @@ def test_env_file_sources_with_a_multi_line_argv(tmp_path):
     """Item 1: the gawk program's second line used to land outside the `# program:` comment."""
     prov = store.provenance(_summary(GAWK), "glibc")
     assert "\n" not in prov["program"] and "[+2 lines]" in prov["program"]
+    from types import SimpleNamespace
+    prov["trace"] = emit._trace_text([SimpleNamespace(id=1, path="/t/gawk.hct",
+                                                      command=" ".join(GAWK))], True)
+    assert prov["trace"] == "#1 /t/gawk.hct (gawk -F, BEGIN { n = 0 } [+2 lines])"
     # whatever a value holds, every line of the header stays a comment
     prov["verdict"] = "line one\nline two (with a parenthesis)"
     f = tmp_path / "glibc.env"

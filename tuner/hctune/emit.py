@@ -67,7 +67,8 @@ def _trace_text(traces, paths: bool) -> str:
     """The study's traces for a provenance; without paths (the service: its own file names are
     none of the reader's business) only their ids and commands."""
     return ", ".join(f"#{t.id}" + (f" {t.path}" if paths else "")
-                     + (f" ({t.command})" if t.command else "") for t in traces)
+                     + (f" ({_text.command(t.command)})" if t.command else "")
+                     for t in traces)
 
 
 def choose_setting(db_path, study: str | None, objective: str | None, preset: str | None,
