@@ -405,7 +405,6 @@ def test_report_first_screen_shows_where_the_bytes_go(searched):
     row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
     changed = row.get("changed_from_generic") or {}
     if rec["allocator"] == "hc":
-        assert len(first["why"]) == len(changed)
-        for w, k in zip(first["why"], changed):
-            assert w.startswith(f"{k} ") and "This trace: " in w and any(ch.isdigit()
-                                                                        for ch in w)
+        assert sorted(w.split()[0] for w in first["why"]) == sorted(changed)
+        for w in first["why"]:
+            assert "This trace: " in w and any(ch.isdigit() for ch in w.split("This trace: ")[1])
