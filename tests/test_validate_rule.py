@@ -102,6 +102,9 @@ def test_small_differences_are_rounded_honestly():
     assert rule.pct(r, "smaller", "larger") == "0.4 % smaller (CI 0.1–0.7 %)"
     assert rule.pct({"ratio": 1.07, "ci": [1.04, 1.10]}) == "7 % slower (CI 4–10 %)"
     assert rule.pct({"ratio": 0.99, "ci": [0.94, 1.06]}) == "1 % faster (CI -6 to 6 %)"
+    # an interval is never printed as a point it is not (issue 32's "CI 2–2 %")
+    assert rule.pct({"ratio": 0.98, "ci": [0.976, 0.984]}, "smaller", "larger") == \
+        "2 % smaller (CI 1.6–2.4 %)"
     assert rule.pct({"ratio": 1.0, "ci": [0.9999, 1.0001]}).startswith("no measurable difference")
     cands = [cand("tuned #1", "tuned"), cand("hc generic", "generic"), cand("glibc")]
     runs = runs_for({"tuned #1": (1.0, 99.6), "hc generic": (1.0, 100), "glibc": (1.0, 120)})

@@ -103,7 +103,11 @@ def _decimals(*percents: float) -> int:
 
 
 def span(a: float, b: float, d: int = 0) -> str:
-    """An interval in percent: "4–10 %", or "-6 to 5 %" when it crosses or is below zero."""
+    """An interval in percent: "4–10 %", or "-6 to 5 %" when it crosses or is below zero; an
+    interval that is not a point keeps enough decimals (up to 2) not to read as one ("1.6–2.4
+    %", not "2–2 %")."""
+    while d < 2 and round(a, 2) != round(b, 2) and round(a, d) == round(b, d):
+        d += 1
     a, b = round(a, d) + 0, round(b, d) + 0     # + 0: no "-0"
     fa, fb = (f"{a:.{d}f}", f"{b:.{d}f}")
     return f"{fa}–{fb} %" if a >= 0 else f"{fa} to {fb} %"
