@@ -39,6 +39,8 @@ AWK='{ for (i = 1; i <= NF; i++) { c[$i]++; last[$i] = $0 } }
 say "2. hctune profile gawk (the LD_PRELOAD tracer)"
 hctune profile -o "$OUT/gawk.hct" gawk "$AWK" "$OUT/input.txt" | tee "$OUT/gawk.expected"
 hctune stats "$OUT/gawk.hct"
+say "2b. hctune explain: where each allocator's RSS goes at the trace's peak"
+hctune explain "$OUT/gawk.hct"
 
 say "3. hctune search --objective mem  ($TRIALS trials: HC and every allocator installed, each
    with its own knobs; the first trials are each allocator as it comes, its documents' advice
@@ -63,6 +65,10 @@ say "5. hctune emit --env: the recommendation over every allocator (HC, or glibc
 for objective in mem perf; do
   hctune emit --objective $objective --env "$OUT/$objective/hctune.env"
   grep '^# recommendation\|^# verdict' "$OUT/$objective/hctune.env" || true
+  # the file is sourced as a user would, and gawk under it gives the same answer
+  (. "$OUT/$objective/hctune.env" && gawk "$AWK" "$OUT/input.txt") | cmp -s - "$OUT/gawk.expected" \
+    && echo "   sourced $OUT/$objective/hctune.env: gawk's output unchanged" \
+    || { echo "   $OUT/$objective/hctune.env: sourcing it changed gawk's output" >&2; exit 1; }
 done
 hctune emit --objective mem -o "$OUT/mem/malloc.c" --so "$OUT/mem/libhcmalloc.so"
 hctune emit --objective perf -o "$OUT/perf/malloc.c" --so "$OUT/perf/libhcmalloc.so"

@@ -358,3 +358,53 @@ def test_a_best_that_is_not_significant_emits_the_simpler_option(searched, tmp_p
     head = " ".join((tmp_path / "m.c").read_text().split("*/", 1)[0].replace("*", " ").split())
     assert "use generic HC" in head and "not a significant difference, so the simpler option " \
                                        "stands" in head
+
+
+def test_validate_prints_its_plan_and_a_line_per_run(two_studies):
+    """Issue 32, item 4: the plan (candidates x rounds, after the warm-up) before the first run,
+    the estimate once the warm-up is timed, then one line per run."""
+    _, db, _, err = two_studies
+    v = _validate.latest(db)
+    n = len(v["candidates"])
+    flat = " ".join(err.split())        # rich folds a long line at 80 columns
+    plan = flat.index("validate: plan: ")
+    assert flat.index(f"{n} candidates (", plan) == plan + len("validate: plan: ")
+    assert flat.index(f"x {RUNS} rounds = {n * RUNS} runs", plan) > plan
+    warm = flat.index("validate: warm-up run took ")
+    first_run = flat.index("validate: run 1/")
+    assert plan < warm < first_run
+    for k in range(1, n * RUNS + 1):
+        assert f"validate: run {k}/{n * RUNS} " in flat, err
+
+
+def test_report_first_screen_shows_where_the_bytes_go(searched):
+    """Issue 32: the report's first screen: the answer's RSS at the trace's peak split into
+    its parts beside the best allocator as it comes (parts adding up to the RSS), the headroom,
+    the timeline, and one line of why per knob that differs from generic, with a figure."""
+    from hctune import explain
+    d, db, _ = searched
+    page = d / "first.html"
+    hctune(db, "report", "-o", page)
+    html = page.read_text()
+    data = json.loads(html.split('id="hctune-data">', 1)[1].split("</script>", 1)[0])
+    first = data["first"]
+    assert first and first["error"] is None, first
+    v = data["validation"]
+    assert first["answer"] == first["entries"][0]["label"] \
+        == (v.get("recommendation") or v["winner"])["candidate"]
+    # beside it the best allocator as it comes (none when the answer is glibc and no other ran)
+    assert len(first["entries"]) == 2 or first["answer"] == "glibc", first
+    assert all(e["label"].endswith("as it comes") for e in first["entries"][1:])
+    for e in first["entries"]:
+        assert set(e["parts"]) == set(explain.PARTS)
+        assert abs(sum(e["parts"].values()) - e["rss"]) <= explain.TOLERANCE * e["rss"], e
+        assert e["curve"]
+    assert first["peak_rss_over_live"] > 1
+    assert 'id="parts"' in html and 'id="timeline"' in html and "Headroom" in html
+    rec = v.get("recommendation") or v["winner"]
+    row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
+    changed = row.get("changed_from_generic") or {}
+    if rec["allocator"] == "hc":
+        assert sorted(w.split()[0] for w in first["why"]) == sorted(changed)
+        for w in first["why"]:
+            assert "This trace: " in w and any(ch.isdigit() for ch in w.split("This trace: ")[1])

@@ -102,10 +102,13 @@ def test_small_differences_are_rounded_honestly():
     assert rule.pct(r, "smaller", "larger") == "0.4 % smaller (CI 0.1–0.7 %)"
     assert rule.pct({"ratio": 1.07, "ci": [1.04, 1.10]}) == "7 % slower (CI 4–10 %)"
     assert rule.pct({"ratio": 0.99, "ci": [0.94, 1.06]}) == "1 % faster (CI -6 to 6 %)"
+    # an interval is never printed as a point it is not (issue 32's "CI 2–2 %")
+    assert rule.pct({"ratio": 0.98, "ci": [0.976, 0.984]}, "smaller", "larger") == \
+        "2 % smaller (CI 1.6–2.4 %)"
     assert rule.pct({"ratio": 1.0, "ci": [0.9999, 1.0001]}).startswith("no measurable difference")
     cands = [cand("tuned #1", "tuned"), cand("hc generic", "generic"), cand("glibc")]
     runs = runs_for({"tuned #1": (1.0, 99.6), "hc generic": (1.0, 100), "glibc": (1.0, 120)})
-    s = _validate.summarize(cands, runs, "mem")
+    s = _validate.summarize(cands, runs, "mem", min_effect=0)   # the words, not the rule
     assert s["winner"]["candidate"] == "tuned #1"
     assert "0.4 % smaller" in s["verdict"] and " 0 % " not in s["verdict"]
     assert "beats" not in s["verdict"]
@@ -273,3 +276,19 @@ def test_time_measure_cpu_chooses_on_the_programs_cpu_time():
     # mimalloc is faster still, but twice glibc's peak RSS: over the memory limit
     assert any(n.startswith("mimalloc left out of the choice") for n in s["notes"])
     assert _validate.summarize(cands, runs, "mem", time_measure="cpu")["time_measure"] is None
+
+
+def test_a_gain_under_the_minimum_effect_keeps_the_simpler_option():
+    """Issue 32's 0.1 % smaller RSS (0.4 MiB of 189), significant on steady runs: not worth
+    acting on under the 1 % default, so glibc stays and the verdict says why; with
+    --min-effect 0.05 the same runs recommend it."""
+    cands = [cand("jemalloc"), cand("glibc")]
+    runs = runs_for({"jemalloc": (1.0, 188.6), "glibc": (1.0, 189.0)})
+    s = _validate.summarize(cands, runs, "mem")
+    assert s["recommendation"]["candidate"] == "glibc" and s["min_effect_pct"] == 1.0
+    assert "significant but under the 1 % minimum effect, no difference worth acting on" \
+        in s["verdict"]
+    assert s["verdict"].startswith("keep glibc: no allocator was significantly smaller on this "
+                                   "program by 1 % or more")
+    s = _validate.summarize(cands, runs, "mem", min_effect=0.05)
+    assert s["recommendation"]["candidate"] == "jemalloc"

@@ -168,7 +168,14 @@ static int cmd_stats(const char *path, size_t points)
     uint64_t prev_t = 0, prev_bytes = 0;
     hct_event e;
     int rc;
+    /* HCTRACE_PROGRESS=N: "progress DONE TOTAL" on stderr every N events (hctune stats) */
+    const char *pe = getenv("HCTRACE_PROGRESS");
+    uint64_t every = pe ? strtoull(pe, NULL, 10) : 0;
     while ((rc = hct_next(r, &e)) == 1) {
+        if (every && idx && idx % every == 0) {
+            fprintf(stderr, "progress %" PRIu64 " %" PRIu64 "\n", idx, n);
+            fflush(stderr);
+        }
         s.ops[e.op]++;
         if (e.thread + 1 > s.threads_max)
             s.threads_max = e.thread + 1;

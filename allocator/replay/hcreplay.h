@@ -201,4 +201,9 @@ uint64_t hcr_vm_hwm(void);
 /* Reset VmHWM to the current VmRSS (/proc/self/clear_refs "5"); 0 on success. */
 int hcr_reset_hwm(void);
 
+/* --explain (hcreplay_explain.c): replay once in recorded order, stop at the trace's peak of
+ * live bytes and print, as one JSON object, the RSS there split into its parts from the
+ * allocator's own statistics, and the curve of live bytes and RSS over the run.  Exit code. */
+int hcr_explain(const char *path, const struct hcr_trace *t, void **slots, int touch);
+
 #endif

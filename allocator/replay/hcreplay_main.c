@@ -80,7 +80,7 @@ static void die(const char *fmt, ...)
 static void usage(void)
 {
     dprintf(2, "usage: hcreplay TRACE [--repeat N] [--json] [--no-touch] [--threads auto|off] "
-               "[--stream auto|on|off]\n"
+               "[--stream auto|on|off] [--explain]\n"
                "  Replays TRACE against this process's malloc (inject others with LD_PRELOAD).\n");
     exit(2);
 }
@@ -399,6 +399,7 @@ int main(int argc, char **argv)
     int stream_mode = -1;                      /* -1 auto, 0 off, 1 on */
     unsigned long long ops_limit = 0;          /* --ops: 0, all of them */
     double until_spread = -1;                  /* --until-spread: < 0, all the repeats */
+    int explain = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             char *end;
@@ -450,6 +451,8 @@ int main(int argc, char **argv)
             if (*end || !(s > 0) || s > 1e7)
                 die("--max-cpu-seconds wants a positive number of seconds, not '%s'", argv[i]);
             hcr_bound.max_cpu_ns = (uint64_t)(s * 1e9);
+        } else if (!strcmp(argv[i], "--explain")) {
+            explain = 1; /* hcreplay_explain.c: the parts of the RSS at the trace's peak */
         } else if (!strcmp(argv[i], "--no-touch")) {
             touch = 0;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -465,6 +468,8 @@ int main(int argc, char **argv)
 
     struct hcr_trace t;
     char err[512];
+    if (explain) /* one pass in recorded order, on this thread */
+        stream_mode = threads_mode = 0;
     if (stream_mode < 0) {
         /* auto: stream when the ops would take more than HCR_STREAM_ABOVE bytes */
         hct_reader *r = hct_open(path, err, sizeof err);
@@ -502,6 +507,8 @@ int main(int argc, char **argv)
     if (!slots)
         die("out of memory for %zu slots", t.n_slots);
 
+    if (explain)
+        return hcr_explain(path, &t, slots, touch);
     uint64_t times[MAX_REPEAT], cpu_times[MAX_REPEAT], failed = 0;
     struct measured m;
     m = (struct measured){.path = path, .t = &t, .repeat = repeat, .touch = touch,

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("stats", "What a trace says about the heap (sizes, live bytes, graph)."),
     "replay": ("replay", "Replay a trace against one allocator in the replay harness."),
     "compare": ("compare", "Memory and time of each allocator on a trace."),
+    "explain": ("explain", "Where each allocator's RSS goes at the trace's peak."),
     "search": ("search", "Search HC's knobs for traces (default: the latest profile)."),
     "best": ("best", "Show the best setting of a study against glibc and generic."),
     "validate": ("validate", "Run the real program under a study's best settings."),

@@ -19,6 +19,7 @@ from hctune import VERSION_TEXT
 from hctune import allocator_knobs, allocators
 from hctune import knobs as _knobs
 from hctune import build, realruns, render, templating
+from hctune import text as _text
 from hctune import validate as _validate
 from hctune.db import Database
 from hctune.errors import HctuneError, NotFound
@@ -66,7 +67,8 @@ def _trace_text(traces, paths: bool) -> str:
     """The study's traces for a provenance; without paths (the service: its own file names are
     none of the reader's business) only their ids and commands."""
     return ", ".join(f"#{t.id}" + (f" {t.path}" if paths else "")
-                     + (f" ({t.command})" if t.command else "") for t in traces)
+                     + (f" ({_text.command(t.command)})" if t.command else "")
+                     for t in traces)
 
 
 def choose_setting(db_path, study: str | None, objective: str | None, preset: str | None,
@@ -290,6 +292,13 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     return written
 
 
+def _generic(setting: dict) -> bool:
+    """Is this HC setting generic: Table 6's, or Table 6's with the search's fixed knobs?"""
+    from hctune.search import space  # deferred: Optuna, which only a study-based emit needs
+    full = _knobs.complete(setting)
+    return full in (_knobs.preset("generic"), space.for_search(_knobs.preset("generic")))
+
+
 def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None = None) -> dict:
     """Write the shell file that, sourced, runs a program under `alloc` with `setting`
     (LD_PRELOAD of its library and its variables), with the same setting as a one-line
@@ -302,7 +311,16 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
     if alloc == "hc":
         if library is None:
             raise HctuneError("an HC recommendation needs its .so beside the file")
-        variables, package, title = {}, None, "HC, tuned by hctune (Hasan & Chang 2006, §3)"
+        variables, package = {}, None
+        # a generic answer was not tuned: say which setting it is (Table 6's, as the paper
+        # gives it, or the generic HC the search measured: its fixed knobs held)
+        changed = _knobs.diff_from(_knobs.complete(setting), _knobs.preset("generic"))
+        title = ("HC, tuned by hctune (Hasan & Chang 2006, §3)" if not _generic(setting)
+                 else "HC's generic setting (Hasan & Chang 2006, Table 6)"
+                 + (" as the search measures it ("
+                    + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")" if changed
+                    else "")
+                 + ", recommended by hctune")
     else:
         library = allocators.resolve(alloc).library
         variables = allocator_knobs.env_vars(alloc, setting)
@@ -313,7 +331,8 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
         exports.append(("LD_PRELOAD", str(Path(library).resolve())))
     exports += list(variables.items())
     text = templating.render("snippets/allocator.env.j2", title=title, env_name=path.name,
-                             prov=list(prov.items()), package=package,
+                             prov=[(k, _text.comment(v)) for k, v in prov.items()],
+                             package=package,
                              library=str(Path(library).resolve()) if library else None,
                              exports=[(k, shlex.quote(v), v) for k, v in exports])
     write_atomic(path, text)

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from hctune import __version__, allocators, compare
+from hctune import explain as _explain
 from hctune import knobs as _knobs
 from hctune import realruns, templating
 from hctune.trace import register
@@ -99,10 +100,12 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
 
 
 def collect(db_path, name: str | None = None, objective: str | None = None,
-            measure_references: bool = True) -> dict:
+            measure_references: bool = True, first_screen: bool = True) -> dict:
     """Everything the page shows, as plain data (`objective` without `name`: the latest study
     of that objective on the latest traces); `measure_references`: replay the installed
-    jemalloc, mimalloc and tcmalloc on each trace once when nothing measured them yet."""
+    jemalloc, mimalloc and tcmalloc on each trace once when nothing measured them yet;
+    `first_screen`: replay the answer and the best allocator as it comes on the first trace to
+    show where their bytes go (hctune.explain; two replays)."""
     with Database(db_path) as db:
         if name is None and objective is not None:
             name = results.study_for(db, objective)
@@ -145,11 +148,154 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
                                               main["setting"] if main else {},
                                               main.get("allocator", "hc") if main else "hc"),
             })
-    data = {"study": row["name"], "objective": row["objective"], "metric": metric,
+        study_arg = _study_arg(db, row)
+        first = _first_screen(traces[0] if traces else None, main, real, generic) \
+            if first_screen else None
+    data = {"study": row["name"], "study_arg": study_arg, "first": first,
+            "objective": row["objective"],
+            "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,
             "best": best, "traces": traces, "validation": real}
     data["summary"] = summary(data)
     return data
+
+
+# ---- the first screen: where the answer's bytes go, and why its knobs ----
+
+MIB = 2 ** 20
+
+
+def _answer_and_base(main, real) -> tuple[dict | None, dict | None]:
+    """({"label", "allocator", "setting"}) of the answer (the real runs' recommendation, else
+    the replay's best) and of the best allocator as it comes to set beside it (the real runs'
+    best-measured one; else glibc; glibc's rival when the answer is glibc)."""
+    answer = None
+    if real and (real.get("recommendation") or real.get("winner")):
+        try:
+            alloc, setting, rec = realruns.recommendation_setting(real)
+        except HctuneError:
+            alloc, setting, rec = None, None, None
+        if alloc:
+            answer = {"label": rec["candidate"], "allocator": alloc,
+                      "setting": setting if rec["kind"] in ("tuned", "generic") else None}
+    elif main:
+        alloc = main.get("allocator", "hc")
+        answer = {"label": f"trial {main['trial']} ({alloc}"
+                           + (" tuned)" if main["setting"] else " as it comes)"),
+                  "allocator": alloc, "setting": main["setting"] or None}
+    if answer is None:
+        return None, None
+    plain = [c for c in (real or {}).get("candidates", [])
+             if rule.simplicity(c) < rule.TUNED and not c.get("disqualified")
+             and c["allocator"] in ("glibc", *REFERENCES) and c["candidate"] != answer["label"]
+             and c["median"].get(real["measure"]) is not None]
+    if plain:
+        b = min(plain, key=lambda c: c["median"][real["measure"]])
+        base = {"label": f"{b['allocator']} as it comes", "allocator": b["allocator"],
+                "setting": None}
+    elif answer["allocator"] != "glibc" or answer["setting"]:
+        base = {"label": "glibc as it comes", "allocator": "glibc", "setting": None}
+    else:
+        base = None
+    return answer, base
+
+
+def _first_screen(trace, main, real, generic) -> dict | None:
+    """The parts of the answer's RSS and the base's at the trace's peak, their curves, the
+    headroom, and one line of why per knob that differs from generic (hctune.explain on the
+    study's first trace; None when the trace is not on this machine)."""
+    answer, base = _answer_and_base(main, real)
+    if trace is None or answer is None or not Path(trace["path"]).is_file():
+        return None
+    out = {"answer": answer["label"], "entries": [], "error": None}
+    for c in (answer, base):
+        if c is None:
+            continue
+        try:
+            e = _explain.run(trace["path"], c["label"], c["allocator"], c["setting"])
+        except HctuneError as err:
+            out["error"] = str(err)
+            break
+        out["entries"].append({k: e[k] for k in ("label", "allocator", "rss", "parts",
+                                                 "estimated", "check_pct", "curve")})
+    if out["entries"]:
+        a = out["entries"][0]
+        head = _explain.headroom(a)
+        out["peak_rss_over_live"] = None if head is None else round(head + 1, 3)
+        out["why"] = why_lines(answer, generic, trace.get("summary") or {}, out["entries"])
+    return out
+
+
+def _fmt_mib(n) -> str:
+    return f"{n / MIB:.1f} MiB"
+
+
+def why_lines(answer: dict, generic: dict, st: dict, entries: list[dict]) -> list[str]:
+    """One line per knob of the answer that differs from generic (HC) or from the library's
+    defaults (another allocator): what it does (its declared `why`, first sentence) and a
+    figure of this trace that bears on it."""
+    if not st:
+        return []
+    alloc, setting = answer["allocator"], answer["setting"] or {}
+    if alloc == "hc":
+        changed = _knobs.diff_from(_knobs.complete(setting), generic)
+        decl = _knobs.knobs()
+        base = generic
+    else:
+        from hctune import allocator_knobs  # deferred: another allocator's table, when asked
+        changed = dict(setting)
+        decl = allocator_knobs.knobs(alloc)
+        base = {}
+    parts = entries[0]["parts"] if entries else {}
+    figures = {
+        "sizes": (f"{st.get('pct_small_requests', 0):.1f} % of the {st.get('requests', 0):,} "
+                  f"requests are small (1 KiB or less), {st.get('distinct_sizes', 0):,} distinct "
+                  f"sizes, {st.get('max_live_small_objects', 0):,} small blocks live at the peak"),
+        "large": (f"{st.get('large_requests', 0):,} requests over 1 KiB "
+                  f"({100 - st.get('pct_small_bytes', 100):.0f} % of the bytes asked); "
+                  f"{_fmt_mib(st.get('max_live_large_bytes', 0))} of them live at the peak"),
+        "free": (f"{st.get('frees', 0):,} frees for {st.get('allocations', 0):,} allocations; "
+                 f"live bytes fall from {_fmt_mib(st.get('max_live_bytes', 0))} at the peak to "
+                 f"{_fmt_mib(st.get('final_live_bytes', 0))} at the end"
+                 + (f"; at the peak this setting keeps {_fmt_mib(parts['free_in_allocator'])} "
+                    f"of free blocks and {_fmt_mib(parts['not_returned'])} of free pages"
+                    if parts else "")),
+        "threads": f"{st.get('threads', 1)} thread(s) allocate",
+    }
+
+    def topic(name: str, section: str) -> str:
+        n, sec = name.lower(), (section or "").lower()
+        if any(w in n for w in ("tcache", "arena", "remote", "thread", "narenas")):
+            return "threads"
+        if any(w in n for w in ("decay", "purge", "trim", "coalesce", "in_free", "empty",
+                                "idle", "lazy", "release", "retain")):
+            return "free"
+        if any(w in n for w in ("mmap", "big", "large", "huge", "heap_unit", "top_pad")) \
+                or "large" in sec:
+            return "large"
+        return "sizes"
+    lines = []
+    for name, value in changed.items():
+        k = decl.get(name)
+        what = (getattr(k, "why", "") or "").split(". ")[0].rstrip(".")
+        was = (f"generic: {base[name]}" if name in base
+               else f"{alloc}'s default: {getattr(k, 'default', '?')}")
+        lines.append(f"{name} {value} ({was}): {what}. This trace: "
+                     f"{figures[topic(name, getattr(k, 'section', ''))]}.")
+    return lines
+
+
+def _study_arg(db: Database, row) -> str:
+    """How a command names this study: `--objective X` when that picks it (the latest study of
+    its objective on the latest traces), else `--study NAME` (a long name, said only when
+    needed)."""
+    if row["objective"] in ("mem", "perf"):
+        try:
+            if results.study_for(db, row["objective"]) == row["name"]:
+                return f"--objective {row['objective']}"
+        except HctuneError:
+            pass
+    return f"--study {row['name']}"
 
 
 def _bests(db: Database, row, st, generic: dict) -> dict:
@@ -222,9 +368,10 @@ def summary(data: dict) -> dict:
         sure = (f"{v['runs']} interleaved real runs of the program per candidate, 95 % "
                 f"intervals; chosen only when significantly better than every simpler option "
                 f"(validation #{v['validation_id']}, {v['date']})")
-        emit = "hctune emit -o malloc.c" + (f" --study {data['study']}")
+        arg = data.get("study_arg") or f"--study {data['study']}"
+        emit = f"hctune emit -o malloc.c {arg}"
         if rec["kind"] == "tuned" and rec["allocator"] != "hc":
-            emit = f"hctune emit --env {rec['allocator']}.env --study {data['study']}"
+            emit = f"hctune emit --env {rec['allocator']}.env {arg}"
         elif rec["kind"] not in ("tuned", "generic"):
             emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
                     f"is still there: {emit}")
@@ -241,8 +388,11 @@ def summary(data: dict) -> dict:
             "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "
                      "glibc's in replay",
             "sure": "a prediction only (replay of the trace): not validated in real runs; "
-                    f"hctune validate --study {data['study']}",
-            "verdict": None, "emit": f"hctune emit -o malloc.c --study {data['study']}",
+                    f"hctune validate {data.get('study_arg') or '--study ' + data['study']}",
+            "verdict": None,
+            "emit": (f"hctune emit -o malloc.c " if b.get("allocator", "hc") == "hc"
+                     else f"hctune emit --env {b['allocator']}.env ")
+                    + (data.get('study_arg') or '--study ' + data['study']),
             "validated": False}
 
 
@@ -423,6 +573,57 @@ def _real_plot(plt, v) -> str | None:
     return _svg(fig)
 
 
+PART_COLORS = {"live": "#4a78b0", "internal_fragmentation": "#8fb0d8",
+               "free_in_allocator": "#e0a040", "metadata": "#b0504a",
+               "not_returned": "#d8c070", "other": "#bbbbbb"}
+
+
+def _parts_plot(plt, first) -> str | None:
+    """The stacked bar of the parts at the peak (MiB), the answer first, the base below it."""
+    entries = (first or {}).get("entries") or []
+    if not entries:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(entries) + 1.0))
+    ys = list(range(len(entries)))
+    left = [0.0] * len(entries)
+    for k in _explain.PARTS:
+        w = [e["parts"][k] / MIB for e in entries]
+        ax.barh(ys, w, left=left, color=PART_COLORS[k], label=k.replace("_", " "),
+                edgecolor="white", height=0.7)
+        left = [a + b for a, b in zip(left, w)]
+    for y, e in zip(ys, entries):
+        ax.text(e["rss"] / MIB, y, f" RSS {e['rss'] / MIB:.1f} MiB", va="center", fontsize=8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([e["label"] for e in entries], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("MiB at the trace's peak (replay)")
+    ax.set_xlim(0, max(e["rss"] for e in entries) / MIB * 1.25)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    ax.set_title("Where the bytes go at the peak", fontsize=9)
+    return _svg(fig)
+
+
+def _timeline_plot(plt, first) -> str | None:
+    """Live bytes against each candidate's RSS (less the replay's own memory) over the run."""
+    entries = (first or {}).get("entries") or []
+    if not entries or not entries[0]["curve"]:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 2.6))
+    c0 = entries[0]["curve"]
+    ax.plot([p["op"] for p in c0], [p["live"] / MIB for p in c0], color="#333333", lw=1.4,
+            label="live (the program's)")
+    for e, color in zip(entries, ("#b0504a", "#4a78b0", "#e0a040")):
+        other = e["parts"]["other"]
+        ax.plot([p["op"] for p in e["curve"]],
+                [max(0, p["rss"] - other) / MIB for p in e["curve"]], color=color, lw=1.1,
+                label=f"RSS, {e['label']}")
+    ax.set_xlabel("allocation events")
+    ax.set_ylabel("MiB")
+    ax.set_title("Timeline: live bytes and RSS (less the replay's own memory)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return _svg(fig)
+
+
 def human_size(n) -> str:
     """Bytes as B, KiB, MiB or GiB with three significant digits or so."""
     if n is None:
@@ -437,7 +638,9 @@ def human_size(n) -> str:
 
 def render(data: dict) -> str:
     plt = _plt()
-    figures = {"real": _real_plot(plt, data.get("validation")),
+    figures = {"parts": _parts_plot(plt, data.get("first")),
+               "timeline": _timeline_plot(plt, data.get("first")),
+               "real": _real_plot(plt, data.get("validation")),
                "front": _front_plot(plt, data["trials"], data["front"], data["metric"]),
                "history": _history_plot(plt, data["trials"], data["objective"]),
                "traces": [{"sizes": _hist_plot(plt, t["size_histogram"]),

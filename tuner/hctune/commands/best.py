@@ -26,6 +26,24 @@ def _fmt(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
 
 
+def setting_text(alloc: str, key: str | None) -> str:
+    """A setting as what differs from generic (HC: Table 6 as the search measures it; another
+    allocator: its library defaults), "K=V, K=V": short words a table wraps between, so a cell
+    grows lines instead of clipping."""
+    if not key:
+        return "(defaults)" if alloc != "hc" else "(generic)"
+    pairs = dict(p.split("=", 1) for p in key.split(",") if "=" in p)
+    if alloc == "hc":
+        from hctune import knobs as _knobs  # deferred: the knobs table, only for HC rows
+        from hctune.search import space     # deferred: Optuna (the search's fixed knobs)
+        generic = dict(p.split("=", 1) for p in
+                       _knobs.key(space.for_search(_knobs.preset("generic"))).split(","))
+        pairs = {k: v for k, v in pairs.items() if generic.get(k) != v}
+        if not pairs:
+            return "(generic)"
+    return ", ".join(f"{k}={v}" for k, v in pairs.items())
+
+
 def show(r: dict, console: Console):
     perf = "instructions_per_op" if r["metric"] == "instructions" else "time_ns_per_op"
     who = f"trial {r['trial']}" if r["trial"] is not None else "the generic setting"
@@ -47,13 +65,17 @@ def show(r: dict, console: Console):
     if r.get("per_allocator"):
         t = Table(title="each allocator's best in the search (replay, x glibc)",
                   title_justify="left")
-        for col in ("allocator", "memory", "time", "its defaults", "trial", "setting"):
-            t.add_column(col, justify="left" if col in ("allocator", "setting") else "right")
+        for col in ("allocator", "memory", "time", "its defaults", "trial",
+                    "what differs from generic"):
+            t.add_column(col, justify="right" if col in ("memory", "time", "its defaults",
+                                                         "trial") else "left",
+                         overflow="fold", no_wrap=False,
+                         ratio=1 if col.startswith("what") else None)
         for a in r["per_allocator"]:
             d = (f"{a['defaults_mem_ratio']:.3f}, {a['defaults_perf_ratio']:.3f}"
                  if a["defaults_mem_ratio"] is not None else "-")
             t.add_row(a["allocator"], f"{a['mem_ratio']:.3f}", f"{a['perf_ratio']:.3f}", d,
-                      str(a["trial"]), escape(a["setting"] or "(defaults)"))
+                      str(a["trial"]), escape(setting_text(a["allocator"], a["setting"])))
         console.print(t)
     for e in r["traces"]:
         t = Table(title=escape(e["command"] or e["trace"]), title_justify="left")

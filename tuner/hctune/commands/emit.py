@@ -68,6 +68,7 @@ def command(ctx, study_name, objective, preset, sets, output, env_file, allocato
     elif w["provenance"].get("verdict"):
         click.echo(f"verdict: {w['provenance']['verdict']}")
     if "so" in w:
-        click.echo(f"wrote {w['so']}  (LD_PRELOAD={w['so']} ./app)")
+        # absolute: the line works from any directory the program is started in
+        click.echo(f"wrote {w['so']}  (LD_PRELOAD={Path(w['so']).resolve()} ./app)")
     click.echo(f"wrote {w['malloc.mk']} and {w['hcmalloc.cmake']}  "
                f"(or simply: cc -O2 app.c {w['malloc_c']} -lpthread)")

@@ -8,6 +8,19 @@ from hctune.files import write_atomic
 from hctune.trace.stats import stats
 
 
+def _progress():
+    """progress(done, total) for a big trace: a line on stderr at every tenth of the events
+    read (a terminal or a log alike), so 20 s on 24 M events is never silent."""
+    shown = [0]
+
+    def progress(done, total):
+        tenth = 10 * done // max(total, 1)
+        if tenth > shown[0]:
+            shown[0] = tenth
+            click.echo(f"stats: {done:,} of {total:,} events read ({10 * tenth} %)", err=True)
+    return progress
+
+
 @click.command("stats")
 @click.argument("trace", required=False, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
@@ -22,7 +35,7 @@ def command(ctx, trace, as_json, html_out, png_out):
         from hctune.trace import register   # deferred: imports hctune.db (SQLAlchemy)
         with Database(ctx.obj["db_path"]) as db:
             trace = str(register.local_path(db, register.latest(db)))
-    st = stats(trace)
+    st = stats(trace, progress=_progress())
     from hctune.trace import report  # deferred: Jinja2, only when the command runs
     if html_out:
         write_atomic(html_out, report.html(st, trace))

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from hctune import text
 from hctune.search import listing
 
 
@@ -22,7 +23,7 @@ def show(rows: list[dict]) -> None:
         click.echo("no study yet: hctune search --objective mem|perf")
         return
     for r in rows:
-        traces = ", ".join(f"#{t['id']}" + (f" ({' '.join(t['command'].split())})"
+        traces = ", ".join(f"#{t['id']}" + (f" ({text.command(t['command'])})"
                                             if t["command"] else "")
                            for t in r["traces"])
         click.echo(f"{r['name']}")

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hctune import text
 from hctune import validate as _validate
 from hctune.commands.profile import server_load, server_options
 from hctune.validate.stats import CURVE_MEASURES
@@ -73,9 +74,8 @@ def table(s: dict) -> Table:
 
 
 def show(s: dict, console: Console):
-    prog = " ".join(s["program"]["argv"])
-    console.print(escape(f"study {s['study']} ({s['objective']}); program: {prog}"
-                         + (f" < {s['program']['stdin']}" if s["program"]["stdin"] else "")))
+    prog = text.command(s["program"]["argv"], s["program"]["stdin"])
+    console.print(escape(f"study {s['study']} ({s['objective']}); program: {prog}"))
     if s["program"].get("server"):
         console.print(escape(f"a server, under its load: {s['program']['server']['load']} "
                              "(wall = the load's time; RSS = all its processes, every 100 ms)"))
@@ -96,6 +96,25 @@ def show(s: dict, console: Console):
     console.print(escape(f"verdict: {s['verdict']}"), style="bold")
 
 
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
+
+
+def plan_line(ev) -> str | None:
+    """The plan before the first run, and the estimate once the warm-up has been timed."""
+    if ev["event"] == "plan":
+        n = len(ev["candidates"])
+        return (f"validate: plan: {n} candidates ({', '.join(ev['candidates'])}) x "
+                f"{ev['rounds']} rounds = {n * ev['rounds']} runs, after {ev['warmups']} "
+                "warm-up runs on glibc (its output is the reference); warming up...")
+    if ev["event"] == "warmup":
+        return (f"validate: warm-up run took {ev['seconds']:.2f} s: about "
+                f"{_duration(ev['seconds'] * (ev['runs'] + 1))} for the rest "
+                f"({ev['runs']} runs and the second warm-up)")
+    return None
+
+
 class _Lines:
     """Progress without a terminal (a pipe, a file, a CI log): one plain line per finished
     round, flushed, instead of a bar nobody sees."""
@@ -110,11 +129,20 @@ class _Lines:
         return False
 
     def __call__(self, ev):
-        if ev["event"] == "build":
+        if plan_line(ev):
+            self.console.print(escape(plan_line(ev)))
+        elif ev["event"] == "build":
             self.console.print(escape(f"validate: building {ev['candidate']}"))
         elif ev["event"] == "run" and ev["run"].get("problem"):
-            self.console.print(escape(f"validate: {ev['candidate']} disqualified: "
+            self.console.print(escape(f"validate: run {ev['done']}/{ev['total']} "
+                                      f"{ev['candidate']} disqualified: "
                                       f"{ev['run']['problem']}"))
+        elif ev["event"] == "run":
+            r = ev["run"]
+            self.console.print(escape(
+                f"validate: run {ev['done']}/{ev['total']} {ev['candidate']}: wall "
+                f"{r['wall_s']:.3f} s, CPU {r['user_s'] + r['sys_s']:.3f} s, peak RSS "
+                f"{_size(r['peak_rss_bytes'])}"))
         elif ev["event"] == "round":
             walls = sorted(r["wall_s"] for r in ev["rows"] if r.get("wall_s") is not None)
             self.console.print(
@@ -136,7 +164,9 @@ def progress_bar(console: Console):
     task = prog.add_task("runs", total=None, what="")
 
     def progress(ev):
-        if ev["event"] == "build":
+        if plan_line(ev):
+            prog.console.print(escape(plan_line(ev)))
+        elif ev["event"] == "build":
             prog.update(task, what=escape(f"building {ev['candidate']}"))
         elif ev["event"] == "run":
             prog.update(task, total=ev["total"], completed=ev["done"],
@@ -172,12 +202,16 @@ def progress_bar(console: Console):
               show_default=True,
               help="perf/pareto: choose on the wall time, or on the program's user + sys CPU "
                    "time (steadier than wall time when other work loads the machine).")
+@click.option("--min-effect", type=float, default=_validate.rule.MIN_EFFECT, show_default=True,
+              metavar="PCT",
+              help="The smallest gain worth acting on: a significant gain under PCT % keeps the "
+                   "simpler option (docs/validate.md, 'The minimum effect').")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @server_options
 @click.argument("program", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def command(ctx, study_name, objective, top, runs, max_memory_overhead, references, libs, timeout,
-            memory_measure, time_measure, as_json, load, ready, ready_timeout, stop_sig, warmup,
+            memory_measure, time_measure, min_effect, as_json, load, ready, ready_timeout, stop_sig, warmup,
             program):
     """Run the real program under the study's best settings, generic HC, glibc and the others.
 
@@ -199,7 +233,8 @@ def command(ctx, study_name, objective, top, runs, max_memory_overhead, referenc
                                references, extra, max_memory_overhead, timeout, progress,
                                objective=objective, memory_measure=memory_measure,
                                time_measure=time_measure,
-                               server=server.to_dict() if server else None)
+                               server=server.to_dict() if server else None,
+                               min_effect=min_effect)
     if as_json:
         click.echo(json.dumps(s, indent=2, sort_keys=True))
     else:

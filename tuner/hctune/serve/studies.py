@@ -173,7 +173,7 @@ def comparison(svc: Service, q, snap=None) -> list[dict] | None:
     once for a finished study (counted: svc.counters["report"])."""
     def make():
         try:
-            data = _report.collect(svc.cfg.db_path, q["study"])
+            data = _report.collect(svc.cfg.db_path, q["study"], first_screen=False)
         except HctuneError:
             return None
         return [{"trace": t["id"], "allocators": t["allocators"]} for t in data["traces"]]

@@ -11,7 +11,9 @@ already live) are counted, never fatal.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 from hctune import native
@@ -157,8 +159,11 @@ def compute(trace: Trace, points: int = GRAPH_POINTS) -> dict:
     }
 
 
-def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = None) -> dict:
-    """Statistics of the trace at path (C tool when built, else pure Python)."""
+def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = None,
+          progress=None, progress_every: int = 1 << 20) -> dict:
+    """Statistics of the trace at path (C tool when built, else pure Python). `progress(done,
+    total)`: called every `progress_every` events the C tool has read (a trace of tens of millions of
+    events takes seconds)."""
     path = Path(path)
     tool = _tool() if use_tool is not False else None
     if use_tool and tool is None:
@@ -167,12 +172,36 @@ def stats(path: str | Path, points: int = GRAPH_POINTS, use_tool: bool | None = 
         return compute(open_trace(path), points)
     if not path.is_file():
         open_trace(path)   # raises the reader's one-line error for a missing file / directory
-    r = subprocess.run([str(tool), "stats", str(path), str(points)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        lines = (r.stderr or "hctrace-tool failed").strip().splitlines() or ["hctrace-tool failed"]
+    if progress is None:
+        r = subprocess.run([str(tool), "stats", str(path), str(points)], capture_output=True,
+                           text=True)
+        out, err, rc = r.stdout, r.stderr, r.returncode
+    else:
+        # stdout (the JSON) to a file, stderr read line by line: no pipe fills up and blocks
+        with tempfile.TemporaryFile("w+") as fo:
+            proc = subprocess.Popen([str(tool), "stats", str(path), str(points)], stdout=fo,
+                                    stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ,
+                                         "HCTRACE_PROGRESS": str(max(1, progress_every))})
+            errs = []
+            try:
+                for line in proc.stderr:
+                    w = line.split()
+                    if len(w) == 3 and w[0] == "progress" and w[1].isdigit() and w[2].isdigit():
+                        progress(int(w[1]), int(w[2]))
+                    else:
+                        errs.append(line)
+                rc = proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            fo.seek(0)
+            out, err = fo.read(), "".join(errs)
+    if rc != 0:
+        lines = (err or "hctrace-tool failed").strip().splitlines() or ["hctrace-tool failed"]
         raise TraceError(lines[-1])
-    return json.loads(r.stdout)
+    return json.loads(out)
 
 
 SUMMARY_SUFFIX = ".sum"    # the preload tracer's counts, beside each trace it writes

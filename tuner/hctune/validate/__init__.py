@@ -34,6 +34,7 @@ is `hctune.realruns`); this module runs the whole validation. Every name is impo
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 
@@ -50,7 +51,9 @@ from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_
 from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
 from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
 from hctune.validate.summary import (DEFAULT_MEMORY_OVERHEAD, TIME_MEASURES, _pct, _span,  # noqa: F401
-                                    _verdict, add_headroom, summarize)
+                                    _verdict, add_headroom, load_notes, load_summary,
+                                    summarize)
+from hctune.validate import rule
 
 
 def _limit(row, memory_limit) -> tuple[float | None, bool]:
@@ -104,7 +107,8 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              extra=(), memory_limit: float | None = None, timeout: float | None = None,
              progress=None, seed: int = 0, storage: str | None = None,
              objective: str | None = None, memory_measure: str | None = None,
-             time_measure: str = "wall", server: dict | None = None) -> dict:
+             time_measure: str = "wall", server: dict | None = None,
+             min_effect: float = rule.MIN_EFFECT) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
     on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
@@ -114,9 +118,14 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
     `memory_measure` (peak | mean | final): mem's measure, default the study's;
     `time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user + sys
     CPU time; `server`: the program is a server loaded as this says (profile.ServerLoad's dict;
-    default: as its trace recorded), measured by its RSS over the load and the load's time."""
+    default: as its trace recorded), measured by its RSS over the load and the load's time;
+    `min_effect` (%): a significant gain smaller than this keeps the simpler option.
+    Progress also gets "plan" ({"candidates", "rounds", "warmups"}) before the first run and
+    "warmup" ({"seconds", "runs"}) after the first warm-up run."""
     if runs < MIN_RUNS:
         raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
+    if not 0 <= min_effect < 100:
+        raise HctuneError(f"--min-effect is a percentage from 0 to 100, not {min_effect:g}")
     if top < 1:
         raise HctuneError("--top must be at least 1")
     if time_measure not in TIME_MEASURES:
@@ -145,7 +154,8 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         status = "failed"
         try:
             summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
-                                  seed, memory_limit, notes, memory_measure, time_measure)
+                                  seed, memory_limit, notes, memory_measure, time_measure,
+                                  min_effect)
             add_headroom(summary, _max_live(db, row))
             status = "done"
         except KeyboardInterrupt:
@@ -160,8 +170,12 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
 
 
 def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
-                memory_limit, notes, memory_measure="peak", time_measure="wall") -> dict:
+                memory_limit, notes, memory_measure="peak", time_measure="wall",
+                min_effect=rule.MIN_EFFECT) -> dict:
+    loads = [os.getloadavg()[0]]       # the machine's 1-minute load, sampled at every run
+
     def on_run(r, done, total):
+        loads.append(os.getloadavg()[0])
         db.add_real_run(vid, r)     # stored as it finishes: an interrupted validation keeps it
         if progress:
             progress({"event": "run", "done": done, "total": total, "candidate": r["candidate"],
@@ -169,13 +183,23 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
     def on_round(done, total, rows):
         if progress:
             progress({"event": "round", "done": done, "total": total, "rows": rows})
+    def on_warmup(seconds):
+        if progress:
+            progress({"event": "warmup", "seconds": seconds, "runs": runs * len(cands)})
+    if progress:
+        progress({"event": "plan", "candidates": [c.label for c in cands], "rounds": runs,
+                  "warmups": 2})
     all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
-                                           on_round=on_round)
+                                           on_round=on_round, on_warmup=on_warmup)
     limit, vs_generic = _limit(row, memory_limit)
     slowdown = json.loads(row["options_json"] or "{}").get("max_slowdown")
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
-                        memory_measure, slowdown, time_measure)
-    summary["notes"] = notes + more + summary["notes"]
+                        memory_measure, slowdown, time_measure, min_effect)
+    summary["load"] = load_summary(loads)
+    unsure = load_notes(summary)
+    summary["notes"] = notes + more + summary["notes"] + unsure
+    if unsure and summary["measure"] in TIME_MEASURES.values():
+        summary["verdict"] += "; unsure: " + unsure[0].split(": ", 1)[1].split("; ")[0]
     summary["libraries"] = libraries(cands)     # what `hctune check` names when one changed
     if prog.server:     # each run's sampled RSS curve and p95 ([s since the load began, bytes])
         summary["server_runs"] = [{"candidate": r["candidate"], "round": r["round"],

@@ -20,14 +20,25 @@ The rule (`recommend`):
    95 % interval of the ratio of its median to theirs lies wholly below 1 (paired bootstrap,
    `hctune.validate.stats.ratio_ci`). The simplest eligible candidates are justified as they
    stand;
-4. the recommendation is the justified candidate with the best median (ties: the simpler, then
+4. a significant gain must also be worth acting on: the median ratio at least `min_effect` %
+   below 1 (MIN_EFFECT by default; `hctune validate --min-effect PCT`). A 0.1 % smaller RSS
+   that the intervals call significant keeps the simpler option, and the verdict says "no
+   difference worth acting on";
+5. the recommendation is the justified candidate with the best median (ties: the simpler, then
    the label). So a setting 1 % faster than generic HC with an interval of -6 to 5 % is not the
    answer: generic HC is, and the verdict says why.
+
+Why MIN_EFFECT is 1 %: changing an allocator is a change to a deployment (a library to ship, a
+line to keep), and the intervals of one validation only cover the noise of that session: the
+drift between days (another kernel, another input, the page cache) is of the order of a per
+cent on RSS and more on time, so a smaller gain is not one a user can expect to keep
+(docs/validate.md, "The minimum effect").
 """
 
 from __future__ import annotations
 
 SIMPLEST, AS_IT_COMES, TUNED = 0, 1, 2
+MIN_EFFECT = 1.0     # %: the smallest gain worth acting on (see above)
 
 
 def simplicity(entry: dict) -> int:
@@ -42,8 +53,13 @@ def significantly_better(r: dict | None) -> bool:
     return bool(r) and r["ci"][1] < 1
 
 
+def worth_acting_on(r: dict | None, min_effect: float = MIN_EFFECT) -> bool:
+    """Significantly better, and by at least `min_effect` % at the median."""
+    return significantly_better(r) and r["ratio"] <= 1 - min_effect / 100
+
+
 def recommend(entries: list[dict], measure: str, ratio, cap: float | None = None,
-              cap_field: str = "peak_rss_bytes") -> dict:
+              cap_field: str = "peak_rss_bytes", min_effect: float = MIN_EFFECT) -> dict:
     """The rule above over `entries` (summary rows). `ratio(a, b, measure)` -> {"ratio", "ci"}
     or None: a's median over b's with its interval; `cap`: the largest eligible median of
     `cap_field` (perf: peak RSS in bytes; mem: wall seconds; None: no cap). Returns {"choice": the recommended row or None, "best": the
@@ -59,18 +75,22 @@ def recommend(entries: list[dict], measure: str, ratio, cap: float | None = None
             eligible = within
         else:
             capped = False
-    out = {"choice": None, "best": None, "over_cap": over, "capped": capped}
+    out = {"choice": None, "best": None, "over_cap": over, "capped": capped, "small": []}
     if not eligible:
         return out
 
     def key(e):
         return (e["median"][measure], simplicity(e), e["candidate"])
 
-    def justified(c):
-        return all(significantly_better(ratio(c, s, measure)) for s in eligible
+    def justified(c, worth):
+        return all(worth(ratio(c, s, measure)) for s in eligible
                    if simplicity(s) < simplicity(c))
     out["best"] = min(eligible, key=key)
-    out["choice"] = min((e for e in eligible if justified(e)), key=key)
+    out["choice"] = min((e for e in eligible
+                         if justified(e, lambda r: worth_acting_on(r, min_effect))), key=key)
+    # significant, but by less than the minimum effect: kept out, and said so
+    out["small"] = [e for e in eligible if e is not out["choice"]
+                    and key(e) < key(out["choice"]) and justified(e, significantly_better)]
     return out
 
 
@@ -83,7 +103,11 @@ def _decimals(*percents: float) -> int:
 
 
 def span(a: float, b: float, d: int = 0) -> str:
-    """An interval in percent: "4–10 %", or "-6 to 5 %" when it crosses or is below zero."""
+    """An interval in percent: "4–10 %", or "-6 to 5 %" when it crosses or is below zero; an
+    interval that is not a point keeps enough decimals (up to 2) not to read as one ("1.6–2.4
+    %", not "2–2 %")."""
+    while d < 2 and round(a, 2) != round(b, 2) and round(a, d) == round(b, d):
+        d += 1
     a, b = round(a, d) + 0, round(b, d) + 0     # + 0: no "-0"
     fa, fb = (f"{a:.{d}f}", f"{b:.{d}f}")
     return f"{fa}–{fb} %" if a >= 0 else f"{fa} to {fb} %"

@@ -145,12 +145,13 @@ def _against(row: dict, reference: dict | None) -> dict:
 def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path | None = None,
                timeout: float | None = None, seed: int = 0, on_run=None,
                expected_sha256: str | None = None,
-               on_round=None) -> tuple[list[dict], dict, list[str]]:
+               on_round=None, on_warmup=None) -> tuple[list[dict], dict, list[str]]:
     """The measuring loop, without the database: one warm-up run on glibc (whose output and
     exit status become the reference, or `expected_sha256` for the output), then `runs` rounds,
     each running every candidate once in a shuffled order; a candidate is dropped after its
     first bad run. `on_run(row, done, total)` after every run, `on_round(done rounds, rounds,
-    this round's rows)` after every round. Returns (runs, reference, notes)."""
+    this round's rows)` after every round, `on_warmup(seconds)` after the first warm-up run.
+    Returns (runs, reference, notes)."""
     launcher = launcher or hcrun()
     glibc = next((c for c in cands if c.label == "glibc"), Candidate("glibc", "reference", "glibc"))
     notes = []
@@ -159,6 +160,8 @@ def run_rounds(prog: Program, cands: list[Candidate], runs: int, launcher: Path 
     if first.get("problem"):
         raise HctuneError(f"the program could not be run: {first['problem']}")
     warm = time.monotonic() - t0
+    if on_warmup:
+        on_warmup(warm)
     reference = {"exit_status": first["exit_status"],
                  "stdout_sha256": expected_sha256 or first["stdout_sha256"]}
     if expected_sha256 is None:

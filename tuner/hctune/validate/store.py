@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from hctune import text
 from hctune.realruns import winner_entry
 
 
@@ -21,8 +22,7 @@ def provenance(summary: dict, candidate: str | None = None) -> dict:
     out = {"validated": f"{summary['runs']} interleaved real runs per candidate on "
                         f"{summary['date']} (validation #{summary['validation_id']}), output "
                         f"checked: {summary['output_check']}",
-           "program": " ".join(prog["argv"]) + (f" < {prog['stdin']}" if prog["stdin"] else "")
-           + f" (in {prog['cwd']})"}
+           "program": text.command(prog["argv"], prog["stdin"]) + f" (in {prog['cwd']})"}
     if w is not None:
         def line(e):
             parts = [f"{m} {_fmt_measure(m, e['median'][m])} (CI "

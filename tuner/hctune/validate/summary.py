@@ -4,6 +4,7 @@ RSS; perf and pareto: wall time among those within the memory limit) and the ver
 
 from __future__ import annotations
 
+import os
 import zlib
 
 from hctune import allocators
@@ -84,7 +85,8 @@ def _time_cap(rows, max_slowdown):
 def summarize(cands: list[Candidate], runs: list[dict], objective: str,
               memory_limit: float | None = DEFAULT_MEMORY_OVERHEAD, seed: int = 0,
               memory_vs_generic: bool = False, memory_measure: str = "peak",
-              max_slowdown: float | None = None, time_measure: str = "wall") -> dict:
+              max_slowdown: float | None = None, time_measure: str = "wall",
+              min_effect: float = rule.MIN_EFFECT) -> dict:
     """Medians, intervals, ratios, the recommendation, the HC winner and the verdict from the
     stored runs (pure: the same runs give the same summary). perf/pareto choices keep median
     peak RSS within `memory_limit` % of glibc's (`memory_vs_generic`: of the larger of glibc's
@@ -93,7 +95,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     `memory_measure` (the study's --memory-measure): mem's measure, the peak RSS, or the mean
     or the final RSS of the runs' RSS curve. `max_slowdown` (the study's --max-slowdown): mem
     choices keep median wall time within this many percent of glibc's. `time_measure` (wall |
-    cpu): perf's and pareto's measure, the wall time or the program's user + sys CPU time."""
+    cpu): perf's and pareto's measure, the wall time or the program's user + sys CPU time.
+    `min_effect` (%): a significant gain smaller than this keeps the simpler option."""
     import numpy as np  # deferred: numpy (~0.2 s) only when a summary is computed
     rng = np.random.default_rng(seed)
     curve_rng = np.random.default_rng(seed + 1)
@@ -115,6 +118,17 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
             entry["origin"] = c.origin
         if c.setting is not None and generic is not None and c.allocator == "hc":
             entry["changed_from_generic"] = _knobs.diff_from(c.setting, generic)
+        if c.kind == "generic" and c.setting is not None:
+            # the search's generic HC holds its fixed knobs (ARENAS=1 on a single-threaded
+            # trace): not the build/libhcmalloc.so of Table 6 as the paper gives it, so named
+            # apart wherever the two can meet
+            from hctune.search import space  # deferred: Optuna (the search's fixed knobs)
+            fixed = space.fixed_values()
+            held = {k: v for k, v in _knobs.diff_from(_knobs.complete(c.setting),
+                                                      _knobs.preset("generic")).items()
+                    if fixed.get(k) == v}
+            if held:
+                entry["as_searched"] = ", ".join(f"{k}={v}" for k, v in held.items())
         for m in MEASURES:
             xs = list(vals[c.label][m].values())
             entry["median"][m] = _median(xs)
@@ -145,8 +159,9 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
     # tuned too, but has no malloc.c: it competes in the recommendation only)
     hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")
-                         and e["allocator"] == "hc"], measure, ratio, cap, cap_field)
-    overall = rule.recommend(rows, measure, ratio, cap, cap_field)
+                         and e["allocator"] == "hc"], measure, ratio, cap, cap_field,
+                        min_effect)
+    overall = rule.recommend(rows, measure, ratio, cap, cap_field, min_effect)
     notes = []
     for e in overall["over_cap"]:
         e["over_memory_limit" if cap_field == "peak_rss_bytes" else "over_time_limit"] = True
@@ -167,7 +182,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     gen_row = next((e for e in rows if e["kind"] == "generic"), None)
     significant = bool(winner and winner["kind"] == "tuned" and gen_row is not None
                        and rule.significantly_better(ratio(winner, gen_row, measure)))
-    verdict = _verdict(rows, measure, hc, overall, ratio, limit)
+    verdict = _verdict(rows, measure, hc, overall, ratio, limit, min_effect)
     dom = _dominating(rows, measure, rec, ratio, cap, cap_field)
     if dom:
         verdict += "; " + dom
@@ -181,13 +196,13 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
             "memory_limit_pct": memory_limit,
             "memory_limit_of": "max(glibc, generic HC)" if memory_vs_generic else "glibc",
             "time_limit_pct": max_slowdown if not timed else None,
-            "time_measure": time_measure if timed else None,
+            "time_measure": time_measure if timed else None, "min_effect_pct": min_effect,
             "candidates": rows, "winner": brief(winner), "recommendation": brief(rec),
             "best_measured": overall["best"]["candidate"] if overall["best"] else None,
             "significant": significant, "verdict": verdict, "notes": notes,
             "rule": "the recommendation must win significantly (95 % interval of its ratio wholly "
-                    "below 1) over every simpler option (glibc; then an allocator as it comes, "
-                    "generic HC included; then a tuned setting); else the simpler option stands",
+                    f"below 1, median at least {min_effect:g} % better) over every simpler "
+                    "option (glibc; then an allocator as it comes, generic HC included; then a tuned setting); else the simpler option stands",
             "interval": "95 %: percentile bootstrap of the median; ratios: median over median, "
                         f"paired bootstrap over rounds ({BOOTSTRAP} resamples)"}
 
@@ -195,7 +210,8 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
 def name(e: dict) -> str:
     """How a verdict names a candidate the first time: with its allocator and trial."""
     if e["kind"] == "generic":
-        return "generic HC"
+        return "generic HC" + (f" (as searched: {e['as_searched']})" if e.get("as_searched")
+                               else "")
     if e["kind"] == "tuned":
         o = e.get("origin")
         trial = (f", trial {o['trial']} of study {o['study']}" if o
@@ -209,7 +225,8 @@ def short(e: dict) -> str:
     return "generic HC" if e["kind"] == "generic" else e["candidate"]
 
 
-def _verdict(rows, measure, hc, overall, ratio, limit="memory limit") -> str:
+def _verdict(rows, measure, hc, overall, ratio, limit="memory limit",
+             min_effect: float = rule.MIN_EFFECT) -> str:
     """What to use and why, in one line: the recommendation with its gain over the simpler
     options, the better-looking candidate it was preferred to, every reference whose median
     beat it (with its interval), and what `emit` writes when the answer is not HC."""
@@ -223,7 +240,8 @@ def _verdict(rows, measure, hc, overall, ratio, limit="memory limit") -> str:
     if rule.simplicity(rec) == rule.SIMPLEST:
         head = ("keep glibc: no allocator" + (f" within the {limit}" if overall["over_cap"]
                                                else "")
-                + f" was significantly {better} on this program")
+                + f" was significantly {better} on this program"
+                + (f" by {min_effect:g} % or more" if overall.get("small") else ""))
     else:
         gains = []
         base = next((e for e in rows if e["allocator"] == rec["allocator"]
@@ -237,7 +255,11 @@ def _verdict(rows, measure, hc, overall, ratio, limit="memory limit") -> str:
     parts.append(head)
     if best is not None and best is not rec:
         r = ratio(best, rec, measure)
-        if r:
+        if r and best in overall.get("small", ()):
+            parts.append(f"{name(best)} was {rule.pct(r, better, worse, short(rec))}: "
+                         f"significant but under the {min_effect:g} % minimum effect, no "
+                         "difference worth acting on, so the simpler option stands")
+        elif r:
             parts.append(f"{name(best)} was {rule.pct(r, better, worse, short(rec))}, "
                          "not a significant difference, so the simpler option stands")
     for e in rows:
@@ -305,3 +327,46 @@ def add_headroom(summary: dict, max_live_bytes: int | None) -> dict:
                                f"{left:.0f} % left to gain by any allocator")
     return summary
 
+
+# ---- how much to trust a time verdict ----
+
+# a time ratio whose 95 % interval is wider than this (in points of the ratio) says little: the
+# demo on a loaded 2-core machine gave "30 % slower than glibc (CI -45 to 138 %)"
+WIDE_INTERVAL = 0.25
+
+
+def load_summary(loads: list[float], cores: int | None = None) -> dict:
+    """The 1-minute load average sampled before and after every real run: its median and most,
+    beside the machine's core count (a load above the cores: programs waited for a core)."""
+    cores = cores or os.cpu_count() or 1
+    xs = sorted(loads)
+    return {"median": _median(xs), "max": xs[-1] if xs else None, "cores": cores,
+            "busy": bool(xs) and _median(xs) > cores}
+
+
+def load_notes(s: dict) -> list[str]:
+    """Notes for a time verdict that cannot be trusted much: the machine was busy during the
+    runs, or a time interval is so wide it spans large gains and losses at once."""
+    timed = s.get("measure") in TIME_MEASURES.values()
+    wall = s.get("measure") != "cpu_s"
+    load = s.get("load") or {}
+    wide = []
+    for e in s["candidates"]:
+        r = e.get("vs_glibc", {}).get("wall_s")
+        if r and not e.get("disqualified") and r["ci"][1] - r["ci"][0] > WIDE_INTERVAL:
+            ci = rule.span((r["ci"][0] - 1) * 100, (r["ci"][1] - 1) * 100)
+            wide.append(f"{e['candidate']} {ci}")
+    out = []
+    why = []
+    if load.get("busy"):
+        why.append(f"the machine was busy during the runs (load average {load['median']:.1f}, "
+                   f"up to {load['max']:.1f}, on {load['cores']} cores)")
+    if wide:
+        why.append("the wall-time intervals are wide (vs glibc: " + ", ".join(wide[:3])
+                   + (", ..." if len(wide) > 3 else "") + ")")
+    if why:
+        hint = ("rerun with --time-measure cpu (CPU time does not count the wait for a core) "
+                "or more --runs" if wall else "rerun with more --runs, on a quieter machine")
+        out.append(("time verdicts are unsure: " if timed else "wall times are unsure (the "
+                    "memory verdict is not): ") + " and ".join(why) + "; " + hint)
+    return out
