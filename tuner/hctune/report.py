@@ -21,6 +21,7 @@ from hctune.trace import register
 from hctune.db import Database
 from hctune.files import write_atomic
 from hctune.errors import HctuneError
+from hctune.search import answer as _answer
 from hctune.search import results
 from hctune.search import space
 from hctune.search import study as _study
@@ -124,10 +125,12 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
         best = _bests(db, row, st, generic)
         main = best.get("mem" if row["objective"] != "perf" else "perf")
         real = realruns.latest(db, row["name"])
-        if real and real.get("winner"):
-            main = {"trial": real["winner"]["trial"],
-                    "setting": realruns.winner_setting(real),
-                    "allocator": real["winner"].get("allocator") or "hc"}
+        answer = None
+        if real and real.get("winner"):     # the same choice `best` and `emit` make
+            w, rec = _answer.validated_choices(db, st, real)
+            main = {"trial": w.number, "setting": w.setting, "allocator": w.allocator,
+                    "study": w.origin["study"] if w.origin else row["name"]}
+            answer = rec.label()
         traces = []
         for tr in results.study_traces(db, row):
             if measure_references:
@@ -147,7 +150,8 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
             })
     data = {"study": row["name"], "objective": row["objective"], "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,
-            "best": best, "traces": traces, "validation": real}
+            "best": best, "traces": traces, "validation": real,
+            "answer": answer or (main or {}).get("label")}
     data["summary"] = summary(data)
     return data
 
@@ -179,7 +183,7 @@ def _bests(db: Database, row, st, generic: dict) -> dict:
             out[o] = {"trial": t.number, "study": src_row["name"], "setting": setting,
                       "allocator": alloc, "mem": t.user_attrs["mem"],
                       "perf": t.user_attrs["perf"], "seed": t.user_attrs.get("seed"),
-                      "changed": changed}
+                      "changed": changed, "label": _answer.Choice(alloc, setting, t).label()}
     return out
 
 

@@ -29,12 +29,24 @@ def _fmt(v, spec=".2f"):
 def show(r: dict, console: Console):
     perf = "instructions_per_op" if r["metric"] == "instructions" else "time_ns_per_op"
     who = f"trial {r['trial']}" if r["trial"] is not None else "the generic setting"
-    console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
-                  f"[bold]{r['objective']}[/]: {who}"
-                  + (escape(f" (seed: {r['seed']})") if r["seed"] else "")
-                  + (f", chosen by real runs (the replay's best: trial {r['replay_best_trial']})"
-                     if r["chosen_by"] == "real runs" else ", chosen by the replay "
-                     "(not validated: hctune validate)"))
+    if r["trial"] is not None and r.get("trial_study", r["study"]) != r["study"]:
+        who = f"the study {r['trial_study']}'s trial {r['trial']}"
+    seed = escape(f" (seed: {r['seed']})") if r["seed"] else ""
+    answer = (r.get("answer") or {}).get("label")
+    if r["chosen_by"] == "real runs" and answer:
+        # the verdict's answer first (it can be glibc or another allocator), then HC's best
+        console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), answer "
+                      f"for [bold]{r['objective']}[/]: {escape(answer)}, chosen by real runs "
+                      f"(the replay's best: trial {r['replay_best_trial']})")
+        if r["answer"]["allocator"] != r.get("allocator", "hc") or \
+                r["answer"]["trial"] != r["trial"]:
+            console.print(f"HC's best (what malloc.c holds; the tables measure it): {who}{seed}")
+    else:
+        console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
+                      f"[bold]{r['objective']}[/]: {who}{seed}"
+                      + (", chosen by real runs (the replay's best: trial "
+                         f"{r['replay_best_trial']})" if r["chosen_by"] == "real runs"
+                         else ", chosen by the replay (not validated: hctune validate)"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
     if r.get("allocator", "hc") != "hc":

@@ -124,8 +124,13 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                              trial=t.number, replay={"mem_ratio": t.user_attrs["mem"],
                                                      "perf_ratio": t.user_attrs["perf"]}))
     if not out:
-        notes.append("the study's best (for pareto: its whole front) is the generic setting: "
-                     "there is no other tuned setting to run")
+        if any(_study.trial_allocator(t) != "hc" for t in done):
+            # a study across allocators: its best can be another allocator's; say HC's
+            notes.append("HC's best in the study (for pareto: HC's part of the front) is the "
+                         "generic setting: there is no other tuned HC setting to run")
+        else:
+            notes.append("the study's best (for pareto: its whole front) is the generic "
+                         "setting: there is no other tuned setting to run")
     out.append(Candidate("hc generic", "generic", "hc", setting=generic,
                          trial=gen_trial.number if gen_trial else None,
                          replay={"mem_ratio": gen_trial.user_attrs["mem"],
