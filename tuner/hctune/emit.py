@@ -77,8 +77,9 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
     line pointing at `emit --env`."""
     alloc, setting, prov = choose(db_path, study, objective, preset, sets, trial=trial,
                                   paths=paths)
-    if alloc != "hc":
-        raise HctuneError(f"the recommendation is {allocator_knobs.describe(alloc, setting)}: "
+    fam = allocators.family(alloc)
+    if not fam.compiled:
+        raise HctuneError(f"the recommendation is {fam.describe(setting)}: "
                           f"not HC, so there is no malloc.c to write; write its environment "
                           f"with `hctune emit --env FILE`")
     return setting, prov
@@ -94,18 +95,18 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     recommendation over every candidate, which can be glibc or jemalloc as they come, instead
     of its HC winner."""
     sets = list(sets or ())
-    if allocator in (None, "hc") and not any("." in i.partition("=")[0] for i in sets):
+    if allocators.is_hc(allocator) and not any("." in i.partition("=")[0] for i in sets):
         _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     prov = {}
-    if allocator is not None and allocator != "hc":
+    if not allocators.is_hc(allocator):
         if study is not None or preset is not None:
             raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
                               f"two ways; give one")
-        if allocator not in allocator_knobs.names():
+        if allocators.find(allocator) is None:
             raise HctuneError(f"--allocator: use hc or {', '.join(allocator_knobs.names())}, "
                               f"not {allocator!r}")
         allocators.resolve(allocator)  # installed? (one line saying how to add it)
-        setting = allocator_knobs.parse_sets(allocator, sets)
+        setting = allocators.family(allocator).parse(sets)
         prov.update(objective=f"{allocator} as asked (--allocator"
                               + (f", --set {' '.join(sets)})" if sets else ")"),
                     measured="not measured by hctune", validated="not validated in real runs",
@@ -251,7 +252,7 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
     path = Path(path)
     if path.is_dir():
         raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")
-    if alloc == "hc":
+    if allocators.family(alloc).compiled:
         if library is None:
             raise HctuneError("an HC recommendation needs its .so beside the file")
         variables, package, title = {}, None, "HC, tuned by hctune (Hasan & Chang 2006, §3)"
@@ -259,7 +260,7 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
         library = allocators.resolve(alloc).library
         variables = allocator_knobs.env_vars(alloc, setting)
         package = allocator_knobs.allocator(alloc).package if library is not None else None
-        title = f"{allocator_knobs.describe(alloc, setting)}, recommended by hctune"
+        title = f"{allocators.family(alloc).describe(setting)}, recommended by hctune"
     exports = []
     if library is not None:
         exports.append(("LD_PRELOAD", str(Path(library).resolve())))
@@ -282,7 +283,7 @@ def emit_env(db_path, env_path, study=None, objective=None, preset=None, sets=()
                                   any_allocator=True)
     written = {}
     library = None
-    if alloc == "hc":
+    if allocators.family(alloc).compiled:
         out = Path(out) if out else env_path.parent / "malloc.c"
         so = Path(so) if so else env_path.parent / SO_NAME
         written = emit(db_path, out, study, objective, preset, sets, so)

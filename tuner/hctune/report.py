@@ -70,9 +70,9 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
     by_host: dict[str, dict] = {}
     last_id: dict[str, int] = {}
     for m in db.measurements(trace_id=trace_id):
-        if m["allocator"] == "hc":
+        if allocators.is_hc(m["allocator"]):
             label = {generic_key: "hc generic"}.get(m["setting"])
-            if tuned_allocator == "hc" and m["setting"] == tuned_key:
+            if allocators.is_hc(tuned_allocator) and m["setting"] == tuned_key:
                 label = "hc tuned"
             if label is None:
                 continue
@@ -114,8 +114,7 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
         trials = []
         for t in _study.finished(st):
             alloc = _study.trial_allocator(t)
-            changed = _knobs.diff_from(_study.trial_setting(t), generic) if alloc == "hc" \
-                else _study.trial_setting(t)
+            changed = allocators.family(alloc).changed(_study.trial_setting(t), generic)
             trials.append({"number": t.number, "allocator": alloc, "mem": t.user_attrs["mem"],
                            "perf": t.user_attrs["perf"], "feasible": _study.feasible(t),
                            "seed": t.user_attrs.get("seed"), "setting": t.user_attrs["setting"],
@@ -175,11 +174,11 @@ def _bests(db: Database, row, st, generic: dict) -> dict:
         t = _study.choose(src, o)
         if t is not None:
             setting, alloc = _study.trial_setting(t), _study.trial_allocator(t)
-            changed = (", ".join(f"{k}={v}" for k, v in
-                                 _knobs.diff_from(setting, generic).items()) or "nothing"
-                       if alloc == "hc" else
-                       f"{alloc}: " + (", ".join(f"{k}={v}" for k, v in setting.items())
-                                       or "its defaults"))
+            fam = allocators.family(alloc)
+            changed = (", ".join(f"{k}={v}" for k, v in fam.changed(setting, generic).items())
+                       or ("nothing" if fam.compiled else "its defaults"))
+            if not fam.compiled:
+                changed = f"{alloc}: {changed}"
             out[o] = {"trial": t.number, "study": src_row["name"], "setting": setting,
                       "allocator": alloc, "mem": t.user_attrs["mem"],
                       "perf": t.user_attrs["perf"], "seed": t.user_attrs.get("seed"),
@@ -218,7 +217,8 @@ def summary(data: dict) -> dict:
         rec = v["recommendation"]
         row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
         use = ("keep glibc" if rec["allocator"] == "glibc" and rec["kind"] != "tuned"
-               else f"use {rec['candidate']}" + (" (HC)" if rec["allocator"] == "hc" else ""))
+               else f"use {rec['candidate']}" + (" (HC)" if allocators.is_hc(rec["allocator"])
+                                                 else ""))
         saves = [w for w in (_ratio_words(row["vs_glibc"].get("peak_rss_bytes"), "smaller",
                                           "larger"),
                              _ratio_words(row["vs_glibc"].get("wall_s"), "faster", "slower"))
@@ -227,7 +227,7 @@ def summary(data: dict) -> dict:
                 f"intervals; chosen only when significantly better than every simpler option "
                 f"(validation #{v['validation_id']}, {v['date']})")
         emit = "hctune emit -o malloc.c" + (f" --study {data['study']}")
-        if rec["kind"] == "tuned" and rec["allocator"] != "hc":
+        if rec["kind"] == "tuned" and not allocators.is_hc(rec["allocator"]):
             emit = f"hctune emit --env {rec['allocator']}.env --study {data['study']}"
         elif rec["kind"] not in ("tuned", "generic"):
             emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
@@ -239,7 +239,7 @@ def summary(data: dict) -> dict:
     if b is None:
         return {"use": "nothing yet: no trial within the limits", "saves": "-",
                 "sure": "not validated", "verdict": None, "emit": None, "validated": False}
-    what = ("HC; changed from generic: " + b["changed"] if b.get("allocator", "hc") == "hc"
+    what = ("HC; changed from generic: " + b["changed"] if allocators.is_hc(b.get("allocator"))
             else b["changed"])
     return {"use": f"trial {b['trial']} ({what})",
             "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hctune import allocator_knobs
+from hctune import allocators
 from hctune.search import results
 
 
@@ -37,10 +37,11 @@ def show(r: dict, console: Console):
         # the verdict's answer first (it can be glibc or another allocator), then HC's best
         console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), answer "
                       f"for [bold]{r['objective']}[/]: {escape(answer)}, chosen by real runs "
-                      f"(the replay's best: trial {r['replay_best_trial']})")
+                      f"(the replay's best: trial {r['replay_best_trial']})", soft_wrap=True)
         if r["answer"]["allocator"] != r.get("allocator", "hc") or \
                 r["answer"]["trial"] != r["trial"]:
-            console.print(f"HC's best (what malloc.c holds; the tables measure it): {who}{seed}")
+            console.print(f"HC's best (what malloc.c holds; the tables measure it): {who}{seed}",
+                          soft_wrap=True)
     else:
         console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
                       f"[bold]{r['objective']}[/]: {who}{seed}"
@@ -49,8 +50,8 @@ def show(r: dict, console: Console):
                          else ", chosen by the replay (not validated: hctune validate)"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
-    if r.get("allocator", "hc") != "hc":
-        console.print(escape(f"allocator: {allocator_knobs.describe(r['allocator'], r['setting'])}"
+    if not allocators.is_hc(r.get("allocator")):
+        console.print(escape(f"allocator: {allocators.family(r['allocator']).describe(r['setting'])}"
                              " (the tuned row; write it with hctune emit --env FILE)"))
     else:
         console.print(escape(f"changed from generic (Table 6): {changed}"))

@@ -11,9 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from hctune import allocator_knobs
-from hctune import knobs as _knobs
-from hctune import realruns
+from hctune import allocators, realruns
 from hctune.db import Database
 from hctune.errors import HctuneError, NotFound
 from hctune.search import objective as _obj
@@ -96,9 +94,9 @@ class Choice:
             return cand + (f" (trial {self.number})" if self.number is not None else "")
         if self.trial is not None:
             who = f"trial {self.trial.number}"
-            return who if self.allocator == "hc" else \
-                f"{allocator_knobs.describe(self.allocator, self.setting)} ({who})"
-        return "the generic setting" if self.allocator == "hc" else self.allocator
+            return who if allocators.is_hc(self.allocator) else \
+                f"{allocators.family(self.allocator).describe(self.setting)} ({who})"
+        return "the generic setting" if allocators.is_hc(self.allocator) else self.allocator
 
 
 @dataclasses.dataclass
@@ -153,7 +151,7 @@ def _from_entry(db: Database, st, entry: dict, alloc: str, setting: dict) -> Cho
         trial = _origin_trial(db, origin)
     else:
         trial = _trial_of(st, n)
-    as_it_comes = alloc != "hc" and trial is None and not origin
+    as_it_comes = not allocators.is_hc(alloc) and trial is None and not origin
     seed_t = next((t for t in _study.finished(st) if _study.trial_allocator(t) == alloc
                    and t.user_attrs.get("seed") == f"{alloc} defaults"), None) \
         if as_it_comes else None
@@ -194,8 +192,5 @@ def validated_choices(db: Database, st, real: dict) -> tuple[Choice, Choice]:
 
 def complete(alloc: str, setting: dict, sets=()) -> dict:
     """`setting` with `--set` applied last, completed once for its allocator."""
-    sets = list(sets or ())
-    if alloc == "hc":
-        return _knobs.complete({**setting, **_knobs.parse_sets(sets)})
-    return allocator_knobs.complete(alloc, {**setting,
-                                            **allocator_knobs.parse_sets(alloc, sets)})
+    fam = allocators.family(alloc)
+    return fam.complete({**setting, **fam.parse(list(sets or ()))})

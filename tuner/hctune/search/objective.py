@@ -168,7 +168,7 @@ class Evaluator:
                    # RSS curve's mean): measured again
                    and r.get(self.mem_field, 0) is not None and self.mem_field in r
                    and self._current(r)]
-        if allocator == "hc" and setting is not None and self._measure_fn is None and results:
+        if allocators.is_hc(allocator) and setting is not None and self._measure_fn is None and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
             build_key = self.build_key(setting)
@@ -226,7 +226,7 @@ class Evaluator:
         """`setting` of `allocator` (HC's, or another's knobs) on every trace, against glibc."""
         field = PERF_FIELDS[self.metric]
         mem_field = self.mem_field
-        who = "HC" if allocator == "hc" else allocator
+        who = "HC" if allocators.is_hc(allocator) else allocator
         rows, all_cached = [], True
         for t in self.traces:
             base = self.baseline(t)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.search import answer as _answer
@@ -109,7 +110,7 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "memory": _options.mem_name_of(row["options_json"] or "{}"),
         "seed": trial.user_attrs.get("seed") if trial is not None else None,
         "allocator": alloc, "setting": setting,
-        "changed_from_generic": _knobs.diff_from(setting, generic) if alloc == "hc" else setting,
+        "changed_from_generic": allocators.family(alloc).changed(setting, generic),
         "traces": per_trace,
         # a search across allocators: each allocator's best trial and its defaults (vs glibc)
         **({"per_allocator": _study.per_allocator(st, objective)}

@@ -186,11 +186,12 @@ def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
             have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
     hc = [("hc", label, {space.ALLOCATOR_PARAM: "hc",
                          **space.params_of(setting, only, threads)})
-          for label, setting in _seeds.seeds(objective)] if "hc" in names else []
-    todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads))
-                     for a in names if a != "hc"]
+          for label, setting in _seeds.seeds(objective)] \
+        if any(allocators.is_hc(a) for a in names) else []
+    others = allocators.registry.tuned(names)
+    todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads)) for a in others]
     todo += [(a, label, space.x_params_of(a, setting, threads))
-             for a in names if a != "hc" for label, setting in _xknobs.seeds(a, objective)
+             for a in others for label, setting in allocators.family(a).seeds(objective)
              if set(setting) <= set(space.x_searched(a, threads))]  # a thread knob: threads
     todo += hc[1:]
     n = 0
@@ -209,7 +210,7 @@ def check_allocators(names, notice=None) -> tuple[str, ...]:
     installed is left out with one line saying how to add it."""
     out = []
     for a in names:
-        if a != "hc" and a not in _xknobs.names():
+        if allocators.find(a) is None:
             raise HctuneError(f"--allocators: {a!r} has no declared knobs; use hc or "
                               f"{', '.join(_xknobs.names())}")
         if a in allocators.SYSTEM:
@@ -566,12 +567,10 @@ def trial_allocator(frozen) -> str:
 def trial_setting(frozen) -> dict:
     """The full setting a finished trial measured (stored with it, so it reads back the same
     whatever knobs the study searched); for another allocator, its changed knobs."""
-    alloc = trial_allocator(frozen)
-    if alloc != "hc":
-        return _xknobs.from_key(alloc, frozen.user_attrs.get("setting"))
+    fam = allocators.family(trial_allocator(frozen))
     key = frozen.user_attrs.get("setting")
-    if key:
-        return _knobs.complete(_knobs.parse_sets(key.split(",")))
+    if key or not fam.compiled:
+        return fam.from_key(key)
     return space.setting_of(frozen.params, threads=space.params_threaded(frozen.params))
 
 
@@ -607,7 +606,7 @@ def per_allocator(study: optuna.Study, objective: str) -> list[dict]:
     """The cross-allocator table: each allocator's best trial and its library defaults."""
     defaults = {}
     for t in finished(study):
-        if not t.user_attrs.get("setting") and trial_allocator(t) != "hc":
+        if not t.user_attrs.get("setting") and not allocators.is_hc(trial_allocator(t)):
             defaults.setdefault(trial_allocator(t), t)
     rows = []
     for alloc, t in best_per_allocator(study, objective).items():

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from hctune import allocator_knobs as _xknobs
+from hctune import allocators
 from hctune import emit as _emit
 from hctune.serve.auth import need_token
 from hctune.serve.state import Service, service
@@ -44,7 +45,7 @@ def api_emit(name: str, file: str,
         return _env_file(svc, name, trial)
     alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
                                         paths=False)
-    if alloc != "hc":
+    if not allocators.family(alloc).compiled:
         raise HTTPException(409, f"the answer is {_xknobs.describe(alloc, setting)}: not HC, "
                                  f"so there is no {file}; download {ENV}")
     d = _emit.emit_into(svc.cfg.data_dir / "emit", setting, prov, so=file == _emit.SO_NAME)
@@ -58,7 +59,7 @@ def _env_file(svc: Service, name: str, trial: int | None):
     malloc.c and its library (the file would name this server's path of the .so)."""
     alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
                                         paths=False, any_allocator=trial is None)
-    if alloc == "hc":
+    if allocators.family(alloc).compiled:
         raise HTTPException(409, f"study {name!r}'s answer is HC: download malloc.c (or "
                                  f"{_emit.SO_NAME})")
     d = svc.cfg.data_dir / "emit" / f"env-{secrets.token_hex(8)}"
