@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hctune import allocators
+from hctune.commands import _console
 from hctune.search import results
 
 
@@ -97,8 +98,7 @@ def show(r: dict, console: Console):
             f"{u['trial']}: {figures(u, ' glibc')}; the chosen trial {c['trial']}: "
             f"{figures(c)} (replay). Lift with --max-memory-overhead none."))
     if r.get("validation"):
-        from hctune.commands import validate as _validate_cmd  # deferred: rich, when validated
-        _validate_cmd.show(r["validation"], console)
+        _console.show(r["validation"], console)
     if len(r["traces"]) > 1:
         g = r["geomean"]
         console.print(f"geometric mean, tuned vs glibc: footprint {_fmt(g['glibc']['footprint'])}"

@@ -33,6 +33,7 @@ is `hctune.realruns`); this module runs the whole validation. Every name is impo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from hctune import knobs as _knobs  # noqa: F401  (re-exported, as before the split)
@@ -46,6 +47,7 @@ from hctune.validate.program import Program, check_program, program_for  # noqa:
 from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS, _kill_group, run_once, run_rounds  # noqa: F401
 from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci  # noqa: F401
 from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
+from hctune.validate.options import ValidateOptions
 from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
 from hctune.validate.summary import (DEFAULT_MEMORY_OVERHEAD, TIME_MEASURES, _pct, _span,  # noqa: F401
                                     _verdict, summarize)
@@ -71,42 +73,46 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              progress=None, seed: int = 0, storage: str | None = None,
              objective: str | None = None, memory_measure: str | None = None,
              time_measure: str = "wall") -> dict:
+    """`run` with the options as keywords (see ValidateOptions)."""
+    return run(db_path, ValidateOptions(
+        study=study, objective=objective, top=top, runs=runs, argv=argv, references=references,
+        extra=extra, memory_limit=memory_limit, timeout=timeout, seed=seed, storage=storage,
+        memory_measure=memory_measure, time_measure=time_measure), progress)
+
+
+def run(db_path, opts: ValidateOptions, progress=None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
-    on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
-    is [(label, library path[, env])]; `storage`: the
-    study's Optuna storage URL when the one hc_studies names lacks its password (workers);
-    `objective` without `study`: the latest study of that objective on the latest traces;
-    `memory_measure` (peak | mean | final): mem's measure, default the study's;
-    `time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user + sys
-    CPU time."""
-    if runs < MIN_RUNS:
-        raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
-    if top < 1:
-        raise HctuneError("--top must be at least 1")
-    if time_measure not in TIME_MEASURES:
-        raise HctuneError(f"--time-measure: use {', '.join(TIME_MEASURES)}, not {time_measure!r}")
+    on "build", after every "run" and after every "round" ({"done", "total", "rows"});
+    `opts.extra` is [(label, library path[, env])]; `opts.storage`: the study's Optuna storage
+    URL when the one hc_studies names lacks its password (workers); `opts.objective` without
+    `opts.study`: the latest study of that objective on the latest traces;
+    `opts.memory_measure` (peak | mean | final): mem's measure, default the study's;
+    `opts.time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user
+    + sys CPU time."""
+    opts.check()
+    study, memory_measure = opts.study, opts.memory_measure
     from hctune.search import results          # deferred: Optuna (see candidates.tuned_trials)
     from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
-        if study is None and objective is not None:
-            study = results.study_for(db, objective)
-        row, st = _study.load(db, study, storage)
+        if study is None and opts.objective is not None:
+            study = results.study_for(db, opts.objective)
+        row, st = _study.load(db, study, opts.storage)
         if memory_measure is None:
             memory_measure = json.loads(row["options_json"] or "{}").get("memory_measure",
                                                                          "peak")
         if memory_measure not in MEMORY_MEASURES:
             raise HctuneError(f"--memory-measure: use {', '.join(MEMORY_MEASURES)}, "
                               f"not {memory_measure!r}")
-        prog = program_for(db, row, argv)
-        cands, notes = candidates(db, row, st, top, references, extra, progress)
+        prog = program_for(db, row, opts.argv)
+        cands, notes = candidates(db, row, st, opts.top, opts.references, opts.extra, progress)
         launcher = hcrun()
         vid = db.add_validation(row["name"], row["objective"], prog.argv, prog.cwd, prog.stdin,
-                                runs)
+                                opts.runs)
         status = "failed"
         try:
-            summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
-                                  seed, memory_limit, notes, memory_measure, time_measure)
+            summary = _run_rounds(db, vid, row, prog, cands, launcher, progress, notes,
+                                  dataclasses.replace(opts, memory_measure=memory_measure))
             status = "done"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -118,8 +124,9 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
     return summary
 
 
-def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
-                memory_limit, notes, memory_measure="peak", time_measure="wall") -> dict:
+def _run_rounds(db, vid, row, prog, cands, launcher, progress, notes,
+                opts: ValidateOptions) -> dict:
+    runs, timeout, seed = opts.runs, opts.timeout, opts.seed
     def on_run(r, done, total):
         db.add_real_run(vid, r)     # stored as it finishes: an interrupted validation keeps it
         if progress:
@@ -130,10 +137,10 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
             progress({"event": "round", "done": done, "total": total, "rows": rows})
     all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
                                            on_round=on_round)
-    limit, vs_generic = _limit(row, memory_limit)
+    limit, vs_generic = _limit(row, opts.memory_limit)
     slowdown = json.loads(row["options_json"] or "{}").get("max_slowdown")
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
-                        memory_measure, slowdown, time_measure)
+                        opts.memory_measure, slowdown, opts.time_measure)
     summary["notes"] = notes + more + summary["notes"]
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"
