@@ -142,6 +142,21 @@ def validation(svc: Service, q) -> dict | None:
     return out
 
 
+def answer(svc: Service, q) -> dict | None:
+    """The study's answer, decided where `hctune best`, `emit` and `report` decide it
+    (hctune.search.answer): its name, allocator, trial (in its own study) and what chose it;
+    None when the study cannot be read here."""
+    from hctune.search import answer as _answer  # deferred: Optuna, for a finished study only
+    try:
+        with svc.db() as db:
+            a = _answer.decide(db, q["study"])
+    except HctuneError:
+        return None
+    c = a.answer
+    return {"label": c.label(), "allocator": c.allocator, "trial": c.number,
+            "study": c.origin["study"] if c.origin else q["study"], "chosen_by": a.chosen_by}
+
+
 def comparison(svc: Service, q) -> list[dict] | None:
     try:
         data = _report.collect(svc.cfg.db_path, q["study"])
@@ -160,6 +175,7 @@ def study_full(svc: Service, q, with_trials: bool = True) -> Response:
     out["summary"] = None if snap is None else snap.summary(objective)
     out["comparison"] = comparison(svc, q) if q["state"] == "done" else None
     out["validation"] = validation(svc, q)
+    out["answer"] = answer(svc, q) if q["state"] == "done" else None
     body = json.dumps(out, separators=(",", ":")).encode()
     if with_trials:
         body = body[:-1] + b',"trials":' + (b"[]" if snap is None else snap.blob) + b"}"
