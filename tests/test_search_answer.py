@@ -38,8 +38,8 @@ def validated(db):  # noqa: F811 (the fixture above)
     tuned as the recommendation."""
     m = Model()
     mem = study.run(db, (), study.Options(allocators=("hc", "glibc"), objective="mem",
-                                          trials=12, seed=5), measure_fn=m)
-    perf = study.run(db, (), study.Options(allocators=("hc",), objective="perf", trials=12,
+                                          trials=8, seed=5), measure_fn=m)
+    perf = study.run(db, (), study.Options(allocators=("hc",), objective="perf", trials=6,
                                            seed=6), measure_fn=m)
     with Database(db) as d:
         _, pst = study.load(d, perf["study"])
