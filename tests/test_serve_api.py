@@ -37,6 +37,8 @@ def test_upload_study_worker_emit(trace, tmp_path):
         assert len(done) >= 3 and all(x["mem_ratio"] > 0 for x in done)
         best = s["summary"]["best_mem"]
         assert best["mem_ratio"] == min(x["mem_ratio"] for x in done if x["feasible"])
+        # the answer, decided where best, emit and report decide it (search.answer)
+        assert s["answer"]["trial"] == best["trial"] and "not validated" in s["answer"]["chosen_by"]
         names = {a["allocator"] for a in s["comparison"][0]["allocators"]}
         assert {"glibc", "hc tuned"} <= names and len(names) >= 3, names  # + the others here
         status, src = srv.request("GET", "/api/studies/api/emit/malloc.c")

@@ -98,20 +98,28 @@ static void *map_zalloc(size_t bytes)
 extern char __libc_single_threaded;
 
 /* ---- the real allocator, resolved once ---- */
-static void *(*real_malloc)(size_t);
-static void (*real_free)(void *);
-static void *(*real_calloc)(size_t, size_t);
-static void *(*real_realloc)(void *, size_t);
-static void *(*real_reallocarray)(void *, size_t, size_t);
-static int (*real_posix_memalign)(void **, size_t, size_t);
-static void *(*real_aligned_alloc)(size_t, size_t);
-static void *(*real_memalign)(size_t, size_t);
-static void *(*real_valloc)(size_t);
-static void *(*real_pvalloc)(size_t);
-static int (*real_execve)(const char *, char *const[], char *const[]);
-static int (*real_execvpe)(const char *, char *const[], char *const[]);
-static int (*real_fexecve)(int, char *const[], char *const[]);
-static void (*real__exit)(int) __attribute__((noreturn));
+/* The functions this library hooks, listed once (an X-macro): X(name, return type,
+ * parameters, attributes).  Each gets a pointer real_<name> to the next definition, resolved
+ * by init(); a new hook is one line here plus its definition below. */
+#define HCT_HOOKS(X) \
+    X(malloc, void *, (size_t), ) \
+    X(free, void, (void *), ) \
+    X(calloc, void *, (size_t, size_t), ) \
+    X(realloc, void *, (void *, size_t), ) \
+    X(reallocarray, void *, (void *, size_t, size_t), ) \
+    X(posix_memalign, int, (void **, size_t, size_t), ) \
+    X(aligned_alloc, void *, (size_t, size_t), ) \
+    X(memalign, void *, (size_t, size_t), ) \
+    X(valloc, void *, (size_t), ) \
+    X(pvalloc, void *, (size_t), ) \
+    X(execve, int, (const char *, char *const[], char *const[]), ) \
+    X(execvpe, int, (const char *, char *const[], char *const[]), ) \
+    X(fexecve, int, (int, char *const[], char *const[]), ) \
+    X(_exit, void, (int), __attribute__((noreturn)))
+
+#define HCT_REAL_POINTER(name, ret, params, attrs) static ret (*real_##name) params attrs;
+HCT_HOOKS(HCT_REAL_POINTER)
+#undef HCT_REAL_POINTER
 
 enum { ST_NONE, ST_INIT, ST_READY, ST_OFF };
 static _Atomic int g_state = ST_NONE;
@@ -1042,11 +1050,9 @@ static void init(void)
         return;
     }
     t_buf.in_init = 1;
-    RESOLVE(malloc); RESOLVE(free); RESOLVE(calloc); RESOLVE(realloc);
-    RESOLVE(reallocarray); RESOLVE(posix_memalign); RESOLVE(aligned_alloc);
-    RESOLVE(memalign); RESOLVE(valloc); RESOLVE(pvalloc);
-    RESOLVE(execve); RESOLVE(execvpe); RESOLVE(fexecve);
-    *(void **)&real__exit = dlsym(RTLD_NEXT, "_exit");
+#define HCT_RESOLVE_HOOK(name, ret, params, attrs) RESOLVE(name);
+    HCT_HOOKS(HCT_RESOLVE_HOOK)
+#undef HCT_RESOLVE_HOOK
     if (!real_malloc || !real_free || !real_calloc || !real_realloc) {
         say("cannot find the real malloc, not tracing", NULL);
         t_buf.in_init = 0;

@@ -1,9 +1,8 @@
 /* hc_internal.h -- types, constants and the global state shared by the HC allocator's files.
  *
  * The allocator is one translation unit: templates/malloc.c.j2 inlines these files after the
- * knob #defines, in the order hctune.render.SOURCES gives (headers; then lists, heap, os,
- * coalesce, alloc, free, realloc, align, arena, stats, debug, tcache, page, glibc, api), so
- * every internal function is static.  A function a file calls before the file that defines
+ * knob #defines, in the order hc_all.c's #include list gives (the headers, then each .c after
+ * those it calls), so every internal function is static.  A function a file calls before the file that defines
  * it is declared at the end of this header.  The knobs (QL_HIGH, SPLIT, ...)
  * arrive as #defines rendered from configs/knobs.toml; nothing here gives them defaults.
  *

@@ -17,6 +17,7 @@ from typing import Iterable
 
 from hctune import paths
 from hctune.errors import HctuneError
+from hctune.setting import Setting
 
 STYLES = ("tunables", "malloc_conf", "environment")
 # the variables each style writes (what an allocator's environment must clear first)
@@ -171,7 +172,10 @@ def defaults(name: str) -> dict:
 
 
 def complete(name: str, partial: dict | None, _alloc: XAllocator | None = None) -> dict:
-    """A setting checked and reduced to the knobs that differ from the library's defaults."""
+    """A setting checked and reduced to the knobs that differ from the library's defaults (a
+    Setting: completing it again returns it as it is, see hctune.setting)."""
+    if Setting.done(name, partial):
+        return partial
     table = (_alloc or allocator(name)).knobs
     out = {}
     for kname, value in (partial or {}).items():
@@ -181,7 +185,7 @@ def complete(name: str, partial: dict | None, _alloc: XAllocator | None = None) 
         value = k.check(value)
         if value != k.check(k.default):
             out[kname] = value
-    return {n: out[n] for n in table if n in out}  # file order
+    return Setting(name, {n: out[n] for n in table if n in out})  # file order
 
 
 def parse_sets(name: str, items: Iterable[str]) -> dict:

@@ -111,18 +111,8 @@ def _drop_new_db() -> None:
     if not _new_db or not os.path.isfile(_new_db[0]):
         return
     path = _new_db[0]
-    import sqlite3      # deferred: only after a failed command, to look into what it created
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE "
-                                               "type = 'table'")}
-            if any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()
-                   for t in _TABLES if t in names):
-                return
-        finally:
-            con.close()
-    except sqlite3.Error:
+    from hctune import db  # deferred: SQLAlchemy, only after a failed command, to look into what it created
+    if db.holds_rows(path, _TABLES) is not False:
         return
     for suffix in ("", "-wal", "-shm", "-journal"):
         try:

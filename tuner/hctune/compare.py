@@ -25,7 +25,7 @@ def entries(allocator_names, preset_names, optional=(), skipped=None, sets=()) -
     its reason appended to `skipped`."""
     out = []
     for name in allocator_names:
-        if name == "hc":
+        if allocators.is_hc(name):
             raise HctuneError("name HC settings with --presets, not in --allocators")
         try:
             alloc = allocators.resolve(name)

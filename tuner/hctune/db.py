@@ -181,6 +181,31 @@ TRACE_PART = 4 << 20
 
 
 
+def _id_list(text) -> list:
+    """A trace_ids column's ids ([] for anything else)."""
+    try:
+        v = json.loads(text)
+    except (TypeError, ValueError):
+        return []
+    return v if isinstance(v, list) else []
+
+
+def holds_rows(path, tables) -> bool | None:
+    """Whether the SQLite file at `path` has a row in any of `tables` (read-only; None when it
+    cannot be read as a database)."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE "
+                                               "type = 'table'")}
+            return any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()
+                       for t in tables if t in names)
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+
+
 def now(precise: bool = False) -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(
         timespec="microseconds" if precise else "seconds")
@@ -476,6 +501,30 @@ class Database:
         """The most recently registered trace, or None."""
         return self.query_one("SELECT * FROM hc_traces ORDER BY id DESC LIMIT 1")
 
+    def delete_trace(self, trace_id: int) -> dict | None:
+        """Delete a trace no study (queued or run) uses, in one transaction: its row, the
+        allocators' measurements on it and its stored contents when no other row shares them.
+        None: no such trace; {"users": [study names]}: in use, nothing deleted; else {"row":
+        the deleted row, "shared": another row has the same contents, "deleted": counts}."""
+        with self.transaction() as c:
+            row = c.execute("SELECT * FROM hc_traces WHERE id = :id", id=trace_id).one()
+            if row is None:
+                return None
+            users = sorted({r["name"] for r in c.execute(
+                "SELECT study AS name, trace_ids FROM hc_queue UNION ALL "
+                "SELECT name, trace_ids FROM hc_studies").all()
+                if trace_id in _id_list(r["trace_ids"])})
+            if users:
+                return {"users": users}
+            deleted = {"measurements": c.execute(
+                "DELETE FROM hc_measurements WHERE trace_id = :id", id=trace_id).rowcount}
+            c.execute("DELETE FROM hc_traces WHERE id = :id", id=trace_id)
+            same = c.execute("SELECT 1 FROM hc_traces WHERE sha256 = :h",
+                             h=row["sha256"]).one()
+            deleted["stored_parts"] = 0 if same else c.execute(
+                "DELETE FROM hc_trace_data WHERE sha256 = :h", h=row["sha256"]).rowcount
+        return {"row": row, "shared": same is not None, "deleted": deleted}
+
     def traces(self):
         return self.query("SELECT * FROM hc_traces ORDER BY id")
 
@@ -569,6 +618,10 @@ class Database:
     def study(self, name):
         return self.query_one("SELECT * FROM hc_studies WHERE name = :name", name=name)
 
+    def studies(self) -> list[Row]:
+        """Every study hc_studies holds, oldest first."""
+        return self.query("SELECT * FROM hc_studies ORDER BY created, name")
+
     def study_names(self) -> list[str]:
         return [r["name"] for r in self.query("SELECT name FROM hc_studies ORDER BY created")]
 
@@ -584,6 +637,23 @@ class Database:
         # `created` has microseconds (older rows: seconds, then the row order decides)
         order = "rowid" if self.dialect == "sqlite" else "name"
         return self.query_one(sql + f" ORDER BY created DESC, {order} DESC LIMIT 1", **args)
+
+    # ---- the service's sessions ----
+
+    def add_session(self, key: str, created: str, expires: str) -> None:
+        """Store a session (its id's hash), dropping those expired by `created`."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM hc_sessions WHERE expires < :now", now=created)
+            c.execute("INSERT INTO hc_sessions (id, created, expires) VALUES (:id, :created,"
+                      " :expires)", id=key, created=created, expires=expires)
+
+    def delete_session(self, key: str) -> bool:
+        with self.transaction() as c:
+            return c.execute("DELETE FROM hc_sessions WHERE id = :id", id=key).rowcount == 1
+
+    def session_expires(self, key: str) -> str | None:
+        row = self.query_one("SELECT expires FROM hc_sessions WHERE id = :id", id=key)
+        return row["expires"] if row is not None else None
 
     # ---- validations (real runs of the program) ----
 

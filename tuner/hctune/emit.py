@@ -18,7 +18,7 @@ from pathlib import Path
 from hctune import VERSION_TEXT
 from hctune import allocator_knobs, allocators
 from hctune import knobs as _knobs
-from hctune import build, realruns, render, templating
+from hctune import build, render, templating
 from hctune import text as _text
 from hctune import validate as _validate
 from hctune.db import Database
@@ -79,8 +79,9 @@ def choose_setting(db_path, study: str | None, objective: str | None, preset: st
     line pointing at `emit --env`."""
     alloc, setting, prov = choose(db_path, study, objective, preset, sets, trial=trial,
                                   paths=paths)
-    if alloc != "hc":
-        raise HctuneError(f"the recommendation is {allocator_knobs.describe(alloc, setting)}: "
+    fam = allocators.family(alloc)
+    if not fam.compiled:
+        raise HctuneError(f"the recommendation is {fam.describe(setting)}: "
                           f"not HC, so there is no malloc.c to write; write its environment "
                           f"with `hctune emit --env FILE`")
     return setting, prov
@@ -96,18 +97,18 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     recommendation over every candidate, which can be glibc or jemalloc as they come, instead
     of its HC winner."""
     sets = list(sets or ())
-    if allocator in (None, "hc") and not any("." in i.partition("=")[0] for i in sets):
+    if allocators.is_hc(allocator) and not any("." in i.partition("=")[0] for i in sets):
         _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     prov = {}
-    if allocator is not None and allocator != "hc":
+    if not allocators.is_hc(allocator):
         if study is not None or preset is not None:
             raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
                               f"two ways; give one")
-        if allocator not in allocator_knobs.names():
+        if allocators.find(allocator) is None:
             raise HctuneError(f"--allocator: use hc or {', '.join(allocator_knobs.names())}, "
                               f"not {allocator!r}")
         allocators.resolve(allocator)  # installed? (one line saying how to add it)
-        setting = allocator_knobs.parse_sets(allocator, sets)
+        setting = allocators.family(allocator).parse(sets)
         prov.update(objective=f"{allocator} as asked (--allocator"
                               + (f", --set {' '.join(sets)})" if sets else ")"),
                     measured="not measured by hctune", validated="not validated in real runs",
@@ -121,71 +122,23 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                     source=_knobs.preset_source(preset), measured="not measured by hctune",
                     date=render.date_text(), hctune=VERSION_TEXT)
         return "hc", setting, prov
-    from hctune.search import results  # deferred: Optuna, which only a study-based emit needs
-    from hctune.search import study as _study  # deferred: Optuna (as above)
-    asked = objective
-    origin = None
+    from hctune.search import answer as _answer  # deferred: Optuna, which only a study-based emit needs
     with Database(db_path) as db:
-        if trial is not None:
-            row, st = _study.load(db, study)
-            objective = objective or row["objective"]
-            chosen_t = next((t for t in _study.finished(st) if t.number == trial), None)
-            if chosen_t is None:
-                raise NotFound(f"study {row['name']} has no finished trial {trial}")
-            real = None
-        else:
-            try:
-                row, st, objective, chosen_t = results.chosen(db, study, objective)
-            except HctuneError as e:
-                if study is None and "no study" in str(e):
-                    raise HctuneError("no study in the database: run `hctune search` first, "
-                                      "or emit a paper setting with --preset generic") from None
-                raise
-            real = _validate.validated(db, row, asked)
-        origin = (real or {}).get("winner", {}).get("origin")
-        if origin:      # the winner came from the other objective's study: its trial, there
-            try:
-                _, ost = _study.load(db, origin["study"])
-                chosen_t = next((t for t in _study.finished(ost)
-                                 if t.number == origin["trial"]), None)
-            except HctuneError:
-                chosen_t = None
-        traces = results.study_traces(db, row)
-    metric = json.loads(row["options_json"] or "{}").get("metric", "time")
-    setting = _study.trial_setting(chosen_t)
-    alloc = _study.trial_allocator(chosen_t)
-    rec = None
-    if real is not None and any_allocator:
-        # the recommendation over every candidate replaces the replay's best
-        alloc, setting, rec = realruns.recommendation_setting(real)
-        n = rec.get("trial")
-        if rec.get("origin"):
-            origin = rec["origin"]
-        elif n is None:
-            chosen_t = None           # an allocator as it comes: not a trial of the study
-        if n is not None and not rec.get("origin"):
-            chosen_t = next((t for t in _study.finished(st) if t.number == n), None)
-    elif real is not None:
-        # the real runs' winner replaces the replay's best
-        alloc = real["winner"].get("allocator") or "hc"
-        setting = _validate.winner_setting(real)
-        n = real["winner"]["trial"]
-        if not origin:
-            chosen_t = next((t for t in _study.finished(st) if t.number == n), None) \
-                if n is not None else None
-    if alloc == "hc":
-        setting.update(_knobs.parse_sets(sets))
-        setting = _knobs.complete(setting)
-    else:
-        setting = allocator_knobs.complete(alloc, {**setting,
-                                                   **allocator_knobs.parse_sets(alloc, sets)})
+        try:
+            ans = _answer.decide(db, study, objective, trial=trial)
+        except HctuneError as e:
+            if trial is None and study is None and "no study" in str(e):
+                raise HctuneError("no study in the database: run `hctune search` first, "
+                                  "or emit a paper setting with --preset generic") from None
+            raise
+        traces = _answer.study_traces(db, ans.row)
+    row, objective, metric, real = ans.row, ans.objective, ans.metric, ans.validation
+    got = ans.choice(any_allocator)
+    rec = got.entry if real is not None and any_allocator else None
+    alloc, chosen_t, origin = got.allocator, got.trial, got.origin
+    setting = _answer.complete(alloc, got.setting, sets)
+    as_it_comes, seed_t = got.as_it_comes, got.seed_trial
     overrides = bool(sets)
-    # the recommendation is an allocator as it comes (glibc, jemalloc...): not a trial, but a
-    # search across allocators measured it as its first seed ("jemalloc defaults")
-    as_it_comes = rec is not None and alloc != "hc" and chosen_t is None
-    seed_t = next((t for t in _study.finished(st) if _study.trial_allocator(t) == alloc
-                   and t.user_attrs.get("seed") == f"{alloc} defaults"), None) \
-        if as_it_comes else None
     measured = _measured(chosen_t, metric) if chosen_t is not None \
         else f"{_measured(seed_t, metric)} (its defaults' trial {seed_t.number})" \
         if seed_t is not None else "not measured by the study"
@@ -308,7 +261,7 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
     path = Path(path)
     if path.is_dir():
         raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")
-    if alloc == "hc":
+    if allocators.family(alloc).compiled:
         if library is None:
             raise HctuneError("an HC recommendation needs its .so beside the file")
         variables, package = {}, None
@@ -325,7 +278,7 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
         library = allocators.resolve(alloc).library
         variables = allocator_knobs.env_vars(alloc, setting)
         package = allocator_knobs.allocator(alloc).package if library is not None else None
-        title = f"{allocator_knobs.describe(alloc, setting)}, recommended by hctune"
+        title = f"{allocators.family(alloc).describe(setting)}, recommended by hctune"
     exports = []
     if library is not None:
         exports.append(("LD_PRELOAD", str(Path(library).resolve())))
@@ -349,7 +302,7 @@ def emit_env(db_path, env_path, study=None, objective=None, preset=None, sets=()
                                   any_allocator=True)
     written = {}
     library = None
-    if alloc == "hc":
+    if allocators.family(alloc).compiled:
         out = Path(out) if out else env_path.parent / "malloc.c"
         so = Path(so) if so else env_path.parent / SO_NAME
         written = emit(db_path, out, study, objective, preset, sets, so)

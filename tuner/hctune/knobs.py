@@ -13,6 +13,7 @@ from typing import Iterable
 
 from hctune import paths
 from hctune.errors import HctuneError
+from hctune.setting import Setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,14 +112,17 @@ def preset_source(name: str) -> str:
 
 
 def complete(partial: dict) -> dict:
-    """Fill in defaults and check every value; unknown knob names are an error."""
+    """Fill in defaults and check every value; unknown knob names are an error. The result is
+    a Setting: completing it again returns it as it is (see hctune.setting)."""
+    if Setting.done("hc", partial):
+        return partial
     table = knobs()
     setting = defaults()
     for name, value in partial.items():
         if name not in table:
             raise HctuneError(f"unknown knob {name!r}; known: {', '.join(table)}")
         setting[name] = table[name].check(value)
-    return setting
+    return Setting("hc", setting)
 
 
 def parse_sets(items: Iterable[str]) -> dict:

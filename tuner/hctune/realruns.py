@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from hctune import allocator_knobs
-from hctune import knobs as _knobs
+from hctune import allocators
 from hctune.db import Database
 from hctune.errors import HctuneError
 
@@ -46,17 +45,14 @@ def recommendation_setting(summary: dict) -> tuple[str, dict, dict]:
     `emit --env` writes. A library given by path has no declared knobs: one line."""
     rec = summary.get("recommendation") or summary["winner"]
     alloc = rec.get("allocator") or "hc"
-    if alloc == "hc":
-        return alloc, _knobs.complete(_knobs.parse_sets(rec["setting"].split(","))), rec
-    if alloc not in allocator_knobs.names():
+    fam = allocators.find(alloc)
+    if fam is None:
         raise HctuneError(f"the recommendation is {rec['candidate']} ({alloc}): emit --env "
-                          f"writes hc or {', '.join(allocator_knobs.names())}")
-    return alloc, allocator_knobs.from_key(alloc, rec.get("setting")), rec
+                          f"writes {', '.join(allocators.families())}")
+    return alloc, fam.from_key(rec.get("setting")), rec
 
 
 def winner_setting(summary: dict) -> dict:
     """The winner's setting: HC's full one, or another allocator's changed knobs."""
-    alloc = summary["winner"].get("allocator") or "hc"
-    if alloc != "hc":
-        return allocator_knobs.from_key(alloc, summary["winner"]["setting"])
-    return _knobs.complete(_knobs.parse_sets(summary["winner"]["setting"].split(",")))
+    return allocators.family(summary["winner"].get("allocator")).from_key(
+        summary["winner"]["setting"])

@@ -15,17 +15,22 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hctune import VERSION_TEXT, __version__, knobs, templating
+from hctune import VERSION_TEXT, __version__, knobs, paths, templating
 from hctune.errors import HctuneError
 from hctune.files import write_atomic
 
-# allocator/hc/ in the order of the translation unit (hc_internal.h explains why one unit).
-SOURCES = (
-    "hc_stats.h", "hc_internal.h", "hc_block.h", "hc_lock.h", "hc_page.h",
-    "hc_lists.c", "hc_big.c", "hc_heap.c", "hc_os.c", "hc_coalesce.c", "hc_alloc.c", "hc_free.c",
-    "hc_bigcache.c", "hc_realloc.c", "hc_align.c", "hc_arena.c", "hc_stats.c", "hc_debug.c",
-    "hc_tcache.c", "hc_fit.c", "hc_page.c", "hc_run.c", "hc_remote.c", "hc_glibc.c", "hc_api.c",
-)
+# allocator/hc/hc_all.c: the translation unit's files, in order, as its #include lines say
+UNIT = "hc_all.c"
+_UNIT_INCLUDE = re.compile(r'^\s*#\s*include\s+"(hc_[a-z_]+\.[ch])"', re.M)
+
+
+def unit_sources(text: str) -> tuple[str, ...]:
+    """The files an hc_all.c text #includes, in its order."""
+    return tuple(_UNIT_INCLUDE.findall(text))
+
+
+# allocator/hc/ in the order of the translation unit (hc_all.c says it; hc_internal.h why)
+SOURCES = unit_sources((paths.ALLOCATOR / "hc" / UNIT).read_text())
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"hc_[a-z_]+\.h"\s*\n', re.M)
 

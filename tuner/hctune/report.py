@@ -22,6 +22,7 @@ from hctune.trace import register
 from hctune.db import Database
 from hctune.files import write_atomic
 from hctune.errors import HctuneError
+from hctune.search import answer as _answer
 from hctune.search import results
 from hctune.search import space
 from hctune.search import study as _study
@@ -70,9 +71,9 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
     by_host: dict[str, dict] = {}
     last_id: dict[str, int] = {}
     for m in db.measurements(trace_id=trace_id):
-        if m["allocator"] == "hc":
+        if allocators.is_hc(m["allocator"]):
             label = {generic_key: "hc generic"}.get(m["setting"])
-            if tuned_allocator == "hc" and m["setting"] == tuned_key:
+            if allocators.is_hc(tuned_allocator) and m["setting"] == tuned_key:
                 label = "hc tuned"
             if label is None:
                 continue
@@ -116,8 +117,7 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
         trials = []
         for t in _study.finished(st):
             alloc = _study.trial_allocator(t)
-            changed = _knobs.diff_from(_study.trial_setting(t), generic) if alloc == "hc" \
-                else _study.trial_setting(t)
+            changed = allocators.family(alloc).changed(_study.trial_setting(t), generic)
             trials.append({"number": t.number, "allocator": alloc, "mem": t.user_attrs["mem"],
                            "perf": t.user_attrs["perf"], "feasible": _study.feasible(t),
                            "seed": t.user_attrs.get("seed"), "setting": t.user_attrs["setting"],
@@ -127,10 +127,12 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
         best = _bests(db, row, st, generic)
         main = best.get("mem" if row["objective"] != "perf" else "perf")
         real = realruns.latest(db, row["name"])
-        if real and real.get("winner"):
-            main = {"trial": real["winner"]["trial"],
-                    "setting": realruns.winner_setting(real),
-                    "allocator": real["winner"].get("allocator") or "hc"}
+        answer = None
+        if real and real.get("winner"):     # the same choice `best` and `emit` make
+            w, rec = _answer.validated_choices(db, st, real)
+            main = {"trial": w.number, "setting": w.setting, "allocator": w.allocator,
+                    "study": w.origin["study"] if w.origin else row["name"]}
+            answer = rec.label()
         traces = []
         for tr in results.study_traces(db, row):
             if measure_references:
@@ -155,7 +157,8 @@ def collect(db_path, name: str | None = None, objective: str | None = None,
             "objective": row["objective"],
             "metric": metric,
             "options": opts, "hctune_version": __version__, "trials": trials, "front": front,
-            "best": best, "traces": traces, "validation": real}
+            "best": best, "traces": traces, "validation": real,
+            "answer": answer or (main or {}).get("label")}
     data["summary"] = summary(data)
     return data
 
@@ -237,7 +240,7 @@ def why_lines(answer: dict, generic: dict, st: dict, entries: list[dict]) -> lis
     if not st:
         return []
     alloc, setting = answer["allocator"], answer["setting"] or {}
-    if alloc == "hc":
+    if allocators.is_hc(alloc):
         changed = _knobs.diff_from(_knobs.complete(setting), generic)
         decl = _knobs.knobs()
         base = generic
@@ -317,15 +320,15 @@ def _bests(db: Database, row, st, generic: dict) -> dict:
         t = _study.choose(src, o)
         if t is not None:
             setting, alloc = _study.trial_setting(t), _study.trial_allocator(t)
-            changed = (", ".join(f"{k}={v}" for k, v in
-                                 _knobs.diff_from(setting, generic).items()) or "nothing"
-                       if alloc == "hc" else
-                       f"{alloc}: " + (", ".join(f"{k}={v}" for k, v in setting.items())
-                                       or "its defaults"))
+            fam = allocators.family(alloc)
+            changed = (", ".join(f"{k}={v}" for k, v in fam.changed(setting, generic).items())
+                       or ("nothing" if fam.compiled else "its defaults"))
+            if not fam.compiled:
+                changed = f"{alloc}: {changed}"
             out[o] = {"trial": t.number, "study": src_row["name"], "setting": setting,
                       "allocator": alloc, "mem": t.user_attrs["mem"],
                       "perf": t.user_attrs["perf"], "seed": t.user_attrs.get("seed"),
-                      "changed": changed}
+                      "changed": changed, "label": _answer.Choice(alloc, setting, t).label()}
     return out
 
 
@@ -360,7 +363,8 @@ def summary(data: dict) -> dict:
         rec = v["recommendation"]
         row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
         use = ("keep glibc" if rec["allocator"] == "glibc" and rec["kind"] != "tuned"
-               else f"use {rec['candidate']}" + (" (HC)" if rec["allocator"] == "hc" else ""))
+               else f"use {rec['candidate']}" + (" (HC)" if allocators.is_hc(rec["allocator"])
+                                                 else ""))
         saves = [w for w in (_ratio_words(row["vs_glibc"].get("peak_rss_bytes"), "smaller",
                                           "larger"),
                              _ratio_words(row["vs_glibc"].get("wall_s"), "faster", "slower"))
@@ -370,7 +374,7 @@ def summary(data: dict) -> dict:
                 f"(validation #{v['validation_id']}, {v['date']})")
         arg = data.get("study_arg") or f"--study {data['study']}"
         emit = f"hctune emit -o malloc.c {arg}"
-        if rec["kind"] == "tuned" and rec["allocator"] != "hc":
+        if rec["kind"] == "tuned" and not allocators.is_hc(rec["allocator"]):
             emit = f"hctune emit --env {rec['allocator']}.env {arg}"
         elif rec["kind"] not in ("tuned", "generic"):
             emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
@@ -382,7 +386,7 @@ def summary(data: dict) -> dict:
     if b is None:
         return {"use": "nothing yet: no trial within the limits", "saves": "-",
                 "sure": "not validated", "verdict": None, "emit": None, "validated": False}
-    what = ("HC; changed from generic: " + b["changed"] if b.get("allocator", "hc") == "hc"
+    what = ("HC; changed from generic: " + b["changed"] if allocators.is_hc(b.get("allocator"))
             else b["changed"])
     return {"use": f"trial {b['trial']} ({what})",
             "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "
@@ -390,7 +394,7 @@ def summary(data: dict) -> dict:
             "sure": "a prediction only (replay of the trace): not validated in real runs; "
                     f"hctune validate {data.get('study_arg') or '--study ' + data['study']}",
             "verdict": None,
-            "emit": (f"hctune emit -o malloc.c " if b.get("allocator", "hc") == "hc"
+            "emit": (f"hctune emit -o malloc.c " if allocators.is_hc(b.get("allocator"))
                      else f"hctune emit --env {b['allocator']}.env ")
                     + (data.get('study_arg') or '--study ' + data['study']),
             "validated": False}

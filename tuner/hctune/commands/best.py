@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hctune import allocator_knobs
+from hctune import allocators
+from hctune.commands import _console
 from hctune.search import results
 
 
@@ -31,9 +32,9 @@ def setting_text(alloc: str, key: str | None) -> str:
     allocator: its library defaults), "K=V, K=V": short words a table wraps between, so a cell
     grows lines instead of clipping."""
     if not key:
-        return "(defaults)" if alloc != "hc" else "(generic)"
+        return "(generic)" if allocators.is_hc(alloc) else "(defaults)"
     pairs = dict(p.split("=", 1) for p in key.split(",") if "=" in p)
-    if alloc == "hc":
+    if allocators.is_hc(alloc):
         from hctune import knobs as _knobs  # deferred: the knobs table, only for HC rows
         from hctune.search import space     # deferred: Optuna (the search's fixed knobs)
         generic = dict(p.split("=", 1) for p in
@@ -47,18 +48,31 @@ def setting_text(alloc: str, key: str | None) -> str:
 def show(r: dict, console: Console):
     perf = "instructions_per_op" if r["metric"] == "instructions" else "time_ns_per_op"
     who = f"trial {r['trial']}" if r["trial"] is not None else "the generic setting"
-    console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
-                  f"[bold]{r['objective']}[/]: {who}"
-                  + (escape(f" (seed: {r['seed']})") if r["seed"] else "")
-                  + (f", chosen by real runs (the replay's best: trial {r['replay_best_trial']})"
-                     if r["chosen_by"] == "real runs" else ", chosen by the replay "
-                     "(not validated: hctune validate)"))
+    if r["trial"] is not None and r.get("trial_study", r["study"]) != r["study"]:
+        who = f"the study {r['trial_study']}'s trial {r['trial']}"
+    seed = escape(f" (seed: {r['seed']})") if r["seed"] else ""
+    answer = (r.get("answer") or {}).get("label")
+    if r["chosen_by"] == "real runs" and answer:
+        # the verdict's answer first (it can be glibc or another allocator), then HC's best
+        console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), answer "
+                      f"for [bold]{r['objective']}[/]: {escape(answer)}, chosen by real runs "
+                      f"(the replay's best: trial {r['replay_best_trial']})", soft_wrap=True)
+        if r["answer"]["allocator"] != r.get("allocator", "hc") or \
+                r["answer"]["trial"] != r["trial"]:
+            console.print(f"HC's best (what malloc.c holds; the tables measure it): {who}{seed}",
+                          soft_wrap=True)
+    else:
+        console.print(f"study [bold]{escape(r['study'])}[/] ({r['study_objective']}), best for "
+                      f"[bold]{r['objective']}[/]: {who}{seed}"
+                      + (", chosen by real runs (the replay's best: trial "
+                         f"{r['replay_best_trial']})" if r["chosen_by"] == "real runs"
+                         else ", chosen by the replay (not validated: hctune validate)"))
     if r.get("note"):
         console.print(escape(f"note: {r['note']}"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
-    if r.get("allocator", "hc") != "hc":
-        console.print(escape(f"allocator: {allocator_knobs.describe(r['allocator'], r['setting'])}"
+    if not allocators.is_hc(r.get("allocator")):
+        console.print(escape(f"allocator: {allocators.family(r['allocator']).describe(r['setting'])}"
                              " (the tuned row; write it with hctune emit --env FILE)"))
     else:
         console.print(escape(f"changed from generic (Table 6): {changed}"))
@@ -108,8 +122,7 @@ def show(r: dict, console: Console):
             f"{u['trial']}: {figures(u, ' glibc')}; the chosen trial {c['trial']}: "
             f"{figures(c)} (replay). Lift with --max-memory-overhead none."))
     if r.get("validation"):
-        from hctune.commands import validate as _validate_cmd  # deferred: rich, when validated
-        _validate_cmd.show(r["validation"], console)
+        _console.show(r["validation"], console)
     if len(r["traces"]) > 1:
         g = r["geomean"]
         console.print(f"geometric mean, tuned vs glibc: footprint {_fmt(g['glibc']['footprint'])}"

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from hctune import allocators
 from hctune.errors import HctuneError
 from hctune import validate as _validate
-from hctune.commands import validate as _validate_cmd
+from hctune.commands import _console
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.search import study as _study
@@ -197,11 +197,10 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
         if started:
             prog.stop()
     if do_validate:
-        vprog, vupdate = _validate_cmd.progress_bar(console)
+        vprog, vupdate = _console.progress_bar(console)
         with vprog:
-            result["validation"] = _validate.validate(
-                ctx.obj["db_path"], result["study"], opts.validate_top, opts.validate_runs,
-                progress=vupdate)
+            result["validation"] = _validate.run(ctx.obj["db_path"], _validate.ValidateOptions(
+                study=result["study"], top=opts.validate_top, runs=opts.validate_runs), vupdate)
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))
         return
@@ -234,9 +233,9 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
             click.echo(f"  {r['allocator']:9} {r['mem_ratio']:.3f} {r['perf_ratio']:.3f}{d}  "
                        f"trial {r['trial']}: {r['setting'] or '(defaults)'}")
     if do_validate:
-        _validate_cmd.show(result["validation"], Console())
+        _console.show(result["validation"], Console())
     best = result.get(f"best_{'mem' if opts.objective == 'pareto' else opts.objective}") or {}
-    take = ("hctune emit -o malloc.c" if best.get("allocator", "hc") == "hc"
+    take = ("hctune emit -o malloc.c" if allocators.is_hc(best.get("allocator"))
             else "hctune emit --env hctune.env")      # another allocator: no malloc.c
     click.echo("next: hctune best" + (f" --study {result['study']}" if study_name else "")
                + f" | hctune validate | {take}")

@@ -32,7 +32,7 @@ def studies(db_path) -> list[dict]:
     from optuna.trial import TrialState   # deferred: optuna is heavy
     out = []
     with Database(db_path) as db:
-        rows = db.query("SELECT * FROM hc_studies ORDER BY created, name")
+        rows = db.studies()
         for row in rows:
             traces = []
             for tid in json.loads(row["trace_ids"]):

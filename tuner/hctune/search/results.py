@@ -9,54 +9,15 @@ from __future__ import annotations
 
 import json
 
+from hctune import allocators
 from hctune import knobs as _knobs
-from hctune import realruns
 from hctune.db import Database
-from hctune.errors import HctuneError
+from hctune.search import answer as _answer
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.search import space
 from hctune.search import study as _study
-
-
-def study_traces(db: Database, row) -> list[_obj.Trace]:
-    out = []
-    for tid in json.loads(row["trace_ids"]):
-        t = db.trace(tid)
-        if t is None:
-            raise HctuneError(f"study {row['name']}: trace {tid} is not in the database")
-        out.append(_obj.Trace.from_row(t))
-    return out
-
-
-def study_for(db: Database, objective: str):
-    """The study `--objective X` without `--study` means: the latest study of objective X on the
-    latest study's traces, else a pareto study on them (its best for X)."""
-    latest = db.latest_study()
-    if latest is None:
-        return None
-    ids = json.loads(latest["trace_ids"])
-    row = db.latest_study(objective, ids) or db.latest_study("pareto", ids)
-    if row is None:
-        raise HctuneError(f"no {objective} study of the latest traces ({', '.join(f'#{i}' for i in ids)}); "
-                          f"run `hctune search --objective {objective}` or name one with --study")
-    return row["name"]
-
-
-def chosen(db: Database, name: str | None, objective: str | None):
-    """(study row, optuna study, objective, trial) for `hctune best/emit --study --objective`."""
-    if name is None and objective is not None:
-        name = study_for(db, objective)
-    row, st = _study.load(db, name)
-    objective = objective or ("mem" if row["objective"] == "pareto" else row["objective"])
-    if objective not in ("mem", "perf"):
-        raise HctuneError(f"--objective must be mem or perf, not {objective!r}")
-    trial = _study.choose(st, objective)
-    if trial is None:
-        raise HctuneError(f"study {row['name']} has no finished trial"
-                          + (" within its limits" if _study.finished(st) else "")
-                          + "; run `hctune search` (again)")
-    return row, st, objective, trial
+from hctune.search.answer import chosen, study_for, study_traces  # noqa: F401 (their old home)
 
 
 def tradeoff(st, row, objective: str) -> dict | None:
@@ -95,12 +56,11 @@ def best(db_path, name: str | None = None, objective: str | None = None,
          measure_fn=None) -> dict:
     """The chosen setting of a study with its measured footprint and time, absolute and
     relative to glibc and to the generic setting, per trace and as a geometric mean."""
-    asked = objective
     with Database(db_path) as db:
-        row, st, objective, trial = chosen(db, name, objective)
-        traces = study_traces(db, row)
-        real = realruns.validated(db, row, asked)
-    replay_best = trial.number
+        ans = _answer.decide(db, name, objective)
+        traces = study_traces(db, ans.row)
+    row, st, objective, real = ans.row, ans.study, ans.objective, ans.validation
+    replay_best = ans.replay_best.number
     opts = json.loads(row["options_json"] or "{}")
     metric = opts.get("metric", "time")
     # the study's own repeats, so its measurements are reused (a mem study's are one replay)
@@ -109,13 +69,8 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         max_slowdown=opts.get("max_slowdown")))
     ev = _obj.Evaluator(db_path, traces, metric=metric, repeat=repeat, until_spread=until,
                         measure_fn=measure_fn)
-    setting = _study.trial_setting(trial)
-    alloc = _study.trial_allocator(trial)
-    if real is not None:   # the real runs' winner replaces the replay's best
-        alloc = real["winner"].get("allocator") or "hc"
-        setting = realruns.winner_setting(real)
-        n = real["winner"]["trial"]
-        trial = next((t for t in _study.finished(st) if t.number == n), None)
+    w = ans.winner
+    alloc, setting, trial = w.allocator, w.setting, w.trial
     generic = space.for_search(_knobs.preset("generic"))
     perf_field = _obj.PERF_FIELDS[metric]
     fields = ["footprint_bytes", "time_ns_per_op", "peak_rss_bytes", "max_live_bytes"]
@@ -149,12 +104,19 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         # what the search measured: a search of only seeds says so in the verdict
         "searched": _study.accounting(st), "note": _study.searched_note(_study.accounting(st)),
         "study": row["name"], "study_objective": row["objective"], "objective": objective,
-        "metric": metric, "trial": trial.number if trial is not None else None,
+        "metric": metric, "trial": w.number,
+        # the trial's own study when the winner came from another (the other objective's best)
+        "trial_study": w.origin["study"] if w.origin else row["name"],
+        # what the first line names: the verdict's answer (the recommendation over every
+        # candidate once validated), which can be another allocator than this HC winner
+        "answer": {"label": ans.answer.label(), "allocator": ans.answer.allocator,
+                   "trial": ans.answer.number,
+                   "study": ans.answer.origin["study"] if ans.answer.origin else row["name"]},
         # what the trials' mem_ratio compares (the trade-off's): footprint, peak/mean/final RSS
         "memory": _options.mem_name_of(row["options_json"] or "{}"),
         "seed": trial.user_attrs.get("seed") if trial is not None else None,
         "allocator": alloc, "setting": setting,
-        "changed_from_generic": _knobs.diff_from(setting, generic) if alloc == "hc" else setting,
+        "changed_from_generic": allocators.family(alloc).changed(setting, generic),
         "traces": per_trace,
         # a search across allocators: each allocator's best trial and its defaults (vs glibc)
         **({"per_allocator": _study.per_allocator(st, objective)}

@@ -22,6 +22,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from hctune import allocator_knobs as _xknobs
+from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.errors import HctuneError
 
@@ -169,7 +170,7 @@ def setting_of(params: dict, only=None, threads: bool = False) -> dict:
 
 def for_search(setting: dict) -> dict:
     """A setting as the search measures it: fixed knobs set to their search value."""
-    out = _knobs.complete(setting)
+    out = _knobs.complete(setting).copy()     # (a completed setting may be the caller's)
     out.update(fixed_values())
     return out
 
@@ -243,7 +244,7 @@ def suggest_allocator(trial: optuna.trial.BaseTrial, names, only=None,
     """Pick the allocator, then sample its knobs: (allocator, setting) — HC's full setting, or
     another allocator's changed knobs."""
     name = trial.suggest_categorical(ALLOCATOR_PARAM, list(names))
-    if name == "hc":
+    if allocators.family(name).compiled:      # HC: its compiled knobs
         return name, suggest(trial, only, threads)
     dists = {x_param_name(k): x_distribution(k) for k in x_searched(name, threads).values()}
     return name, x_setting_of(name, _sample(trial, dists), threads)

@@ -187,11 +187,12 @@ def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
             have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
     hc = [("hc", label, {space.ALLOCATOR_PARAM: "hc",
                          **space.params_of(setting, only, threads)})
-          for label, setting in _seeds.seeds(objective)] if "hc" in names else []
-    todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads))
-                     for a in names if a != "hc"]
+          for label, setting in _seeds.seeds(objective)] \
+        if any(allocators.is_hc(a) for a in names) else []
+    others = allocators.registry.tuned(names)
+    todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads)) for a in others]
     todo += [(a, label, space.x_params_of(a, setting, threads))
-             for a in names if a != "hc" for label, setting in _xknobs.seeds(a, objective)
+             for a in others for label, setting in allocators.family(a).seeds(objective)
              if set(setting) <= set(space.x_searched(a, threads))]  # a thread knob: threads
     todo += hc[1:]
     n = 0
@@ -210,7 +211,7 @@ def check_allocators(names, notice=None) -> tuple[str, ...]:
     installed is left out with one line saying how to add it."""
     out = []
     for a in names:
-        if a != "hc" and a not in _xknobs.names():
+        if allocators.find(a) is None:
             raise HctuneError(f"--allocators: {a!r} has no declared knobs; use hc or "
                               f"{', '.join(_xknobs.names())}")
         if a in allocators.SYSTEM:
@@ -677,7 +678,7 @@ def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> 
         if stop.is_set():
             return
         params = dict(t.system_attrs.get("fixed_params") or {})
-        if params.pop(space.ALLOCATOR_PARAM, "hc") != "hc":
+        if not allocators.is_hc(params.pop(space.ALLOCATOR_PARAM, "hc")):
             continue
         try:
             build.build_hc(space.setting_of(params, opts.only, opts.threads))
@@ -748,12 +749,10 @@ def trial_allocator(frozen) -> str:
 def trial_setting(frozen) -> dict:
     """The full setting a finished trial measured (stored with it, so it reads back the same
     whatever knobs the study searched); for another allocator, its changed knobs."""
-    alloc = trial_allocator(frozen)
-    if alloc != "hc":
-        return _xknobs.from_key(alloc, frozen.user_attrs.get("setting"))
+    fam = allocators.family(trial_allocator(frozen))
     key = frozen.user_attrs.get("setting")
-    if key:
-        return _knobs.complete(_knobs.parse_sets(key.split(",")))
+    if key or not fam.compiled:
+        return fam.from_key(key)
     return space.setting_of(frozen.params, threads=space.params_threaded(frozen.params))
 
 
@@ -789,7 +788,7 @@ def per_allocator(study: optuna.Study, objective: str) -> list[dict]:
     """The cross-allocator table: each allocator's best trial and its library defaults."""
     defaults = {}
     for t in finished(study):
-        if not t.user_attrs.get("setting") and trial_allocator(t) != "hc":
+        if not t.user_attrs.get("setting") and not allocators.is_hc(trial_allocator(t)):
             defaults.setdefault(trial_allocator(t), t)
     rows = []
     for alloc, t in best_per_allocator(study, objective).items():

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from hctune import allocator_knobs as _xknobs
+from hctune import allocators
 from hctune import emit as _emit
 from hctune.serve.auth import need_token
 from hctune.serve.compiles import RETRY_SECONDS, Busy
@@ -53,7 +54,7 @@ async def api_emit(name: str, file: str,
         return await run_in_threadpool(_env_file, svc, name, trial)
     alloc, setting, prov = await run_in_threadpool(
         _emit.choose, svc.cfg.db_path, name, None, None, (), trial=trial, paths=False)
-    if alloc != "hc":
+    if not allocators.family(alloc).compiled:
         raise HTTPException(409, f"the answer is {_xknobs.describe(alloc, setting)}: not HC, "
                                  f"so there is no {file}; download {ENV}")
     root = svc.cfg.data_dir / "emit"
@@ -95,7 +96,7 @@ def _env_file(svc: Service, name: str, trial: int | None):
     alloc, setting, prov = _emit.choose(svc.cfg.db_path, name, None, None, (), trial=trial,
                                         paths=False, any_allocator=trial is None)
     library = None
-    if alloc == "hc":
+    if allocators.family(alloc).compiled:
         library = INSTALLED_SO
         prov = {**prov, "library": f"download {_emit.SO_NAME} from this study "
                 f"(/api/studies/{name}/emit/{_emit.SO_NAME}) and install it as {library}"}

@@ -408,8 +408,7 @@ class Service:
         ran itself (one database, one list, whoever ran the study)."""
         queued = jobs.jobs(db)
         known = {q["study"] for q in queued}
-        cli = [cli_row(r, self.cli_state(r["name"]))
-               for r in reversed(db.query("SELECT * FROM hc_studies ORDER BY created"))
+        cli = [cli_row(r, self.cli_state(r["name"])) for r in reversed(db.studies())
                if r["name"] not in known]
         return [*queued, *cli]
 
@@ -463,13 +462,10 @@ class Service:
         it."""
         sid = secrets.token_urlsafe(24)
         now = _dt.datetime.now(_dt.timezone.utc)
-        with self.db() as db, db.transaction() as c:
-            c.execute("DELETE FROM hc_sessions WHERE expires < :now",
-                      now=now.isoformat(timespec="seconds"))
-            c.execute("INSERT INTO hc_sessions (id, created, expires) VALUES (:id, :created,"
-                      " :expires)", id=_session_key(sid), created=now.isoformat(timespec="seconds"),
-                      expires=(now + _dt.timedelta(seconds=session_seconds()))
-                      .isoformat(timespec="seconds"))
+        with self.db() as db:
+            db.add_session(_session_key(sid), now.isoformat(timespec="seconds"),
+                           (now + _dt.timedelta(seconds=session_seconds()))
+                           .isoformat(timespec="seconds"))
         return f"{sid}.{self._sign(sid)}"
 
     def end_session(self, request: Request) -> bool:
@@ -481,9 +477,8 @@ class Service:
             return False
         with self._lock:
             self._sessions.pop(sid, None)
-        with self.db() as db, db.transaction() as c:
-            return c.execute("DELETE FROM hc_sessions WHERE id = :id",
-                             id=_session_key(sid)).rowcount == 1
+        with self.db() as db:
+            return db.delete_session(_session_key(sid))
 
     def signed_sid(self, request: Request) -> str | None:
         value = request.cookies.get(COOKIE)
@@ -505,12 +500,11 @@ class Service:
         if seen is not None and now - seen[0] < SESSION_CHECK_SECONDS and \
                 seen[1] > time.time():
             return sid
-        row = self.read(lambda db: db.query_one("SELECT expires FROM hc_sessions WHERE id = :id",
-                                                id=_session_key(sid)))
+        stored = self.read(lambda db: db.session_expires(_session_key(sid)))
         expires = None
-        if row is not None:
+        if stored is not None:
             with contextlib.suppress(TypeError, ValueError):
-                expires = _dt.datetime.fromisoformat(row["expires"]).timestamp()
+                expires = _dt.datetime.fromisoformat(stored).timestamp()
         with self._lock:
             if len(self._sessions) > 4096:
                 self._sessions.clear()

@@ -20,6 +20,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
 from hctune import allocator_knobs as _xknobs
+from hctune import allocators
 from hctune import jobs
 from hctune.errors import HctuneError
 from hctune.search import objective as _obj
@@ -205,7 +206,8 @@ def answer(svc: Service, q, snap=None) -> dict | None:
             return {"allocator": None, "files": [],
                     "said": f"the answer could not be read ({type(e).__name__})"}
         base = f"/api/studies/{quote(name, safe='')}/emit/"
-        if alloc == "hc":
+        decided = _decided(svc, name)
+        if allocators.family(alloc).compiled:
             changed = changed_from_generic("hc", _knobs.key(setting))
             said = (f"HC (Hasan & Chang 2006), changed from generic (Table 6): "
                     f"{'none' if changed == 'generic' else changed.replace(',', ', ')}")
@@ -218,8 +220,22 @@ def answer(svc: Service, q, snap=None) -> dict | None:
                 "objective": prov.get("objective"),
                 "chosen_by": prov.get("chosen by") or prov.get("validated")
                 or "the replay (not validated: hctune validate)",
-                "files": [{"name": f, "url": base + f} for f in files]}
+                "files": [{"name": f, "url": base + f} for f in files], **decided}
     return svc.once("answer", key, make)
+
+
+def _decided(svc: Service, name: str) -> dict:
+    """The answer as hctune.search.answer decides it for best, emit and report: its label, and
+    its trial in its own study (a winner of another study is that study's trial)."""
+    from hctune.search import answer as _answer  # deferred: Optuna, for a finished study only
+    try:
+        with svc.db() as db:
+            a = _answer.decide(db, name)
+    except HctuneError:
+        return {}
+    c = a.answer
+    return {"label": c.label(), "trial": c.number,
+            "study": c.origin["study"] if c.origin else name}
 
 
 def study_full(svc: Service, q, with_trials: bool = True) -> Response:

@@ -264,35 +264,17 @@ def api_delete_trace(trace_id: int = PathParam(ge=1, le=2**63 - 1),
     """Delete a trace no study uses: its row, the allocators' measurements on it, its stored
     contents, and its file when the server holds it. A study that uses it: 409 (delete the
     study first)."""
-    with svc.db() as db, db.transaction() as c:
-        row = c.execute("SELECT * FROM hc_traces WHERE id = :id", id=trace_id).one()
-        if row is None:
-            raise HTTPException(404, f"no trace #{trace_id}")
-        users = [r["name"] for r in c.execute(
-            "SELECT study AS name, trace_ids FROM hc_queue UNION ALL "
-            "SELECT name, trace_ids FROM hc_studies").all()
-            if trace_id in (_ids(r["trace_ids"]))]
-        if users:
-            names = ", ".join(sorted(set(users)))
-            raise HTTPException(409, f"trace #{trace_id} is used by {names}: delete those "
-                                     "studies first")
-        deleted = {"measurements": c.execute("DELETE FROM hc_measurements WHERE trace_id = :id",
-                                             id=trace_id).rowcount}
-        c.execute("DELETE FROM hc_traces WHERE id = :id", id=trace_id)
-        same = c.execute("SELECT 1 FROM hc_traces WHERE sha256 = :h", h=row["sha256"]).one()
-        deleted["stored_parts"] = 0 if same else c.execute(
-            "DELETE FROM hc_trace_data WHERE sha256 = :h", h=row["sha256"]).rowcount
+    with svc.db() as db:
+        done = db.delete_trace(trace_id)
+    if done is None:
+        raise HTTPException(404, f"no trace #{trace_id}")
+    if "users" in done:
+        raise HTTPException(409, f"trace #{trace_id} is used by {', '.join(done['users'])}: "
+                                 "delete those studies first")
+    row, same, deleted = done["row"], done["shared"], done["deleted"]
     path = Path(row["path"])
     ours = path.parent == svc.cfg.data_dir / "traces"
     if ours and not same:
         path.unlink(missing_ok=True)
     deleted["file"] = bool(ours and not same)
     return {"id": trace_id, "deleted": deleted}
-
-
-def _ids(text) -> list:
-    try:
-        v = json.loads(text)
-    except (TypeError, ValueError):
-        return []
-    return v if isinstance(v, list) else []

@@ -30,6 +30,7 @@ from collections import OrderedDict
 import optuna
 from optuna.trial import FrozenTrial
 
+from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.errors import HctuneError
 from hctune.search import space as _space
@@ -68,7 +69,7 @@ def changed_from_generic(alloc, setting) -> str | None:
     """What a trial's setting changes from HC's generic setting (Hasan & Chang 2006, Table 6),
     as KNOB=VALUE,...; another allocator's setting is its changed knobs already. The whole
     setting is on the trial's page."""
-    if alloc != "hc" or not isinstance(setting, str):
+    if not allocators.is_hc(alloc) or not isinstance(setting, str):
         return _text(setting)
     try:
         given = _knobs.parse_sets(setting.split(","))

@@ -165,8 +165,8 @@ def validate_study(db_path, row, opts: _options.Options, log=print) -> dict | No
         before = db.latest_validation(name, done=False)
     log(f"study {name}: validating, {runs} real runs per candidate")
     try:
-        s = _validate.validate(db_path, name, top=opts.validate_top, runs=runs,
-                               storage=opts.storage)
+        s = _validate.run(db_path, _validate.ValidateOptions(
+            study=name, top=opts.validate_top, runs=runs, storage=opts.storage))
         log(f"study {name}: {s['verdict']}")
         return s
     except HctuneError as e:

@@ -33,6 +33,7 @@ is `hctune.realruns`); this module runs the whole validation. Every name is impo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -49,6 +50,7 @@ from hctune.validate.program import Program, check_program, program_for  # noqa:
 from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS, _kill_group, run_once, run_rounds  # noqa: F401
 from hctune.validate.stats import BOOTSTRAP, MEASURES, _median, _values, median_ci, ratio_ci  # noqa: F401
 from hctune.realruns import latest, validated, winner_entry, winner_setting  # noqa: F401
+from hctune.validate.options import ValidateOptions
 from hctune.validate.store import _fmt_measure, provenance  # noqa: F401
 from hctune.validate.summary import (DEFAULT_MEMORY_OVERHEAD, TIME_MEASURES, _pct, _span,  # noqa: F401
                                     _verdict, add_headroom, load_notes, load_summary,
@@ -109,33 +111,36 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
              objective: str | None = None, memory_measure: str | None = None,
              time_measure: str = "wall", server: dict | None = None,
              min_effect: float = rule.MIN_EFFECT) -> dict:
+    """`run` with the options as keywords (see ValidateOptions)."""
+    return run(db_path, ValidateOptions(
+        study=study, objective=objective, top=top, runs=runs, argv=argv, references=references,
+        extra=extra, memory_limit=memory_limit, timeout=timeout, seed=seed, storage=storage,
+        memory_measure=memory_measure, time_measure=time_measure, server=server,
+        min_effect=min_effect), progress)
+
+
+def run(db_path, opts: ValidateOptions, progress=None) -> dict:
     """Run the real program under the study's best settings and the references; store every
     run; return the summary (also stored in hc_validations). `progress(event: dict)` is called
-    on "build", after every "run" and after every "round" ({"done", "total", "rows"}); `extra`
-    is [(label, library path[, env])]; `storage`: the
-    study's Optuna storage URL when the one hc_studies names lacks its password (workers);
-    `objective` without `study`: the latest study of that objective on the latest traces;
-    `memory_measure` (peak | mean | final): mem's measure, default the study's;
-    `time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user + sys
-    CPU time; `server`: the program is a server loaded as this says (profile.ServerLoad's dict;
-    default: as its trace recorded), measured by its RSS over the load and the load's time;
-    `min_effect` (%): a significant gain smaller than this keeps the simpler option.
-    Progress also gets "plan" ({"candidates", "rounds", "warmups"}) before the first run and
-    "warmup" ({"seconds", "runs"}) after the first warm-up run."""
-    if runs < MIN_RUNS:
-        raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
-    if not 0 <= min_effect < 100:
-        raise HctuneError(f"--min-effect is a percentage from 0 to 100, not {min_effect:g}")
-    if top < 1:
-        raise HctuneError("--top must be at least 1")
-    if time_measure not in TIME_MEASURES:
-        raise HctuneError(f"--time-measure: use {', '.join(TIME_MEASURES)}, not {time_measure!r}")
+    on "build", after every "run" and after every "round" ({"done", "total", "rows"});
+    `opts.extra` is [(label, library path[, env])]; `opts.storage`: the study's Optuna storage
+    URL when the one hc_studies names lacks its password (workers); `opts.objective` without
+    `opts.study`: the latest study of that objective on the latest traces;
+    `opts.memory_measure` (peak | mean | final): mem's measure, default the study's;
+    `opts.time_measure` (wall | cpu): perf's and pareto's, the wall time or the program's user
+    + sys CPU time; `opts.server`: the program is a server loaded as this says
+    (profile.ServerLoad's dict; default: as its trace recorded), measured by its RSS over the
+    load and the load's time; `opts.min_effect` (%): a significant gain smaller than this keeps
+    the simpler option. Progress also gets "plan" ({"candidates", "rounds", "warmups"}) before
+    the first run and "warmup" ({"seconds", "runs"}) after the first warm-up run."""
+    opts.check()
+    study, memory_measure = opts.study, opts.memory_measure
     from hctune.search import results          # deferred: Optuna (see candidates.tuned_trials)
     from hctune.search import study as _study  # deferred: Optuna (see candidates.tuned_trials)
     with Database(db_path) as db:
-        if study is None and objective is not None:
-            study = results.study_for(db, objective)
-        row, st = _study.load(db, study, storage)
+        if study is None and opts.objective is not None:
+            study = results.study_for(db, opts.objective)
+        row, st = _study.load(db, study, opts.storage)
         asked = memory_measure or json.loads(row["options_json"] or "{}").get("memory_measure")
         if memory_measure is None:
             memory_measure = json.loads(row["options_json"] or "{}").get("memory_measure",
@@ -143,19 +148,18 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
         if memory_measure not in MEMORY_MEASURES:
             raise HctuneError(f"--memory-measure: use {', '.join(MEMORY_MEASURES)}, "
                               f"not {memory_measure!r}")
-        prog = program_for(db, row, argv, server)
+        prog = program_for(db, row, opts.argv, opts.server)
         if prog.server and asked is None:
             memory_measure = "mean"     # a server's cost: its RSS over time (docs/servers.md)
-        cands, notes = candidates(db, row, st, top, references, extra, progress)
+        cands, notes = candidates(db, row, st, opts.top, opts.references, opts.extra, progress)
         launcher = hcrun()
         restore_signals = _terminate_as_interrupt()
         vid = db.add_validation(row["name"], row["objective"], prog.argv, prog.cwd, prog.stdin,
-                                runs)
+                                opts.runs)
         status = "failed"
         try:
-            summary = _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress,
-                                  seed, memory_limit, notes, memory_measure, time_measure,
-                                  min_effect)
+            summary = _run_rounds(db, vid, row, prog, cands, launcher, progress, notes,
+                                  dataclasses.replace(opts, memory_measure=memory_measure))
             add_headroom(summary, _max_live(db, row))
             status = "done"
         except KeyboardInterrupt:
@@ -169,9 +173,9 @@ def validate(db_path, study: str | None = None, top: int = DEFAULT_TOP,
     return summary
 
 
-def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, seed,
-                memory_limit, notes, memory_measure="peak", time_measure="wall",
-                min_effect=rule.MIN_EFFECT) -> dict:
+def _run_rounds(db, vid, row, prog, cands, launcher, progress, notes,
+                opts: ValidateOptions) -> dict:
+    runs, timeout, seed = opts.runs, opts.timeout, opts.seed
     loads = [os.getloadavg()[0]]       # the machine's 1-minute load, sampled at every run
 
     def on_run(r, done, total):
@@ -191,10 +195,10 @@ def _run_rounds(db, vid, row, prog, cands, runs, launcher, timeout, progress, se
                   "warmups": 2})
     all_runs, reference, more = run_rounds(prog, cands, runs, launcher, timeout, seed, on_run,
                                            on_round=on_round, on_warmup=on_warmup)
-    limit, vs_generic = _limit(row, memory_limit)
+    limit, vs_generic = _limit(row, opts.memory_limit)
     slowdown = json.loads(row["options_json"] or "{}").get("max_slowdown")
     summary = summarize(cands, all_runs, row["objective"], limit, seed, vs_generic,
-                        memory_measure, slowdown, time_measure, min_effect)
+                        opts.memory_measure, slowdown, opts.time_measure, opts.min_effect)
     summary["load"] = load_summary(loads)
     unsure = load_notes(summary)
     summary["notes"] = notes + more + summary["notes"] + unsure

@@ -33,7 +33,7 @@ class Candidate:
 
     @property
     def is_hc(self) -> bool:
-        return self.allocator == "hc" and self.kind in ("tuned", "generic")
+        return allocators.is_hc(self.allocator) and self.kind in ("tuned", "generic")
 
 
 def _distinct(trials, top: int, generic_key: str) -> list:
@@ -66,10 +66,10 @@ def tuned_trials(st, objective: str, top: int) -> list:
     generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
     # HC's trials (a cross-allocator study's others: allocator_candidates)
     ok = [t for t in _study.finished(st) if _study.feasible(t)
-          and _study.trial_allocator(t) == "hc"]
+          and allocators.is_hc(_study.trial_allocator(t))]
     if objective == "pareto":
         front = [t for t in _study.pareto_front(st) if t.user_attrs.get("setting") != generic_key
-                 and _study.trial_allocator(t) == "hc"]
+                 and allocators.is_hc(_study.trial_allocator(t))]
         return _spread(_distinct(front, len(front), generic_key), top)
     ok.sort(key=lambda t: (t.user_attrs[objective], t.number))
     return _distinct(ok, top, generic_key)
@@ -124,8 +124,13 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                              trial=t.number, replay={"mem_ratio": t.user_attrs["mem"],
                                                      "perf_ratio": t.user_attrs["perf"]}))
     if not out:
-        notes.append("the study's best (for pareto: its whole front) is the generic setting: "
-                     "there is no other tuned setting to run")
+        if not all(allocators.is_hc(_study.trial_allocator(t)) for t in done):
+            # a study across allocators: its best can be another allocator's; say HC's
+            notes.append("HC's best in the study (for pareto: HC's part of the front) is the "
+                         "generic setting: there is no other tuned HC setting to run")
+        else:
+            notes.append("the study's best (for pareto: its whole front) is the generic "
+                         "setting: there is no other tuned setting to run")
     out.append(Candidate("hc generic", "generic", "hc", setting=generic,
                          trial=gen_trial.number if gen_trial else None,
                          replay={"mem_ratio": gen_trial.user_attrs["mem"],
@@ -176,7 +181,7 @@ def allocator_candidates(st, objective: str, notes: list,
     seen = set()
     for o in objectives:
         for alloc, t in _study.best_per_allocator(st, o).items():
-            if alloc == "hc" or (alloc, t.user_attrs.get("setting")) in seen:
+            if allocators.is_hc(alloc) or (alloc, t.user_attrs.get("setting")) in seen:
                 continue
             seen.add((alloc, t.user_attrs.get("setting")))
             setting = _study.trial_setting(t)
@@ -202,7 +207,7 @@ def allocator_candidates(st, objective: str, notes: list,
         for alloc, t in over.items():
             best = within.get(alloc)
             setting = _study.trial_setting(t)
-            if alloc == "hc" or not setting or (best is not None and best.user_attrs["mem"]
+            if allocators.is_hc(alloc) or not setting or (best is not None and best.user_attrs["mem"]
                                                 <= t.user_attrs["mem"]):
                 continue
             try:
@@ -228,10 +233,11 @@ def blind_candidates(st, objective: str, generic: dict, have: list,
     a study across allocators (search --allocators), as the seeds are: an HC-only study's
     validation runs what it ran before."""
     from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
-    names = {_study.trial_allocator(t) for t in _study.finished(st)} - {"hc"}
+    names = set(allocators.registry.tuned({_study.trial_allocator(t)
+                                           for t in _study.finished(st)}))
     if not names:
         return []
-    seen = {(c.allocator, _knobs.key(c.setting) if c.allocator == "hc" and c.setting
+    seen = {(c.allocator, _knobs.key(c.setting) if allocators.is_hc(c.allocator) and c.setting
              else json.dumps(c.setting or {}, sort_keys=True)) for c in have}
     out = []
     for name, value in _knobs.validated(objective):

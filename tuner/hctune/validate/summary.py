@@ -116,7 +116,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                  "median": {}, "ci": {}, "vs_generic": {}, "vs_glibc": {}}
         if c.origin:
             entry["origin"] = c.origin
-        if c.setting is not None and generic is not None and c.allocator == "hc":
+        if c.setting is not None and generic is not None and allocators.is_hc(c.allocator):
             entry["changed_from_generic"] = _knobs.diff_from(c.setting, generic)
         if c.kind == "generic" and c.setting is not None:
             # the search's generic HC holds its fixed knobs (ARENAS=1 on a single-threaded
@@ -159,7 +159,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
     # tuned too, but has no malloc.c: it competes in the recommendation only)
     hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")
-                         and e["allocator"] == "hc"], measure, ratio, cap, cap_field,
+                         and allocators.is_hc(e["allocator"])], measure, ratio, cap, cap_field,
                         min_effect)
     overall = rule.recommend(rows, measure, ratio, cap, cap_field, min_effect)
     notes = []
@@ -172,7 +172,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     if cap is not None and not hc["capped"] and hc["choice"] is not None:
         notes.append(f"no HC setting is within the {limit}; the HC choice ignores it")
     winner, rec = hc["choice"], overall["choice"]
-    if rec is not None and rec["kind"] in ("tuned", "generic") and rec["allocator"] == "hc":
+    if rec is not None and rec["kind"] in ("tuned", "generic") and allocators.is_hc(rec["allocator"]):
         winner = rec          # the answer is an HC setting: emit writes that one
     if rec is not None:
         for e in rows:

@@ -3,6 +3,9 @@
 Every allocator runs in the same build/hcreplay, injected with LD_PRELOAD (glibc: nothing), so
 they are measured alike.  Names:
 
+Each allocator with knobs is a family (hctune.allocators.family: HC's compiled knobs, the
+others' environment), named by hctune.allocators.registry; this module finds the libraries.
+
   hc          the HC allocator (Hasan & Chang 2006, §3) built for a setting (hctune.build)
   glibc       the C library's malloc, the descendant of the paper's DL anchor (§4.2)
   jemalloc    Debian libjemalloc2
@@ -22,7 +25,7 @@ import subprocess
 from pathlib import Path
 
 from hctune import allocator_knobs as _xknobs
-from hctune import build, knobs, native
+from hctune import knobs, native
 from hctune.errors import HctuneError
 
 # name -> (file names to look for, Debian package that ships them), from configs/allocators.toml
@@ -109,19 +112,12 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
     name = (name or "").strip()
     if not name:
         raise HctuneError("empty allocator name")
-    if setting is not None and name != "hc" and name not in _xknobs.names():
+    if setting is not None and registry.find(name) is None:
         raise HctuneError(f"a knob setting only applies to hc, {', '.join(_xknobs.names())}; "
                           f"not {name}")
-    if name == "hc":
-        full = knobs.complete(setting) if setting is not None else knobs.preset("generic")
-        return Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
-    if name in _xknobs.names():
-        if setting and set(setting) & set(knobs.knobs()):
-            raise HctuneError(f"HC's knob setting only applies to the hc allocator, not {name}")
-        library = find_system(name) if name in SYSTEM else None
-        full = _xknobs.complete(name, setting)
-        return Allocator(name, library, full if setting is not None else None,
-                         tuple(_xknobs.env_vars(name, full).items()))
+    fam = registry.find(name)
+    if fam is not None:
+        return fam.prepare(setting, debug=debug, db=db)
     if name in BUILT:
         return Allocator(name, native.path(BUILT[name]))
     if "/" in name or name.endswith(".so") or ".so." in name:
@@ -149,22 +145,26 @@ def setting_key(name: str, setting: dict | None) -> str | None:
     or another allocator's defaults (so they share rows with its plain measurements)."""
     if setting is None:
         return None
-    if name == "hc":
-        return knobs.key(setting)
-    return _xknobs.key(name, setting) or None
+    return registry.family(name).key(setting)
 
 
 def parse_setting(name: str, preset: str | None = None, sets=()) -> dict | None:
     """The setting `--preset`/`--set` ask for on allocator `name`: HC's full setting; for
     glibc, jemalloc, mimalloc, tcmalloc their changed knobs (`--set jemalloc.narenas=1`);
     None for other allocators, which have no knobs."""
-    if name == "hc":
+    if registry.is_hc(name):
         return knobs.resolve(preset, sets)
     if preset:
         raise HctuneError(f"--preset and its named settings apply to the hc allocator, "
                           f"not {name}")
-    if name in _xknobs.names():
-        return _xknobs.parse_sets(name, sets) if sets else None
+    if registry.find(name) is not None:
+        return registry.family(name).parse(sets) if sets else None
     if sets:
         raise HctuneError(f"--set applies to hc, {', '.join(_xknobs.names())}; not {name}")
     return None
+
+
+# the families (below everything above, which they use): HC and the environment-configured ones
+from hctune.allocators import registry  # noqa: E402 (after Allocator and find_system: they use them)
+from hctune.allocators.family import Family  # noqa: E402,F401
+from hctune.allocators.registry import families, family, find, is_hc  # noqa: E402,F401

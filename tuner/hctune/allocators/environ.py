@@ -1,0 +1,58 @@
+"""The allocators configured through their environment as one family: glibc (GLIBC_TUNABLES),
+jemalloc (MALLOC_CONF), mimalloc and tcmalloc (their variables), each declared in
+configs/allocators.toml (hctune.allocator_knobs), each a library found on the system (glibc:
+none to preload)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from hctune import allocator_knobs as _xknobs
+from hctune import allocators as _lib   # the folder's __init__: find_system (tests replace it)
+from hctune import knobs as _knobs
+from hctune.allocators.family import Family
+from hctune.errors import HctuneError
+
+
+class Environ(Family):
+    compiled = False
+
+    def __init__(self, name: str):
+        self.name = name
+        self.label = name
+
+    def knobs(self) -> dict:
+        return _xknobs.knobs(self.name)
+
+    def defaults(self) -> dict:
+        return _xknobs.defaults(self.name)
+
+    def complete(self, partial: dict | None):
+        return _xknobs.complete(self.name, partial)
+
+    def parse(self, items: Iterable[str]) -> dict:
+        return _xknobs.parse_sets(self.name, items)
+
+    def key(self, setting: dict | None) -> str | None:
+        return None if setting is None else (_xknobs.key(self.name, setting) or None)
+
+    def from_key(self, text: str | None) -> dict:
+        return _xknobs.from_key(self.name, text)
+
+    def seeds(self, objective: str) -> list[tuple[str, dict]]:
+        return _xknobs.seeds(self.name, objective)
+
+    def describe(self, setting: dict | None) -> str:
+        return _xknobs.describe(self.name, setting)
+
+    def changed(self, setting: dict, base: dict | None = None) -> dict:
+        return dict(setting)        # its settings are what differs from its defaults
+
+    def prepare(self, setting: dict | None = None, debug: bool = False, db=None):
+        if setting and set(setting) & set(_knobs.knobs()):
+            raise HctuneError(f"HC's knob setting only applies to the hc allocator, "
+                              f"not {self.name}")
+        library = _lib.find_system(self.name) if self.name in _lib.SYSTEM else None
+        full = self.complete(setting)
+        return _lib.Allocator(self.name, library, full if setting is not None else None,
+                              tuple(_xknobs.env_vars(self.name, full).items()))
