@@ -37,7 +37,7 @@ async def call(app, target: str) -> int:
     path, _, query = target.partition("?")
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
              "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": query.encode(), "headers": [(b"host", b"bench")],
+             "query_string": query.encode(), "headers": [(b"host", b"127.0.0.1")],
              "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "root_path": ""}
     sent = []
 

@@ -70,10 +70,19 @@ def test_the_answer_its_env_file_the_csv_and_a_trials_page(served):
     assert a["allocator"] == "hc" and a["said"] == ("HC (Hasan & Chang 2006), changed from "
                                                      "generic (Table 6): QL_HIGH=16"), a
     assert "not validated" in a["chosen_by"]
-    assert [f["name"] for f in a["files"]][-1] == "hctune.env"
+    assert [f["name"] for f in a["files"]][-4:] == ["hctune.env", "allocator.conf",
+                                                    "Dockerfile.env", "env.line"]
     status, env = served.request("GET", "/api/studies/fin/emit/hctune.env")
     assert status == 200 and b"export LD_PRELOAD=/usr/local/lib/libhcmalloc.so" in env, env
     assert served.db.parent.as_posix().encode() not in env      # no path of the server
+    # the other forms it is pasted in
+    status, conf = served.request("GET", "/api/studies/fin/emit/allocator.conf")
+    assert status == 200 and b'[Service]\nEnvironment="LD_PRELOAD=/usr/local/lib/libhcmalloc.so"' \
+        in conf, conf
+    status, docker = served.request("GET", "/api/studies/fin/emit/Dockerfile.env")
+    assert b"ENV LD_PRELOAD=/usr/local/lib/libhcmalloc.so" in docker, docker
+    status, line = served.request("GET", "/api/studies/fin/emit/env.line")
+    assert line == b"LD_PRELOAD=/usr/local/lib/libhcmalloc.so\n", line
     status, text = served.request("GET", "/api/studies/fin/trials.csv")
     lines = text.decode().splitlines()
     assert status == 200 and lines[0].startswith("number,state,allocator,mem_ratio")

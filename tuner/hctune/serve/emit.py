@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,7 +23,7 @@ from hctune import emit as _emit
 from hctune.serve.auth import need_token
 from hctune.serve.compiles import RETRY_SECONDS, Busy
 from hctune.serve.state import Service, service
-from hctune.serve.studies import final_key
+from hctune.serve.studies import ENV_FORMS, final_key
 from hctune import report as _report
 
 router = APIRouter(tags=["emit"], dependencies=[Depends(need_token)])
@@ -31,7 +32,7 @@ ENV = "hctune.env"   # another allocator's answer: its LD_PRELOAD and variables 
 
 _FILES = {"malloc.c": "text/x-c", "malloc.mk": "text/plain",
           "hcmalloc.cmake": "text/plain", _emit.SO_NAME: "application/octet-stream",
-          ENV: "text/plain"}
+          ENV: "text/plain", **{f: "text/plain" for f in ENV_FORMS}}
 
 
 @router.get("/api/studies/{name}/emit/{file}",
@@ -50,8 +51,8 @@ async def api_emit(name: str, file: str,
     q = await run_in_threadpool(svc.queue_row, name)
     if q["state"] == "queued":   # (and the library's error would list every study's name)
         raise HTTPException(409, f"study {name!r} has not started: no setting yet")
-    if file == ENV:
-        return await run_in_threadpool(_env_file, svc, name, trial)
+    if file == ENV or file in ENV_FORMS:
+        return await run_in_threadpool(_env_file, svc, name, trial, file)
     alloc, setting, prov = await run_in_threadpool(
         _emit.choose, svc.cfg.db_path, name, None, None, (), trial=trial, paths=False)
     if not allocators.family(alloc).compiled:
@@ -87,7 +88,7 @@ def _place(lib: Path, out: Path) -> None:
 INSTALLED_SO = Path("/usr/local/lib") / _emit.SO_NAME   # where an HC answer's file says to put it
 
 
-def _env_file(svc: Service, name: str, trial: int | None):
+def _env_file(svc: Service, name: str, trial: int | None, form: str = ENV):
     """The study's answer, whatever the allocator, as the shell file `hctune emit --env`
     writes (made by the same function: its LD_PRELOAD and variables, and the same setting as
     one shell line, a GLIBC_TUNABLES or MALLOC_CONF string, a systemd drop-in, a Dockerfile's
@@ -102,12 +103,27 @@ def _env_file(svc: Service, name: str, trial: int | None):
                 f"(/api/studies/{name}/emit/{_emit.SO_NAME}) and install it as {library}"}
     d = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-env-", dir=svc.cfg.data_dir / "tmp"))
     try:
-        _emit.write_env(d / ENV, alloc, setting, prov, library)
-        return Response((d / ENV).read_bytes(), media_type="text/plain",
-                        headers={"Content-Disposition": f'attachment; filename="{ENV}"',
+        written = _emit.write_env(d / ENV, alloc, setting, prov, library)
+        body = (d / ENV).read_bytes() if form == ENV else \
+            env_form(form, written["variables"], alloc).encode()
+        return Response(body, media_type="text/plain",
+                        headers={"Content-Disposition": f'attachment; filename="{form}"',
                                  "X-Hctune-Allocator": alloc})
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def env_form(form: str, variables: dict, alloc: str) -> str:
+    """The answer's variables (hctune.env's exports) as a systemd drop-in
+    (/etc/systemd/system/APP.service.d/allocator.conf), a Dockerfile's ENV lines, or one shell
+    line."""
+    head = f"# {alloc}, recommended by hctune (the variables of hctune.env)\n"
+    if form == "allocator.conf":
+        return head + "[Service]\n" + "".join(
+            f'Environment="{k}={v}"\n' for k, v in variables.items())
+    if form == "Dockerfile.env":
+        return head + "".join(f"ENV {k}={shlex.quote(v)}\n" for k, v in variables.items())
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items()) + "\n"
 
 
 KEEP = 64    # emitted directories kept (a .so each, maybe): the rest are made again if asked

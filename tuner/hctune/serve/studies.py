@@ -182,6 +182,12 @@ def comparison(svc: Service, q, snap=None) -> list[dict] | None:
     return make() if key is None else svc.once("report", key, make)
 
 
+# the answer's environment in the other forms it is pasted in (hctune.serve.emit makes them
+# from the variables of the same hctune.env): a systemd drop-in, a Dockerfile's ENV lines,
+# one shell line
+ENV_FORMS = ("allocator.conf", "Dockerfile.env", "env.line")
+
+
 def answer(svc: Service, q, snap=None) -> dict | None:
     """A finished study's one answer, as `hctune emit --env` chooses it (hctune.emit.choose
     with any_allocator: the real runs' recommendation once validated, which may be glibc or
@@ -211,11 +217,12 @@ def answer(svc: Service, q, snap=None) -> dict | None:
             changed = changed_from_generic("hc", _knobs.key(setting))
             said = (f"HC (Hasan & Chang 2006), changed from generic (Table 6): "
                     f"{'none' if changed == 'generic' else changed.replace(',', ', ')}")
-            files = ["malloc.c", "libhcmalloc.so", "malloc.mk", "hcmalloc.cmake", "hctune.env"]
+            files = ["malloc.c", "libhcmalloc.so", "malloc.mk", "hcmalloc.cmake", "hctune.env",
+                     *ENV_FORMS]
         else:
             changed = None
             said = f"allocator: {_xknobs.describe(alloc, setting)}"
-            files = ["hctune.env"]
+            files = ["hctune.env", *ENV_FORMS]
         return {"allocator": alloc, "said": said, "changed_from_generic": changed,
                 "objective": prov.get("objective"),
                 "chosen_by": prov.get("chosen by") or prov.get("validated")
