@@ -98,7 +98,8 @@ def test_a_cross_allocator_study(trace, tmp_path):
         s = srv.wait_study("cross")
         assert s["state"] == "done", (s, srv.output())
         done = [x for x in s["trials"] if x["state"] == "complete"]
-        assert len(done) == 4
+        # the sampled one may be pruned once it has lost (search/study.py): it still counts
+        assert len(done) + sum(1 for x in s["trials"] if x["state"] == "pruned") == 4
         assert {"hc", "glibc"} <= {x["allocator"] for x in s["trials"]}, s["trials"]
         assert sum(1 for x in s["trials"] if x["seed"]) <= 3      # 3/4 of 4 trials
         status, page = srv.request("GET", "/studies/cross")

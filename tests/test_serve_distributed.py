@@ -60,7 +60,10 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         s = srv.wait_study("split", timeout=150)
         assert s["state"] == "done", s
         done = [x for x in s["trials"] if x["state"] == "complete"]
-        assert len(done) >= TRIALS
+        # --trials counts trials evaluated: finished, or pruned once they had lost (a replay
+        # past the best's peak RSS, search/study.py)
+        lost = [x for x in s["trials"] if x["state"] == "pruned"]
+        assert len(done) + len(lost) >= TRIALS
         assert {x["worker"] for x in done} == set(ids)        # both workers' trials are there
         assert set(victim_done) <= {x["number"] for x in done}  # none of the victim's lost
         assert len({x["number"] for x in done}) == len(done)

@@ -408,7 +408,9 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         trial.set_user_attr("worker", _worker())
         if opts.on_trial is not None:
             opts.on_trial(trial.number)
-        bounds = prune_bounds(trial.study, ev, opts)
+        # seeds are the references (generic, the paper's settings, each allocator as it
+        # comes): always measured whole, never cut short
+        bounds = None if "seed" in trial.user_attrs else prune_bounds(trial.study, ev, opts)
         try:
             with interrupt.measurement():
                 if plan.parts:
