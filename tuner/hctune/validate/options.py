@@ -8,6 +8,7 @@ import dataclasses
 
 from hctune.errors import HctuneError
 from hctune.search import options as _options
+from hctune.validate import rule
 from hctune.validate.runs import DEFAULT_RUNS, MIN_RUNS
 from hctune.validate.summary import TIME_MEASURES
 
@@ -27,11 +28,16 @@ class ValidateOptions:
     storage: str | None = None                # the Optuna storage URL (workers)
     memory_measure: str | None = None         # peak | mean | final (default: the study's)
     time_measure: str = "wall"                # wall | cpu
+    server: dict | None = None                # a server and its load (profile.ServerLoad's dict)
+    min_effect: float = rule.MIN_EFFECT       # %: a smaller significant gain keeps the simpler
 
     def check(self) -> "ValidateOptions":
         """One clear error for a value out of bounds (before anything runs)."""
         if self.runs < MIN_RUNS:
             raise HctuneError(f"--runs must be at least {MIN_RUNS} (intervals need several runs)")
+        if not 0 <= self.min_effect < 100:
+            raise HctuneError(f"--min-effect is a percentage from 0 to 100, not "
+                              f"{self.min_effect:g}")
         if self.top < 1:
             raise HctuneError("--top must be at least 1")
         if self.time_measure not in TIME_MEASURES:
