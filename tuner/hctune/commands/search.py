@@ -48,7 +48,8 @@ def _bar(opts: _options.Options, console: Console):
         elapsed = time.monotonic() - started
         acc = s["trials"]
         ran = acc["trials"] - update.first_evaluated
-        rate = f"{ran / elapsed * 60:.1f} trials/min" if elapsed > 0 and ran > 0 else ""
+        # (not in the first second: a resumed study with nothing left to run has no rate)
+        rate = f"{ran / elapsed * 60:.1f} trials/min" if elapsed >= 1.0 and ran > 0 else ""
         left = []
         if opts.timeout is not None:
             left.append(max(0.0, opts.timeout - elapsed))
