@@ -22,6 +22,14 @@ pytestmark = pytest.mark.timeout(300)
 
 CLIENT = Path(__file__).with_name("servers_client.py")
 KEYS = 300
+# The load holds its cache (~12.5 MB at KEYS keys, the server's baseline ~1.5 MB) for IDLE s
+# before its GETs: RSS is sampled every 100 ms and its mean weights each sample by the time
+# until the next one, so without the idle phase a load of ~0.2 s (fill included, the client's
+# start-up too) is 2-3 samples taken before the cache fills and the mean is the baseline under
+# every candidate. With it, a candidate that keeps the cache is > 1.5x one that keeps none as
+# long as the client's start-up and fill take under ~14x IDLE (measured: ~0.2 s).
+IDLE = 0.3
+LOAD = ("load", "--keys", KEYS, "--idle", IDLE)
 
 
 def _free_port() -> int:
@@ -72,7 +80,7 @@ def served(c_program, tmp_path_factory):
     d = tmp_path_factory.mktemp("servers")
     db = d / "hctune.db"
     server, port = c_program("cache_server"), _free_port()
-    r = hctune(db, "profile", "-o", d / "srv.hct", "--load", _client(port, "load", "--keys", KEYS),
+    r = hctune(db, "profile", "-o", d / "srv.hct", "--load", _client(port, *LOAD),
                "--ready", _client(port, "ping"), "--", server, port, "crash-under", "crashme",
                cwd=d)
     assert "traced" in r.stderr
@@ -87,7 +95,7 @@ def test_profile_records_the_server_and_its_load(served):
     with Database(db) as con:
         inv = con.invocation(con.latest_trace())
     assert inv["argv"] == [str(server), str(port), "crash-under", "crashme"]
-    assert inv["server"]["load"] == _client(port, "load", "--keys", KEYS)
+    assert inv["server"]["load"] == _client(port, *LOAD)
     assert inv["server"]["ready"] == _client(port, "ping") and inv["server"]["stop_signal"] == 15
     from hctune.trace import open_trace
     evs = list(open_trace(d / "srv.hct"))
