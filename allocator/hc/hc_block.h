@@ -21,7 +21,7 @@ static inline char *hc_block_of(void *p) { return (char *)p - HC_HDR; }
 /* The trailer of a free block is its last 4 bytes; the next block's header follows it. */
 static inline void hc_set_trailer(char *b, size_t size) { *hc_hdr(b + size - HC_HDR) = (uint32_t)size; }
 static inline size_t hc_prev_size(char *b) { return *hc_hdr(b - HC_HDR); }
-static inline char *hc_prev_block(char *b) { return b - hc_prev_size(b); }
+static inline HC_UNUSED char *hc_prev_block(char *b) { return b - hc_prev_size(b); }
 
 static inline void hc_set_pinuse(char *b) { *hc_hdr(b) |= HC_PINUSE; }
 static inline void hc_clear_pinuse(char *b) { *hc_hdr(b) &= ~HC_PINUSE; }
