@@ -38,6 +38,7 @@ import json
 from hctune import knobs as _knobs  # noqa: F401  (re-exported, as before the split)
 from hctune.db import Database, now
 from hctune.errors import HctuneError
+from hctune.trace.register import stats_of
 from hctune.search.objective import MEMORY_MEASURES
 from hctune.validate.candidates import (DEFAULT_TOP, REFERENCES, Candidate, _distinct, _spread,  # noqa: F401
                                        candidates, tuned_trials)
@@ -67,7 +68,6 @@ def _limit(row, memory_limit) -> tuple[float | None, bool]:
 
 def _max_live(db, row) -> int | None:
     """The largest peak live bytes of the study's traces (their stored statistics), or None."""
-    from hctune.trace.register import stats_of
     best = None
     for tid in json.loads(row["trace_ids"]):
         t = db.trace(tid)
