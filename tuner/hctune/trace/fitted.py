@@ -24,8 +24,10 @@ class costs up to one partly used page).
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import json
+import sys
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,8 +282,6 @@ def breakdown(prof: Profile, classes: list[int], grain: int = GRAIN) -> dict:
 def main(argv=None) -> int:
     """python -m hctune.trace.fitted [--waste PERMILLE] [--classes N] [--grain 8|16] TRACE...:
     the note on stderr, the table as KNOB=VALUE words on stdout (for `--set`)."""
-    import argparse
-    import sys
     ap = argparse.ArgumentParser(prog="python -m hctune.trace.fitted",
                                  description="Size classes fitted to the traces' sizes.")
     ap.add_argument("--waste", type=int, default=0, help="waste bound, per mille (default 0)")

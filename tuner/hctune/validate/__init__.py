@@ -42,6 +42,7 @@ import threading
 from hctune import knobs as _knobs  # noqa: F401  (re-exported, as before the split)
 from hctune.db import Database, now
 from hctune.errors import HctuneError
+from hctune.trace.register import stats_of
 from hctune.search.objective import MEMORY_MEASURES
 from hctune.validate.candidates import (DEFAULT_TOP, REFERENCES, Candidate, _distinct, _spread,  # noqa: F401
                                        candidates, tuned_trials)
@@ -91,7 +92,6 @@ def _terminate_as_interrupt():
 
 def _max_live(db, row) -> int | None:
     """The largest peak live bytes of the study's traces (their stored statistics), or None."""
-    from hctune.trace.register import stats_of
     best = None
     for tid in json.loads(row["trace_ids"]):
         t = db.trace(tid)
