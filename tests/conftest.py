@@ -285,7 +285,7 @@ def wordfreq():
     if not shutil.which("g++"):
         pytest.skip("g++ is not installed (Debian package g++)")
     key = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    exe = BUILD / "test-cache" / "bin" / f"mt_wordfreq-{key}"
+    exe = TEST_CACHE / "bin" / f"mt_wordfreq-{key}"
     if not exe.exists():
         exe.parent.mkdir(parents=True, exist_ok=True)
         tmp = exe.with_suffix(".tmp")
