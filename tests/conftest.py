@@ -3,8 +3,14 @@ the hctune runner, same_output and stress, and the real traces the replay tests 
 
 `c_program("hc_stress")` compiles tests/c/hc_stress.c; `hc_library(setting, debug)` renders one
 HC setting with hctune.render.render_malloc and compiles it into a shared library for
-LD_PRELOAD. Both are cached under build/test-cache/ by a hash of everything that goes into the
-build, written to a temp file and renamed, so reruns are fast and concurrent runs are safe.
+LD_PRELOAD. Both are cached under build/test-cache/ (HCTUNE_TEST_CACHE moves it) by a hash of
+everything that goes into the build, written to a temp file and renamed, so reruns are fast and
+concurrent runs are safe.
+
+Compiles run on one session-wide pool of os.cpu_count() threads (each waits on its compiler
+process), one build per distinct key per session: `prefetch_hc_libraries` starts a module's
+later builds while its first tests run on the other core. HCTUNE_TEST_COMPILE_LOG=<file> gets
+a line per compiler run (to count them).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +36,7 @@ from workloads import programs, run_program
 
 ROOT = paths.ROOT
 BUILD = paths.BUILD
-TEST_CACHE = BUILD / "test-cache"
+TEST_CACHE = Path(os.environ.get("HCTUNE_TEST_CACHE") or BUILD / "test-cache")
 CC = os.environ.get("CC", "cc")
 # configs/build.toml's HC recipe (hctune.build), with debug information for a crash's backtrace;
 # debug builds (checked after every call, run only briefly) at -O1, which compiles in ~60 % of
@@ -48,21 +56,57 @@ def _compile_cached(kind: str, name: str, source: str, args: list[str], out_name
                     also_hashed: str = "") -> Path:
     """Compile `source` (text) with `args`; cached at build/test-cache/<kind>/<hash>/<out_name>.
     `also_hashed`: what else the build depends on (headers it includes), hashed, not compiled."""
+    return _submit(kind, name, source, args, out_name, also_hashed).result()
+
+
+# One pool for the session's compiles (the threads only wait on the compiler processes; CI has
+# two cores), and one future per distinct build: a key asked for twice, by two fixtures or two
+# files, compiles once, the second asker waiting for the first.
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
+                                              thread_name_prefix="compile")
+_BUILDS: dict[Path, concurrent.futures.Future] = {}
+_BUILDS_LOCK = threading.Lock()
+
+
+def _submit(kind: str, name: str, source: str, args: list[str], out_name: str,
+            also_hashed: str = "") -> concurrent.futures.Future:
     digest = hashlib.sha256("\0".join([_compiler_id(), source, also_hashed, *args]).encode()).hexdigest()[:20]
     out = TEST_CACHE / kind / f"{name}-{digest}" / out_name
-    if out.exists():
+    with _BUILDS_LOCK:
+        future = _BUILDS.get(out)
+        if future is None:
+            if out.exists():
+                future = concurrent.futures.Future()
+                future.set_result(out)
+            else:
+                future = _POOL.submit(_compile, name, source, args, out)
+            _BUILDS[out] = future
+    return future
+
+
+def _compile(name: str, source: str, args: list[str], out: Path) -> Path:
+    if out.exists():    # built by another process meanwhile
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         src = Path(tmp) / f"{name}.c"
         src.write_text(source)
-        tmp_out = Path(tmp) / out_name
+        tmp_out = Path(tmp) / out.name
         cmd = [CC, *args, str(src), "-o", str(tmp_out), "-ldl"]
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0:
             raise AssertionError(f"compile failed: {shlex.join(cmd)}\n{res.stderr[-4000:]}")
         os.replace(tmp_out, out)  # atomic: a concurrent build of the same key is harmless
+    if log := os.environ.get("HCTUNE_TEST_COMPILE_LOG"):
+        with open(log, "a") as f:
+            f.write(f"{out.parent.name} {' '.join(args[:1])} {time.monotonic() - started:.2f}s\n")
     return out
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Builds started ahead for tests that did not run (-k, -x) are not waited for."""
+    _POOL.shutdown(wait=True, cancel_futures=True)
 
 
 def build_c_program(name: str, extra: tuple[str, ...] = ()) -> Path:
@@ -78,19 +122,29 @@ def build_c_program(name: str, extra: tuple[str, ...] = ()) -> Path:
 
 def build_hc_library(setting: dict, debug: bool = False) -> Path:
     """One HC setting rendered to a single malloc.c and compiled as an LD_PRELOAD library."""
+    return _submit_hc(setting, debug).result()
+
+
+def _submit_hc(setting: dict, debug: bool) -> concurrent.futures.Future:
     try:
         from hctune.render import render_malloc
     except ImportError as e:  # the allocator is written in parallel with these tests
         pytest.skip(f"HC allocator not available yet (hctune.render: {e})")
     source = render_malloc(setting, debug=debug)
     flags = HC_DEBUG_SO_FLAGS if debug else HC_SO_FLAGS
-    return _compile_cached("hc", "debug" if debug else "hc", source, flags, "libhc.so")
+    return _submit("hc", "debug" if debug else "hc", source, flags, "libhc.so")
 
 
 def build_hc_libraries(settings: list[dict], debug: bool = False) -> list[Path]:
-    """Several settings, at most two compilers at a time (the machines have two cores)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(lambda s: build_hc_library(s, debug), settings))
+    """Several settings, compiled side by side on the session's pool (os.cpu_count() at a
+    time); each distinct one once."""
+    return [f.result() for f in prefetch_hc_libraries(settings, debug)]
+
+
+def prefetch_hc_libraries(settings: list[dict], debug: bool = False) -> list[concurrent.futures.Future]:
+    """Start building `settings` without waiting (build_hc_library(s) later waits for them):
+    a module starts its later fixtures' builds while its first tests run."""
+    return [_submit_hc(s, debug) for s in settings]
 
 
 def generic_with(overrides: dict) -> dict:
@@ -109,6 +163,8 @@ def libraries_by_id(settings: list[tuple[str, dict]]):
 
     @pytest.fixture(scope="module")
     def release_libraries():
+        # the debug builds compile behind the release ones, while the release tests run
+        prefetch_hc_libraries([generic_with(o) for _, o in settings], True)
         return built(False)
 
     @pytest.fixture(scope="module")
@@ -229,7 +285,7 @@ def wordfreq():
     if not shutil.which("g++"):
         pytest.skip("g++ is not installed (Debian package g++)")
     key = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
-    exe = BUILD / "test-cache" / "bin" / f"mt_wordfreq-{key}"
+    exe = TEST_CACHE / "bin" / f"mt_wordfreq-{key}"
     if not exe.exists():
         exe.parent.mkdir(parents=True, exist_ok=True)
         tmp = exe.with_suffix(".tmp")

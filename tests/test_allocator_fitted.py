@@ -16,7 +16,8 @@ import re
 
 import pytest
 
-from conftest import build_hc_libraries, generic_with, run_preloaded, stress
+from conftest import (build_hc_libraries, generic_with, prefetch_hc_libraries, run_preloaded,
+                      stress)
 from hctune.trace import fitted
 
 THREADS = 4
@@ -56,8 +57,9 @@ def _setting(name):
 @pytest.fixture(scope="module")
 def libraries():
     names = sorted(TABLES)
+    dbg = prefetch_hc_libraries([_setting(n) for n in names], debug=True)   # with rel's
     rel = build_hc_libraries([_setting(n) for n in names])
-    dbg = build_hc_libraries([_setting(n) for n in names], debug=True)
+    dbg = [f.result() for f in dbg]
     return {("release", n): lib for n, lib in zip(names, rel)} | \
            {("debug", n): lib for n, lib in zip(names, dbg)}
 

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import build_hc_libraries, preload_env
+from conftest import build_hc_libraries, prefetch_hc_libraries, preload_env
 from hctune import knobs
 
 POLICIES = ["SPLIT", "COALESCE", "COALESCE_QL", "COALESCE_IN_FREE"]
@@ -47,9 +47,13 @@ def run_stress(program, library, ops, seed, slots, timeout=120):
 
 @pytest.fixture(scope="module")
 def debug_libraries():
-    """All matrix settings built once (two at a time), keyed by their test id."""
+    """All matrix settings built once (os.cpu_count() at a time), keyed by their test id; the
+    release presets' and the knob edges' builds then start behind them, while the matrix runs."""
     settings = [knobs.complete(dict(knobs.preset("generic"), **m)) for m in MATRIX]
-    return dict(zip(map(ident, MATRIX), build_hc_libraries(settings, debug=True)))
+    futures = prefetch_hc_libraries(settings, debug=True)
+    prefetch_hc_libraries([knobs.resolve(p, s) for p, s in RELEASES])
+    prefetch_hc_libraries([knobs.resolve("generic", sets) for sets in EDGES], debug=True)
+    return dict(zip(map(ident, MATRIX), (f.result() for f in futures)))
 
 
 def test_stress_glibc_reference(c_program):
@@ -63,9 +67,11 @@ def test_stress_debug_matrix(c_program, debug_libraries, setting):
                DEBUG_SLOTS)
 
 
-@pytest.mark.parametrize("preset,sets", [("generic", []), ("generic", ["BIG_AO_FIT=0"]),
-                                         ("generic", ["BIG_CACHE=1048576"]),
-                                         ("p2c-mem", []), ("p2c-perf", []), ("gawk-mem", [])])
+RELEASES = [("generic", []), ("generic", ["BIG_AO_FIT=0"]), ("generic", ["BIG_CACHE=1048576"]),
+            ("p2c-mem", []), ("p2c-perf", []), ("gawk-mem", [])]
+
+
+@pytest.mark.parametrize("preset,sets", RELEASES)
 def test_stress_release(c_program, hc_library, preset, sets):
     """Table 6 and a spread of Table 7 rows (Hasan & Chang 2006), optimised, a million calls;
     generic also with the paper's best-fit big list."""

@@ -263,20 +263,57 @@ def _login(srv) -> dict:
             + SimpleCookie(e.value.headers["Set-Cookie"])["hctune_session"].value}
 
 
-def test_sessions_expire_and_end_in_every_server_process(tmp_path):
-    """A session lasts HCTUNE_SESSION_SECONDS; a logout answered by one of `--http-workers 2`'s
-    processes ends the session in the other too (they share the stored sessions). The logout
-    is checked on a server whose sessions last the default 12 h, so that no clock but the
-    processes' one-second belief in a session they read is in it."""
-    srv = Served(tmp_path / "h.db", env={**os.environ, "HCTUNE_TOKEN": TOKEN,
-                                         "HCTUNE_SESSION_SECONDS": "4"})
-    try:
-        cookie = _login(srv)
-        assert srv.request("GET", "/api/studies", headers=cookie) == (200, [])
-        time.sleep(4.5)
-        assert srv.request("GET", "/api/studies", headers=cookie)[0] == 401
-    finally:
-        srv.stop()
+class Clock:
+    """A settable clock for hctune.serve.state.Service (wall and monotonic alike)."""
+
+    def __init__(self, now: float = 1_800_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CookieRequest:
+    """What Service.session_cookie reads of a request: its cookies."""
+
+    def __init__(self, cookie: str):
+        self.cookies = {"hctune_session": cookie}
+
+
+def test_sessions_expire_and_end_in_every_server_process(tmp_path, monkeypatch):
+    """A session lasts HCTUNE_SESSION_SECONDS (on the service's injected clock, no waiting);
+    a logout answered by one server process ends the session in another sharing the stored
+    sessions once that one's one-second belief in a session it read is over (injected clocks
+    for the expiry; the logout through `--http-workers 2`'s processes over HTTP, below)."""
+    from hctune.serve.state import SESSION_CHECK_SECONDS, Config, Service
+    monkeypatch.setenv("HCTUNE_SESSION_SECONDS", "4")
+    db = tmp_path / "c.db"
+    Database(db).close()
+    wall, mono = Clock(), Clock(100.0)
+    services = [Service(Config(db, f"sqlite:///{tmp_path / 'o.db'}", tmp_path / f"d{i}",
+                               token=TOKEN), clock=wall, monotonic=mono) for i in range(2)]
+    cookie = services[0].new_session()
+    sid = cookie.rsplit(".", 1)[0]
+    assert all(s.session_cookie(CookieRequest(cookie)) == sid for s in services)
+    assert services[0].session_cookie(CookieRequest(cookie + "x")) is None   # signature
+    wall.now += 3.9
+    mono.now += 3.9
+    assert services[1].session_cookie(CookieRequest(cookie)) == sid
+    wall.now += 0.2                 # 4.1 s after the login: expired, believed or not
+    assert all(s.session_cookie(CookieRequest(cookie)) is None for s in services)
+
+    cookies = [services[0].new_session() for _ in range(2)]
+    assert all(s.session_cookie(CookieRequest(c)) for s in services for c in cookies)
+    assert services[0].end_session(CookieRequest(cookies[0]))
+    assert services[0].session_cookie(CookieRequest(cookies[0])) is None
+    mono.now += SESSION_CHECK_SECONDS * 0.9    # the other still believes what it read...
+    assert services[1].session_cookie(CookieRequest(cookies[0]))
+    mono.now += SESSION_CHECK_SECONDS * 0.2    # ...for a second
+    assert services[1].session_cookie(CookieRequest(cookies[0])) is None
+    assert all(s.session_cookie(CookieRequest(cookies[1])) for s in services)
+
+    # over HTTP: whichever of the two processes answers, the logout holds (a server whose
+    # sessions last the default 12 h, so that no clock but the processes' belief is in it)
     srv = Served(tmp_path / "h.db", "--http-workers", 2,
                  env={**os.environ, "HCTUNE_TOKEN": TOKEN})
     try:

@@ -316,8 +316,11 @@ def sweep_uploads(tmp: Path) -> None:
 class Service:
     """One per server process (app.state.service)."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, clock=time.time, monotonic=time.monotonic):
         self.cfg = cfg
+        # the sessions' clocks (injected by tests): the wall clock their stored expiry is on,
+        # and the one measuring how long a stored session read is believed
+        self.clock, self.monotonic = clock, monotonic
         self.hosts = Hosts(cfg.bind_host, cfg.allowed_hosts)
         self.failures = Failures(login_attempts())
         self.compiles = Compiles(cfg.compile_slots)
@@ -461,7 +464,7 @@ class Service:
         (session_seconds()) or /logout ends it; the token never leaves the client that typed
         it."""
         sid = secrets.token_urlsafe(24)
-        now = _dt.datetime.now(_dt.timezone.utc)
+        now = _dt.datetime.fromtimestamp(self.clock(), _dt.timezone.utc)
         with self.db() as db:
             db.add_session(_session_key(sid), now.isoformat(timespec="seconds"),
                            (now + _dt.timedelta(seconds=session_seconds()))
@@ -494,11 +497,11 @@ class Service:
         sid = self.signed_sid(request)
         if sid is None:
             return None
-        now = time.monotonic()
+        now = self.monotonic()
         with self._lock:
             seen = self._sessions.get(sid)
         if seen is not None and now - seen[0] < SESSION_CHECK_SECONDS and \
-                seen[1] > time.time():
+                seen[1] > self.clock():
             return sid
         stored = self.read(lambda db: db.session_expires(_session_key(sid)))
         expires = None
@@ -508,7 +511,7 @@ class Service:
         with self._lock:
             if len(self._sessions) > 4096:
                 self._sessions.clear()
-            if expires is None or expires <= time.time():
+            if expires is None or expires <= self.clock():
                 self._sessions.pop(sid, None)
                 return None
             self._sessions[sid] = (now, expires)
