@@ -61,11 +61,12 @@ def study_tables(study, paths, notice=None) -> dict[str, dict]:
         if not study.trials:
             try:
                 tables, notes = derive(paths)
-            except HctuneError as e:     # (the replay says what is wrong with the trace)
-                notes = [f"fitted size classes: not derived ({str(e).splitlines()[0]}); "
-                         "the search tries none"]
+            except HctuneError as e:     # the replay says what is wrong with the trace
+                study.set_user_attr(NOTES_ATTR, [f"fitted size classes: not derived "
+                                                 f"({str(e).splitlines()[0]})"])
         study.set_user_attr(STUDY_ATTR, [[k, v] for k, v in tables])
-        study.set_user_attr(NOTES_ATTR, notes)
+        if notes:
+            study.set_user_attr(NOTES_ATTR, notes)
         stored = [[k, v] for k, v in tables]
         if notice:
             for line in notes:
