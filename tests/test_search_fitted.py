@@ -6,15 +6,30 @@ that derives generic classes adds no parameter and no seed.  The replay is the s
 model of test_search_study.py (the tables come from real trace files; what is checked is the
 study's machinery, not the allocator's numbers)."""
 
+import io
+
 import optuna
+from rich.console import Console
 
 from hctune import knobs
+from hctune.commands import best as best_cmd
 from hctune.db import Database
 from hctune.search import fitted, results, study
 from test_fitted_derive import _trace
 from test_search_study import Model
 
 HC = ("hc",)
+
+
+class FitModel(Model):
+    """The model, with a fitted table at the 8-byte grain saving a tenth of the footprint."""
+
+    def __call__(self, path, allocator="hc", setting=None, repeat=3, metric="time"):
+        r = super().__call__(path, allocator, setting, repeat, metric)
+        if allocator == "hc" and setting and setting.get("FIT_ALIGN8"):
+            r = {**r, "footprint_bytes": r["footprint_bytes"] * 0.5,
+                 "peak_rss_bytes": r["peak_rss_bytes"] * 0.5}
+        return r
 
 
 def _db(tmp_path, trace):
@@ -37,7 +52,7 @@ def test_derived_tables_are_seeded_searched_and_kept(tmp_path):
     assert tables == fitted.derive([trace])[0] and notes == []       # deterministic
     assert [k for k, _ in tables] == ["w0", "w0-g8"]
     db = _db(tmp_path, trace)
-    m = Model()
+    m = FitModel()
     opts = dict(allocators=HC, objective="mem", seed=3)
     r = study.run(db, (), study.Options(trials=8, **opts), measure_fn=m)
     st = _study(db, r["study"])
@@ -67,8 +82,13 @@ def test_derived_tables_are_seeded_searched_and_kept(tmp_path):
     labels = [t.user_attrs.get("seed") for t in done if t.user_attrs.get("seed")]
     assert len(labels) == len(set(labels))
     # `best` names a setting's fitted classes and where they come from
-    line = fitted.describe(s2)
-    assert "24, 392" in line and "8-byte grain" in line and "study's traces" in line
+    b = results.best(db, again["study"], measure_fn=m)
+    assert b["seed"] == "generic + fitted w0-g8"
+    assert b["fitted_classes"] == fitted.describe(s2)
+    out = io.StringIO()
+    best_cmd.show(b, Console(file=out, width=200))
+    assert "size classes: fitted size classes 24, 392 bytes (8-byte grain), derived from the " \
+        "study's traces" in out.getvalue()
     assert fitted.describe(study.trial_setting(ts[0])) is None
 
 
