@@ -182,6 +182,10 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                 "verdict)")
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
+    if allocators.is_hc(alloc) and chosen_t is not None:
+        from hctune.search import fitted as _fit   # deferred, as the search's modules are
+        if _fit.describe(setting):
+            prov["size classes"] = _fit.describe(setting)
     prov.update(date=render.date_text(), hctune=VERSION_TEXT)
     return alloc, setting, prov
 

@@ -76,6 +76,8 @@ def show(r: dict, console: Console):
                              " (the tuned row; write it with hctune emit --env FILE)"))
     else:
         console.print(escape(f"changed from generic (Table 6): {changed}"))
+        if r.get("fitted_classes"):
+            console.print(escape(f"size classes: {r['fitted_classes']}"))
     if r.get("per_allocator"):
         t = Table(title="each allocator's best in the search (replay, x glibc)",
                   title_justify="left")

@@ -66,6 +66,9 @@ class Options:
     # not the user's: run() sets it once per study from its traces (some trace multi-threaded:
     # the thread-cache knobs are searched too, see search/space.py)
     threads: bool = False
+    # not the user's either: the study's fitted size-class tables {key: FIT_ values}, derived
+    # once from its traces when HC is searched (search/fitted.py); {}: no such dimension
+    fit_tables: dict = dataclasses.field(default_factory=dict, compare=False)
     # the allocators the search picks from: ("hc",) is HC alone (the paper's study); more make
     # the cross-allocator space (search/space.py: pick the allocator, then its knobs);
     # (INSTALLED,) becomes HC and every one installed when the search starts

@@ -13,6 +13,7 @@ from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.search import answer as _answer
+from hctune.search import fitted as _fit
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.search import space
@@ -117,6 +118,9 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "seed": trial.user_attrs.get("seed") if trial is not None else None,
         "allocator": alloc, "setting": setting,
         "changed_from_generic": allocators.family(alloc).changed(setting, generic),
+        # size classes fitted to the study's traces (search/fitted.py), when the setting has them
+        **({"fitted_classes": _fit.describe(setting)}
+           if allocators.is_hc(alloc) and _fit.describe(setting) else {}),
         "traces": per_trace,
         # a search across allocators: each allocator's best trial and its defaults (vs glibc)
         **({"per_allocator": _study.per_allocator(st, objective)}

@@ -29,6 +29,7 @@ from hctune import knobs as _knobs
 from hctune.db import Database
 from hctune.errors import HctuneError, redact
 from hctune.search import fidelity as _fidelity
+from hctune.search import fitted as _fit
 from hctune.search import objective as _obj
 from hctune.search import options as _options
 from hctune.search import seeds as _seeds
@@ -150,7 +151,7 @@ _ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
 
 
 def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool = False,
-                  limit: int | None = None) -> int:
+                  limit: int | None = None, fit_tables: dict | None = None) -> int:
     """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet, at
     most `limit` of them (options.seed_limit: every seed queued runs, and some trials are
     left to the sampler). Failed ones are queued again: a seed interrupted by Ctrl-C still gets
@@ -161,20 +162,37 @@ def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool 
         # sampling right now may hold only some of its parameters yet: it is not a seed, skip it.
         params = t.system_attrs.get("fixed_params") or t.params
         if params and all(p in params for p in space.distributions(only, threads)):
-            have.add(_knobs.key(space.setting_of(params, only, threads)))
+            setting = space.setting_of(params, only, threads)
+            have.add(_knobs.key(_fit.apply(setting, params.get(_fit.PARAM), fit_tables or {})))
     n = 0
-    for label, setting in _seeds.seeds(objective):
+    for label, setting, params in hc_seeds(objective, only, threads, fit_tables):
         if _knobs.key(setting) in have:
             continue
         if limit is not None and n >= limit:
             break
-        study.enqueue_trial(space.params_of(setting, only, threads), user_attrs={"seed": label})
+        study.enqueue_trial(params, user_attrs={"seed": label})
         n += 1
     return n
 
 
+def hc_seeds(objective: str, only=None, threads: bool = False,
+             fit_tables: dict | None = None) -> list[tuple[str, dict, dict]]:
+    """HC's seeds as (label, setting, Optuna parameters): generic, then each of the study's
+    fitted tables on top of generic (search/fitted.py: a short search measures them), then the
+    paper's other settings (seeds.py), which carry no fitted table."""
+    fit = {_fit.PARAM: _fit.NONE} if fit_tables else {}
+    out = [(label, setting, {**space.params_of(setting, only, threads), **fit})
+           for label, setting in _seeds.seeds(objective)]
+    generic = out[0][1]
+    fitted = [(f"generic + fitted {key}", _fit.apply(generic, key, fit_tables),
+               {**space.params_of(generic, only, threads), _fit.PARAM: key})
+              for key in (fit_tables or {})]
+    return out[:1] + fitted + out[1:]
+
+
 def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
-                        threads: bool = False, limit: int | None = None) -> int:
+                        threads: bool = False, limit: int | None = None,
+                        fit_tables: dict | None = None) -> int:
     """A cross-allocator study's seeds: every allocator as it comes (HC's generic setting, the
     others' library defaults), then the advice declared for the others (configs/
     allocators.toml), then the rest of the paper's HC settings; each once, at most `limit` of
@@ -185,16 +203,17 @@ def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
         params = t.system_attrs.get("fixed_params") or {}
         if space.ALLOCATOR_PARAM in params:
             have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
-    hc = [("hc", label, {space.ALLOCATOR_PARAM: "hc",
-                         **space.params_of(setting, only, threads)})
-          for label, setting in _seeds.seeds(objective)] \
+    hc = [("hc", label, {space.ALLOCATOR_PARAM: "hc", **params})
+          for label, _, params in hc_seeds(objective, only, threads, fit_tables)] \
         if any(allocators.is_hc(a) for a in names) else []
+    nfit = len(fit_tables or {}) if hc else 0
     others = allocators.registry.tuned(names)
     todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads)) for a in others]
+    todo += hc[1:1 + nfit]      # the fitted tables: beside the allocators as they come
     todo += [(a, label, space.x_params_of(a, setting, threads))
              for a in others for label, setting in allocators.family(a).seeds(objective)
              if set(setting) <= set(space.x_searched(a, threads))]  # a thread knob: threads
-    todo += hc[1:]
+    todo += hc[1 + nfit:]
     n = 0
     for alloc, label, params in todo:
         if (alloc, label) in have:
@@ -402,6 +421,9 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
                                                          opts.threads)
             else:
                 alloc, setting = "hc", space.suggest(trial, opts.only, opts.threads)
+            if opts.fit_tables and allocators.is_hc(alloc):
+                key = trial.suggest_categorical(_fit.PARAM, _fit.choices(opts.fit_tables))
+                setting = _fit.apply(setting, key, opts.fit_tables)
         if opts.cross:
             trial.set_user_attr("allocator", alloc)
         trial.set_user_attr("setting", allocators.setting_key(alloc, setting) or "")
@@ -581,15 +603,18 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                 notice(line)
         if opts.only is not None:
             space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
+        if any(allocators.is_hc(a) for a in opts.allocators):
+            opts.fit_tables = _fit.study_tables(study, [t.path for t in traces], notice)
         if opts.seeds and opts.sampler == "tpe":
             waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
             limit = _options.seed_limit(opts, count_finished(study))
             limit = None if limit is None else max(0, limit - waiting)
             if opts.cross:
                 enqueue_cross_seeds(study, opts.objective, opts.allocators, opts.only,
-                                    opts.threads, limit)
+                                    opts.threads, limit, opts.fit_tables)
             else:
-                enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit)
+                enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit,
+                              opts.fit_tables)
         plan = _fidelity.plan(opts.objective, opts.mem_field(),
                               {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto")
         if plan.note and notice and opts.fidelity == "auto":
@@ -683,7 +708,8 @@ def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> 
         if not allocators.is_hc(params.pop(space.ALLOCATOR_PARAM, "hc")):
             continue
         try:
-            build.build_hc(space.setting_of(params, opts.only, opts.threads))
+            build.build_hc(_fit.apply(space.setting_of(params, opts.only, opts.threads),
+                                      params.get(_fit.PARAM), opts.fit_tables))
         except Exception:      # noqa: BLE001 - its trial builds it again and says why
             continue
 
