@@ -4,6 +4,7 @@ best) stay thin and share these; nothing here decides anything."""
 
 from __future__ import annotations
 
+import textwrap
 import time
 
 from rich import box
@@ -12,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hctune import text
+from hctune import allocators, text
 from hctune.validate.stats import CURVE_MEASURES
 
 
@@ -172,3 +173,28 @@ def progress_bar(console: Console):
                 prog.console.print(escape(f"{ev['candidate']} disqualified: "
                                           f"{ev['run']['problem']}"))
     return prog, progress
+
+
+def setting_text(alloc: str, key: str | None) -> str:
+    """A setting as what differs from generic (HC: Table 6 as the search measures it; another
+    allocator: its library defaults), "K=V, K=V": short words a table wraps between, so a cell
+    grows lines instead of clipping."""
+    if not key:
+        return "(generic)" if allocators.is_hc(alloc) else "(defaults)"
+    pairs = dict(p.split("=", 1) for p in key.split(",") if "=" in p)
+    if allocators.is_hc(alloc):
+        from hctune import knobs as _knobs  # deferred: the knobs table, only for HC rows
+        from hctune.search import space     # deferred: Optuna (the search's fixed knobs)
+        generic = dict(p.split("=", 1) for p in
+                       _knobs.key(space.for_search(_knobs.preset("generic"))).split(","))
+        pairs = {k: v for k, v in pairs.items() if generic.get(k) != v}
+        if not pairs:
+            return "(generic)"
+    return ", ".join(f"{k}={v}" for k, v in pairs.items())
+
+
+def setting_lines(alloc: str, key: str | None, indent: str = "  ", width: int = 80) -> str:
+    """setting_text folded between its knobs at `width` columns, never clipped."""
+    return textwrap.fill(setting_text(alloc, key), width=width, initial_indent=indent,
+                         subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False)

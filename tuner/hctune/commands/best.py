@@ -11,6 +11,7 @@ from rich.table import Table
 
 from hctune import allocators
 from hctune.commands import _console
+from hctune.commands._console import setting_text
 from hctune.search import results
 
 
@@ -25,24 +26,6 @@ def _fmt_bytes(n):
 
 def _fmt(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
-
-
-def setting_text(alloc: str, key: str | None) -> str:
-    """A setting as what differs from generic (HC: Table 6 as the search measures it; another
-    allocator: its library defaults), "K=V, K=V": short words a table wraps between, so a cell
-    grows lines instead of clipping."""
-    if not key:
-        return "(generic)" if allocators.is_hc(alloc) else "(defaults)"
-    pairs = dict(p.split("=", 1) for p in key.split(",") if "=" in p)
-    if allocators.is_hc(alloc):
-        from hctune import knobs as _knobs  # deferred: the knobs table, only for HC rows
-        from hctune.search import space     # deferred: Optuna (the search's fixed knobs)
-        generic = dict(p.split("=", 1) for p in
-                       _knobs.key(space.for_search(_knobs.preset("generic"))).split(","))
-        pairs = {k: v for k, v in pairs.items() if generic.get(k) != v}
-        if not pairs:
-            return "(generic)"
-    return ", ".join(f"{k}={v}" for k, v in pairs.items())
 
 
 def show(r: dict, console: Console):

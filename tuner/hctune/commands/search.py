@@ -225,14 +225,15 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
             click.echo(f"best {o}: trial {b['trial']}{who}: {opts.mem_name()} "
                        f"{b['mem_ratio']:.4f}x glibc, {metric} {b['perf_ratio']:.4f}x glibc"
                        + (f" (seed: {b['seed']})" if b.get("seed") else ""))
-            click.echo(f"  {b['setting'] or '(the library defaults)'}")
+            click.echo(_console.setting_lines(b.get("allocator"), b["setting"]))
     if result.get("per_allocator"):
         click.echo("each allocator's best (memory and time x glibc; its defaults in brackets):")
         for r in result["per_allocator"]:
             d = (f"  [{r['defaults_mem_ratio']:.3f} {r['defaults_perf_ratio']:.3f}]"
                  if r["defaults_mem_ratio"] is not None else "")
             click.echo(f"  {r['allocator']:9} {r['mem_ratio']:.3f} {r['perf_ratio']:.3f}{d}  "
-                       f"trial {r['trial']}: {r['setting'] or '(defaults)'}")
+                       f"trial {r['trial']}:")
+            click.echo(_console.setting_lines(r["allocator"], r["setting"], indent="    "))
     if do_validate:
         _console.show(result["validation"], Console())
     best = result.get(f"best_{'mem' if opts.objective == 'pareto' else opts.objective}") or {}
