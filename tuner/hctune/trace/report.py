@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from hctune import __version__, templating
+from hctune import text as _text
 
 
 def rows(st: dict) -> list[tuple[str, str]]:
@@ -37,7 +38,7 @@ def rows(st: dict) -> list[tuple[str, str]]:
 
 def text(st: dict, name: str) -> str:
     out = [f"{name}: {st['events']:,} events, {st['threads']} thread(s), "
-           f"command: {st['command']}"]
+           f"command: {_text.command(st['command'])}"]
     width = max(len(label) for label, _ in rows(st))
     out += [f"  {label:<{width}}  {value}" for label, value in rows(st)]
     out.append("  size histogram (requests ≤ size):")
