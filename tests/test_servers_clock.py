@@ -118,3 +118,11 @@ def test_version_1_traces_and_imports_without_a_clock_still_read(tmp_path):
     imp = open_trace(tmp_path / "imp.hct")
     assert not imp.header.flags & (spec.FLAG_CLOCK | spec.FLAG_TIME)
     assert _replay(tmp_path / "imp.hct")["mean_rss_weight"] == "ops"
+
+
+def test_a_load_too_short_for_its_samples_says_so():
+    from hctune.validate import short_load_note
+    few = [{"curve": [[-0.1, 1], [0.0, 1], [0.1, 2], [0.2, 3]]}] * 3
+    many = [{"curve": [[t / 10, 5] for t in range(8)]}] * 3
+    assert "close to the server's baseline" in short_load_note(few)
+    assert short_load_note(many) is None and short_load_note([]) is None

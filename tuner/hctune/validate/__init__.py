@@ -90,6 +90,21 @@ def _terminate_as_interrupt():
     return lambda: [signal.signal(s, h) for s, h in saved.items()]
 
 
+# a load that lasts fewer RSS samples (100 ms apart) than this gives a mean RSS close to the
+# server's baseline: each sample weighs the time to the next one, the last weighs nothing
+MIN_LOAD_SAMPLES = 5
+
+
+def short_load_note(server_runs: list[dict]) -> str | None:
+    """A note when the median run's load was too short for its sampled RSS to mean much."""
+    counts = sorted(sum(1 for t, _ in x.get("curve") or () if t >= 0) for x in server_runs)
+    if not counts or counts[len(counts) // 2] >= MIN_LOAD_SAMPLES:
+        return None
+    return (f"the load lasted {counts[len(counts) // 2]} RSS samples (100 ms apart) in the median "
+            f"run: its mean RSS is close to the server's baseline whatever the allocator; make "
+            f"the load longer (more requests, or an idle phase) for a mean that weighs its heap")
+
+
 def _max_live(db, row) -> int | None:
     """The largest peak live bytes of the study's traces (their stored statistics), or None."""
     best = None
@@ -208,6 +223,9 @@ def _run_rounds(db, vid, row, prog, cands, launcher, progress, notes,
     if prog.server:     # each run's sampled RSS curve and p95 ([s since the load began, bytes])
         summary["server_runs"] = [{"candidate": r["candidate"], "round": r["round"],
                                    **r.get("server", {})} for r in all_runs if "server" in r]
+        short = short_load_note(summary["server_runs"])
+        if short:
+            summary["notes"].append(short)
     summary.update(validation_id=vid, study=row["name"], program=prog.to_dict(), runs=runs,
                    output_check=("stdout sha256 and exit status against glibc's"
                                  if reference["stdout_sha256"] else "exit status only"),
