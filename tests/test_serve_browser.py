@@ -71,9 +71,11 @@ def test_upload_tune_download_in_chromium(tmp_path):
             page.wait_for_function("document.getElementById('state').textContent === 'done'",
                                    timeout=60_000)
             page.wait_for_selector("#trials tbody tr")
-            assert page.locator("#trials tbody tr").count() >= 4
+            rows = page.locator("#trials tbody tr").count()
+            assert rows >= 4
             assert "footprint" in page.inner_text("#best")
-            assert page.locator("#pareto circle.trial").count() >= 4
+            # a point per finished trial (a trial pruned once it had lost has none)
+            assert 2 <= page.locator("#pareto circle.trial").count() <= rows
             # the Pareto view: the front ringed, listed under the plot and starred in the table
             n_front = page.locator("#pareto circle.front").count()
             assert n_front >= 1

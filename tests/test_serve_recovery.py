@@ -92,7 +92,12 @@ def test_a_killed_workers_trial_is_failed_and_retried(c_program, tmp_path):
         assert shown[retries[0].number]["retry_of"] == victim.number
         assert shown[victim.number]["state"] == "fail" and shown[victim.number]["error"]
         done = {n for n, x in by.items() if x.state.name == "COMPLETE"}
-        assert len(done) >= TRIALS and kept <= done          # none of the finished lost
+        # the study's count is what the search counts (search.study.accounting): finished,
+        # pruned once they had lost to the best, and failed (the victim)
+        lost = {n for n, x in by.items() if x.state.name == "PRUNED"
+                and not {"skipped", "stopped"} & set(x.user_attrs)}
+        failed = {n for n, x in by.items() if x.state.name == "FAIL"}
+        assert len(done | lost | failed) >= TRIALS and kept <= done   # none of the finished lost
         assert not [x for x in by.values() if x.state.name == "RUNNING"]
     finally:
         stop_workers(procs)

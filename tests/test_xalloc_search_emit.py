@@ -131,7 +131,8 @@ def test_search_across_allocators_then_emit(tmp_path):
     r = hctune(db, "search", trace, "--allocators", "glibc,jemalloc", "--trials", "6",
                "--repeat", "1", "--seed", "1", "--json")
     s = json.loads(r.stdout)
-    assert s["finished"] == 6 and s["study"].endswith("-x-glibc+jemalloc")
+    # --trials counts evaluated trials: finished, or pruned once they had lost to the best
+    assert s["finished"] + s["trials"]["pruned"] == 6 and s["study"].endswith("-x-glibc+jemalloc")
     table = {row["allocator"]: row for row in s["per_allocator"]}
     assert set(table) == {"glibc", "jemalloc"}
     # the seeds: each allocator with its library defaults; glibc's is glibc itself
@@ -142,7 +143,7 @@ def test_search_across_allocators_then_emit(tmp_path):
     # the same command resumes: no new trials
     again = json.loads(hctune(db, "search", trace, "--allocators", "glibc,jemalloc",
                               "--trials", "6", "--repeat", "1", "--json").stdout)
-    assert again["finished"] == 6
+    assert again["finished"] == s["finished"] and again["trials"]["trials"] == 6
     b = json.loads(hctune(db, "best", "--json").stdout)
     assert {r["allocator"] for r in b["per_allocator"]} == {"glibc", "jemalloc"}
     assert b["allocator"] == best["allocator"]
