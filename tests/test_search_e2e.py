@@ -146,12 +146,12 @@ def test_two_processes_share_one_study_on_postgresql(trace, tmp_path):
             assert p.returncode == 0, err
         done = evaluated(pg.url, "shared")
         workers = {t.user_attrs["worker"] for t in done}
-        # finished, or pruned once they had lost; one CI run of the merged tree had 7 and
-        # (the accounting's count being 8) a trial failed or stopped: say which, and why
+        # finished, or pruned once they had lost (7 when both skipped their last trial, each
+        # seeing the other's running: search.study.run goes round again now); else say why
         st = optuna.load_study(study_name="shared", storage=pg.url)
         other = [(t.number, t.state.name, t.user_attrs) for t in st.get_trials(deepcopy=False)
-                 if t.state.name == "FAIL" or "stopped" in t.user_attrs]
-        assert len(done) + len(other) >= 8 and len(other) <= 1, other
+                 if t.state.name in ("FAIL", "PRUNED")]
+        assert len(done) >= 8, other
         assert len(workers) == 2, workers       # both processes ran trials of the one study
         assert len(list((tmp_path / "meet").iterdir())) == 2
         for out, _ in outs:                     # and each sees every trial, its own and the other's

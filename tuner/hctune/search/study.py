@@ -405,7 +405,7 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
         if opts.trials is not None and holds_its_trials(trial.study, opts.trials, trial.number):
             # another worker (or --jobs thread) is measuring the last trials the study needs:
             # this one would take it past its count
-            trial.set_user_attr(SKIPPED, "the study holds its trials")
+            trial.set_user_attr(SKIPPED, HELD)
             raise optuna.TrialPruned()
         if deadline.passed():
             # --timeout: nothing starts after the deadline (a seed taken from the queue goes
@@ -482,6 +482,15 @@ def holds_its_trials(study: optuna.Study, target: int, but: int | None = None) -
                                                   TrialState.PRUNED))
     return sum(1 for t in ts if t.number != but and
                (t.state == TrialState.RUNNING or _evaluated(t))) >= target
+
+
+HELD = "the study holds its trials"   # SKIPPED's reason when other workers had the last ones
+
+
+def _held_skips(study: optuna.Study) -> int:
+    """The trials skipped because others were measuring the study's last trials."""
+    return sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+               if t.user_attrs.get(SKIPPED) == HELD)
 
 
 def _wait_for_others(study: optuna.Study, target: int) -> bool:
@@ -624,9 +633,15 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                                      name="hctune-compile-ahead", daemon=True)
             ahead.start()
         while True:
+            skipped = _held_skips(study)
             _optimize(study, ev, opts, progress, deadline, plan)
             if opts.trials is None or (opts.stop_when is not None and opts.stop_when()) or \
-                    deadline.passed() or not _wait_for_others(study, opts.trials):
+                    deadline.passed():
+                break
+            # two workers that each saw the other's last trial running both skip theirs: when
+            # a skip of that kind happened and the study still lacks trials, go round again
+            if not _wait_for_others(study, opts.trials) and not (
+                    _held_skips(study) > skipped and count_finished(study) < opts.trials):
                 break
     finally:
         ev.close()
