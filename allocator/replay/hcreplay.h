@@ -201,6 +201,12 @@ uint64_t hcr_vm_hwm(void);
 /* Reset VmHWM to the current VmRSS (/proc/self/clear_refs "5"); 0 on success. */
 int hcr_reset_hwm(void);
 
+/* Output into a fixed buffer (stdio would malloc through the allocator under test), written
+ * to stdout by hcr_flush (hcreplay_main.c). */
+void hcr_put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hcr_flush(void);
+void hcr_put_clear(void);   /* drop what was put and not yet written */
+
 /* --explain (hcreplay_explain.c): replay once in recorded order, stop at the trace's peak of
  * live bytes and print, as one JSON object, the RSS there split into its parts from the
  * allocator's own statistics, and the curve of live bytes and RSS over the run.  Exit code. */

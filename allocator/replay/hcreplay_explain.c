@@ -23,26 +23,12 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #define CURVE_POINTS 64
-
-static char buf[1 << 16];
-static size_t n_buf;
-
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + n_buf, sizeof buf - n_buf, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        n_buf += (size_t)n < sizeof buf - n_buf ? (size_t)n : sizeof buf - n_buf - 1;
-}
 
 /* what the allocator says, in bytes; `raw` names every figure it came from */
 struct parts {
@@ -93,7 +79,7 @@ static uint64_t je(mallctl_fn ctl, const char *name)
     size_t v = 0, len = sizeof v;
     if (ctl(name, &v, &len, NULL, 0) != 0)
         return 0;
-    say(", \"%s\": %zu", name, v);
+    hcr_put(", \"%s\": %zu", name, v);
     return v;
 }
 
@@ -102,7 +88,7 @@ static uint64_t tc(tc_prop_fn get, const char *name)
     size_t v = 0;
     if (!get(name, &v))
         return 0;
-    say(", \"%s\": %zu", name, v);
+    hcr_put(", \"%s\": %zu", name, v);
     return v;
 }
 
@@ -111,7 +97,7 @@ static uint64_t tc(tc_prop_fn get, const char *name)
 static struct parts read_allocator(uint64_t usable)
 {
     struct parts p = {0};
-    say("\"allocator_stats\": {\"usable_bytes\": %llu", (unsigned long long)usable);
+    hcr_put("\"allocator_stats\": {\"usable_bytes\": %llu", (unsigned long long)usable);
     mallctl_fn ctl = (mallctl_fn)sym("mallctl");
     mi_info_fn mi = (mi_info_fn)sym("mi_process_info");
     tc_prop_fn tcp = (tc_prop_fn)sym("MallocExtension_GetNumericProperty");
@@ -150,7 +136,7 @@ static struct parts read_allocator(uint64_t usable)
     } else if (mi) {
         size_t el, us, sy, rss, peak_rss, commit = 0, peak_commit, faults;
         mi(&el, &us, &sy, &rss, &peak_rss, &commit, &peak_commit, &faults);
-        say(", \"current_commit\": %zu, \"current_rss\": %zu", commit, rss);
+        hcr_put(", \"current_commit\": %zu, \"current_rss\": %zu", commit, rss);
         p.allocator = "mimalloc";
         /* mimalloc reports what it has committed, not how: everything beyond the live blocks'
          * usable bytes is memory it keeps (free blocks in its pages, free pages, its page
@@ -159,7 +145,7 @@ static struct parts read_allocator(uint64_t usable)
         p.estimated = "free_in_allocator"; /* committed is not resident: the RSS bounds it */
     } else if (mi2) {
         struct mallinfo2 m = mi2();
-        say(", \"arena\": %zu, \"uordblks\": %zu, \"fordblks\": %zu, \"hblkhd\": %zu"
+        hcr_put(", \"arena\": %zu, \"uordblks\": %zu, \"fordblks\": %zu, \"hblkhd\": %zu"
             ", \"keepcost\": %zu",
             m.arena, m.uordblks, m.fordblks, m.hblkhd, m.keepcost);
         int hc = sym("hc_stats_get") != NULL;
@@ -183,7 +169,7 @@ static struct parts read_allocator(uint64_t usable)
         p.allocator = "unknown";
         p.estimated = "free_in_allocator";
     }
-    say("}");
+    hcr_put("}");
     return p;
 }
 
@@ -235,8 +221,8 @@ int hcr_explain(const char *path, const struct hcr_trace *t, void **slots, int t
     live = 0;
     uint64_t failed = 0, rss_peak = 0, usable = 0, held = 0;
     struct parts p = {0};
-    n_buf = 0;
-    say("{");
+    hcr_put_clear(); /* the baseline's statistics, read only for `held0` */
+    hcr_put("{");
     for (size_t i = 0; i < t->n_ops; i++) {
         const struct hcr_rop *op = &t->ops[i];
         uint64_t s = op_size(t, op);
@@ -251,7 +237,7 @@ int hcr_explain(const char *path, const struct hcr_trace *t, void **slots, int t
                     held++;
                 }
             p = read_allocator(usable);
-            say(", ");
+            hcr_put(", ");
         }
         if (((i + 1) % every == 0 || i + 1 == t->n_ops) && points < CURVE_POINTS + 2) {
             curve[3 * points] = i + 1;
@@ -263,11 +249,11 @@ int hcr_explain(const char *path, const struct hcr_trace *t, void **slots, int t
     if (!p.allocator) { /* an empty trace: no peak; the allocator as it is */
         rss_peak = hcr_vm_rss();
         p = read_allocator(0);
-        say(", ");
+        hcr_put(", ");
     }
-    say("\"rss_before\": %llu, \"allocator_before\": %llu, ", (unsigned long long)before,
+    hcr_put("\"rss_before\": %llu, \"allocator_before\": %llu, ", (unsigned long long)before,
         (unsigned long long)held0);
-    say("\"allocator\": \"%s\", \"rss\": %llu, \"other\": %llu, \"live\": %llu, "
+    hcr_put("\"allocator\": \"%s\", \"rss\": %llu, \"other\": %llu, \"live\": %llu, "
         "\"usable\": %llu, \"live_blocks\": %llu, \"metadata\": %llu, "
         "\"free_in_allocator\": %llu, \"not_returned\": %llu, \"estimated\": ",
         p.allocator, (unsigned long long)rss_peak, (unsigned long long)other,
@@ -275,21 +261,16 @@ int hcr_explain(const char *path, const struct hcr_trace *t, void **slots, int t
         (unsigned long long)p.metadata, (unsigned long long)p.free_in_allocator,
         (unsigned long long)p.not_returned);
     if (p.estimated)
-        say("\"%s\"", p.estimated);
+        hcr_put("\"%s\"", p.estimated);
     else
-        say("null");
-    say(", \"peak_op\": %llu, \"ops\": %llu, \"failed\": %llu, \"threads\": %llu, \"curve\": [",
+        hcr_put("null");
+    hcr_put(", \"peak_op\": %llu, \"ops\": %llu, \"failed\": %llu, \"threads\": %llu, \"curve\": [",
         (unsigned long long)peak_at, (unsigned long long)t->n_ops,
         (unsigned long long)failed, (unsigned long long)t->threads);
     for (size_t k = 0; k < points; k++)
-        say("%s[%llu, %llu, %llu]", k ? ", " : "", (unsigned long long)curve[3 * k],
+        hcr_put("%s[%llu, %llu, %llu]", k ? ", " : "", (unsigned long long)curve[3 * k],
             (unsigned long long)curve[3 * k + 1], (unsigned long long)curve[3 * k + 2]);
-    say("]}\n");
-    for (size_t done = 0; done < n_buf;) {
-        ssize_t w = write(1, buf + done, n_buf - done);
-        if (w <= 0)
-            return 1;
-        done += (size_t)w;
-    }
+    hcr_put("]}\n");
+    hcr_flush();
     return 0;
 }

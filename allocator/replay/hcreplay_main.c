@@ -103,7 +103,7 @@ static int cmp_u64(const void *a, const void *b)
 static char out[1 << 16];
 static size_t out_n;
 
-static void put(const char *fmt, ...)
+void hcr_put(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -115,20 +115,22 @@ static void put(const char *fmt, ...)
 
 static void put_json_string(const char *s)
 {
-    put("\"");
+    hcr_put("\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            put("\\%c", c);
+            hcr_put("\\%c", c);
         else if (c < 0x20)
-            put("\\u%04x", c);
+            hcr_put("\\u%04x", c);
         else
-            put("%c", c);
+            hcr_put("%c", c);
     }
-    put("\"");
+    hcr_put("\"");
 }
 
-static void flush_out(void)
+void hcr_put_clear(void) { out_n = 0; }
+
+void hcr_flush(void)
 {
     for (size_t done = 0; done < out_n;) {
         ssize_t w = write(1, out + done, out_n - done);
@@ -139,6 +141,7 @@ static void flush_out(void)
         }
         done += (size_t)w;
     }
+    out_n = 0;
 }
 
 static double median_of(const uint64_t *v, long n)
@@ -214,82 +217,82 @@ static int report(const struct measured *m, int json)
     uint64_t peak = m->hwm_ok && m->hwm_first > base ? m->hwm_first - base : 0;
     uint64_t peak_all = m->hwm_ok && m->hwm > base ? m->hwm - base : 0;
     if (!json) {
-        put("%s: %zu ops x %ld repeats%s, median %.1f ns/op, peak RSS over baseline %llu KiB, "
+        hcr_put("%s: %zu ops x %ld repeats%s, median %.1f ns/op, peak RSS over baseline %llu KiB, "
             "max live %llu KiB",
             m->path, t->n_ops, repeat, m->streamed ? " (streamed)" : "",
             median / (double)t->n_ops, (unsigned long long)peak / 1024,
             (unsigned long long)t->max_live_bytes / 1024);
         if (m->replay_threads > 1)
-            put(", %u threads (wall time; CPU %.1f ns/op)", m->replay_threads,
+            hcr_put(", %u threads (wall time; CPU %.1f ns/op)", m->replay_threads,
                 cpu_median / (double)t->n_ops);
         if (m->hc)
-            put(", HC footprint %llu KiB", (unsigned long long)m->hc_first.footprint_max / 1024);
-        put("\n");
-        flush_out();
+            hcr_put(", HC footprint %llu KiB", (unsigned long long)m->hc_first.footprint_max / 1024);
+        hcr_put("\n");
+        hcr_flush();
         return 0;
     }
-    put("{\"trace\": ");
+    hcr_put("{\"trace\": ");
     put_json_string(m->path);
-    put(", \"command\": ");
+    hcr_put(", \"command\": ");
     put_json_string(t->command);
-    put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"repeat_max\": %ld, "
+    hcr_put(", \"ops\": %zu, \"events\": %llu, \"repeat\": %ld, \"repeat_max\": %ld, "
         "\"touch\": %s", t->n_ops, (unsigned long long)t->events, repeat, m->repeat_max,
         m->touch ? "true" : "false");
-    put(", \"times_ns\": [");
+    hcr_put(", \"times_ns\": [");
     for (long r = 0; r < repeat; r++)
-        put("%s%llu", r ? ", " : "", (unsigned long long)m->times[r]);
-    put("], \"cpu_times_ns\": [");
+        hcr_put("%s%llu", r ? ", " : "", (unsigned long long)m->times[r]);
+    hcr_put("], \"cpu_times_ns\": [");
     for (long r = 0; r < repeat; r++)
-        put("%s%llu", r ? ", " : "", (unsigned long long)m->cpu_times[r]);
-    put("], \"clock\": \"%s\", \"cpu_median_ns\": %.1f", m->clock, cpu_median);
-    put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t->n_ops);
-    put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base);
+        hcr_put("%s%llu", r ? ", " : "", (unsigned long long)m->cpu_times[r]);
+    hcr_put("], \"clock\": \"%s\", \"cpu_median_ns\": %.1f", m->clock, cpu_median);
+    hcr_put(", \"median_ns\": %.1f, \"time_ns_per_op\": %.4f", median, median / (double)t->n_ops);
+    hcr_put(", \"baseline_rss_bytes\": %llu", (unsigned long long)base);
     if (m->hwm_ok)
-        put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
+        hcr_put(", \"peak_rss_bytes\": %llu, \"peak_rss_all_repeats_bytes\": %llu",
             (unsigned long long)peak, (unsigned long long)peak_all);
     else
-        put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
-    put(", \"final_rss_bytes\": %llu",
+        hcr_put(", \"peak_rss_bytes\": null, \"peak_rss_all_repeats_bytes\": null");
+    hcr_put(", \"final_rss_bytes\": %llu",
         (unsigned long long)(m->rss_first > base ? m->rss_first - base : 0));
     /* the mean RSS of the first repeat over the baseline, weighted by the trace's time (its
        clock) or, without one, by its ops (hcr_curve) */
     int by_time;
     double mean = hcr_curve_mean(&by_time);
     if (mean >= 0)
-        put(", \"mean_rss_bytes\": %.0f", mean);
+        hcr_put(", \"mean_rss_bytes\": %.0f", mean);
     else
-        put(", \"mean_rss_bytes\": null");
-    put(", \"mean_rss_weight\": \"%s\", \"trace_seconds\": %.3f", by_time ? "time" : "ops",
+        hcr_put(", \"mean_rss_bytes\": null");
+    hcr_put(", \"mean_rss_weight\": \"%s\", \"trace_seconds\": %.3f", by_time ? "time" : "ops",
         (double)hcr_curve.span_ns / 1e9);
-    put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
+    hcr_put(", \"rss_samples\": %llu", (unsigned long long)hcr_curve.samples);
     /* where the first repeat's RSS curve peaked (ops replayed at its largest sample): the part
        of the trace a cheaper measure of the peak must reach */
-    put(", \"peak_rss_sample_op\": %llu, \"part\": %s", (unsigned long long)hcr_curve.max_at,
+    hcr_put(", \"peak_rss_sample_op\": %llu, \"part\": %s", (unsigned long long)hcr_curve.max_at,
         m->part ? "true" : "false");
-    put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
+    hcr_put(", \"max_live_bytes\": %llu, \"max_live_objects\": %llu, \"slots\": %zu",
         (unsigned long long)t->max_live_bytes, (unsigned long long)t->max_live_objects,
         m->n_slots);
-    put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": %s",
+    hcr_put(", \"trace_bytes\": %llu, \"distinct_sizes\": %zu, \"streamed\": %s",
         (unsigned long long)m->trace_bytes, t->n_sizes, m->streamed ? "true" : "false");
-    put(", \"threads_mode\": \"%s\"", m->threads_mode);
-    put(", \"replay_threads\": %u, \"handoffs\": %llu", m->replay_threads,
+    hcr_put(", \"threads_mode\": \"%s\"", m->threads_mode);
+    hcr_put(", \"replay_threads\": %u, \"handoffs\": %llu", m->replay_threads,
         (unsigned long long)m->handoffs);
-    put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
+    hcr_put(", \"threads\": %llu, \"skipped\": %llu, \"repaired\": %llu, \"failed\": %llu",
         (unsigned long long)t->threads, (unsigned long long)t->skipped,
         (unsigned long long)t->repaired, (unsigned long long)m->failed);
-    put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
+    hcr_put(", \"callgrind\": %s", HCR_HAVE_CALLGRIND ? "true" : "false");
     if (m->hc) {
-        put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
+        hcr_put(", \"hc_footprint_bytes\": %llu, \"hc_footprint_all_repeats_bytes\": %llu"
             ", \"hc_footprint_before_bytes\": %llu, \"hc_stats\": ",
             (unsigned long long)m->hc_first.footprint_max,
             (unsigned long long)m->hc_after.footprint_max,
             (unsigned long long)m->hc_before.footprint_max);
-        hcr_hc_json(put);
+        hcr_hc_json(hcr_put);
     } else {
-        put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
+        hcr_put(", \"hc_footprint_bytes\": null, \"hc_footprint_all_repeats_bytes\": null");
     }
-    put("}\n");
-    flush_out();
+    hcr_put("}\n");
+    hcr_flush();
     return 0;
 }
 
