@@ -90,7 +90,7 @@ def test_upload_tune_download_in_chromium(tmp_path):
                                    ".textContent.endsWith('▲')")
             mem = [float(x.rstrip("x")) for x in page.locator(
                 "#trials tbody tr td:nth-child(4)").all_inner_texts() if x.strip()]
-            assert len(mem) >= 4 and mem == sorted(mem), mem
+            assert len(mem) >= 2 and mem == sorted(mem), mem   # (a pruned trial has none)
             page.select_option("#filter select[name=limit]", "25")
             page.fill("#filter input[name=q]", "no knob holds this")
             page.wait_for_function("document.getElementById('range').textContent"

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -227,8 +228,20 @@ def test_a_hung_run_is_killed_and_disqualifies(tmp_path):
     assert row["problem"] == "timed out after 0.5 s"
     child = int(pidfile.read_text())
     stat = Path(f"/proc/{child}/stat")
-    # gone, or a zombie no one has reaped yet (its parent was killed with it)
-    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+    def state():
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
+    # gone, or a zombie no one has reaped yet (its parent was killed with it); a killed process
+    # can still be in D (exiting) for a moment on a busy machine: it was sent SIGKILL, which a
+    # bounded look for its end shows (the kill, not a sleep, is what the test asserts)
+    for _ in range(200):
+        if state() in (None, "Z"):
+            break
+        time.sleep(0.01)
+    assert state() in (None, "Z")
 
 
 @pytest.fixture(scope="module")
