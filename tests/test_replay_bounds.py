@@ -13,6 +13,9 @@ import pytest
 from hctune import knobs, replay
 
 
+PAGES_OF_KERNEL_NOISE = 4
+
+
 @pytest.fixture(scope="module")
 def traces(replay_traces):
     return list(replay_traces.values())[:3]
@@ -32,7 +35,10 @@ def test_memory_of_one_replay_is_the_median_of_three(traces, allocator, field):
     for trace in traces:
         runs = [replay.measure(trace, name, setting, repeat=1)[field] for _ in range(3)]
         one = replay.measure(trace, name, setting, repeat=1)[field]
-        assert one == statistics.median(runs), (trace.name, runs, one)
+        # the kernel's count of the resident set moves by a page now and then (4 KiB of 13 MiB,
+        # once in a CI run): the same figure within a few pages
+        assert abs(one - statistics.median(runs)) <= PAGES_OF_KERNEL_NOISE * 4096, \
+            (trace.name, runs, one)
 
 
 def test_a_part_of_the_trace(traces):

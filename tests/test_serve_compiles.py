@@ -72,7 +72,10 @@ def test_compiles_are_bounded_cached_and_leave_nothing_when_killed(tmp_path):
         answers = {}
 
         def get(n):
-            answers[n] = srv.request("GET", f"/api/studies/s/emit/libhcmalloc.so?trial={n}")
+            try:
+                answers[n] = srv.request("GET", f"/api/studies/s/emit/libhcmalloc.so?trial={n}")
+            except (ConnectionError, http.client.HTTPException):
+                pass                        # the one in the slot: its server is killed below
         threads = [threading.Thread(target=get, args=(n,), daemon=True) for n in range(4)]
         for t in threads:
             t.start()
