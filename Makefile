@@ -46,7 +46,7 @@ deps:
 test:
 	@bash scripts/setup-deps.sh
 	$(MAKE) all $(TEST_BINS)
-	$(VENV)/bin/pytest -q -rs tests
+	$(VENV)/bin/pytest -q -rs --durations=40 tests
 
 demo:
 	@bash scripts/setup-deps.sh
