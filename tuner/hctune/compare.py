@@ -25,7 +25,7 @@ def entries(allocator_names, preset_names, optional=(), skipped=None, sets=()) -
     its reason appended to `skipped`."""
     out = []
     for name in allocator_names:
-        if allocators.is_hc(name):
+        if not allocators.of(name).is_defaults(None):    # HC: no setting is no build
             raise HctuneError("name HC settings with --presets, not in --allocators")
         try:
             alloc = allocators.resolve(name)

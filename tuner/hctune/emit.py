@@ -97,10 +97,11 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     recommendation over every candidate, which can be glibc or jemalloc as they come, instead
     of its HC winner."""
     sets = list(sets or ())
-    if allocators.is_hc(allocator) and not any("." in i.partition("=")[0] for i in sets):
+    fam = allocators.of(allocator)      # None: HC, the answer of a study or a preset
+    if fam.compiled and not any("." in i.partition("=")[0] for i in sets):
         _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     prov = {}
-    if not allocators.is_hc(allocator):
+    if not fam.compiled:
         if study is not None or preset is not None:
             raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
                               f"two ways; give one")
@@ -182,7 +183,7 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                 "verdict)")
     else:
         prov["validated"] = "not validated in real runs (hctune validate)"
-    if allocators.is_hc(alloc) and chosen_t is not None:
+    if allocators.of(alloc).fits_tables and chosen_t is not None:
         from hctune.search import fitted as _fit   # deferred, as the search's modules are
         if _fit.describe(setting):
             prov["size classes"] = _fit.describe(setting)

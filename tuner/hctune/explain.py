@@ -57,11 +57,12 @@ def candidates(names=DEFAULT, hc_setting: dict | None = None) -> list[dict]:
     or `hc_setting`); an allocator that is not installed is left out."""
     out = []
     for n in names:
-        if not allocators.is_hc(n) and n != "glibc" and n not in allocators.installed():
+        fam = allocators.of(n)
+        if not fam.available():
             continue
         # HC as `make` builds it (Table 6, ARENAS=4): "hc:generic", as `compare` names it
-        out.append({"label": "hc:generic" if allocators.is_hc(n) and hc_setting is None else n,
-                    "allocator": n, "setting": hc_setting if allocators.is_hc(n) else None})
+        label, setting = fam.as_run(hc_setting)
+        out.append({"label": label, "allocator": n, "setting": setting})
     return out
 
 

@@ -71,16 +71,12 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
     by_host: dict[str, dict] = {}
     last_id: dict[str, int] = {}
     for m in db.measurements(trace_id=trace_id):
-        if allocators.is_hc(m["allocator"]):
-            label = {generic_key: "hc generic"}.get(m["setting"])
-            if allocators.is_hc(tuned_allocator) and m["setting"] == tuned_key:
-                label = "hc tuned"
-            if label is None:
-                continue
-        elif m["setting"] is None:
+        if allocators.of(m["allocator"]).is_defaults(m["setting"]):
             label = m["allocator"]            # as it comes
         elif m["allocator"] == tuned_allocator and m["setting"] == tuned_key:
-            label = f"{m['allocator']} tuned"  # the answer of a search across allocators
+            label = f"{m['allocator']} tuned"  # the answer (of a search across allocators too)
+        elif m["setting"] == generic_key:
+            label = f"{m['allocator']} generic"   # HC's generic setting
         else:
             continue
         latest = by_host.setdefault(m["host"], {})
@@ -240,15 +236,9 @@ def why_lines(answer: dict, generic: dict, st: dict, entries: list[dict]) -> lis
     if not st:
         return []
     alloc, setting = answer["allocator"], answer["setting"] or {}
-    if allocators.is_hc(alloc):
-        changed = _knobs.diff_from(_knobs.complete(setting), generic)
-        decl = _knobs.knobs()
-        base = generic
-    else:
-        from hctune import allocator_knobs  # deferred: another allocator's table, when asked
-        changed = dict(setting)
-        decl = allocator_knobs.knobs(alloc)
-        base = {}
+    fam = allocators.family(alloc)
+    changed, base = fam.knob_changes(setting, generic)
+    decl = fam.knobs()
     parts = entries[0]["parts"] if entries else {}
     figures = {
         "sizes": (f"{st.get('pct_small_requests', 0):.1f} % of the {st.get('requests', 0):,} "
@@ -321,10 +311,7 @@ def _bests(db: Database, row, st, generic: dict) -> dict:
         if t is not None:
             setting, alloc = _study.trial_setting(t), _study.trial_allocator(t)
             fam = allocators.family(alloc)
-            changed = (", ".join(f"{k}={v}" for k, v in fam.changed(setting, generic).items())
-                       or ("nothing" if fam.compiled else "its defaults"))
-            if not fam.compiled:
-                changed = f"{alloc}: {changed}"
+            changed = fam.changed_text(setting, generic)
             out[o] = {"trial": t.number, "study": src_row["name"], "setting": setting,
                       "allocator": alloc, "mem": t.user_attrs["mem"],
                       "perf": t.user_attrs["perf"], "seed": t.user_attrs.get("seed"),
@@ -363,8 +350,7 @@ def summary(data: dict) -> dict:
         rec = v["recommendation"]
         row = next(c for c in v["candidates"] if c["candidate"] == rec["candidate"])
         use = ("keep glibc" if rec["allocator"] == "glibc" and rec["kind"] != "tuned"
-               else f"use {rec['candidate']}" + (" (HC)" if allocators.is_hc(rec["allocator"])
-                                                 else ""))
+               else "use " + allocators.of(rec["allocator"]).answer_name(rec["candidate"]))
         saves = [w for w in (_ratio_words(row["vs_glibc"].get("peak_rss_bytes"), "smaller",
                                           "larger"),
                              _ratio_words(row["vs_glibc"].get("wall_s"), "faster", "slower"))
@@ -374,8 +360,8 @@ def summary(data: dict) -> dict:
                 f"(validation #{v['validation_id']}, {v['date']})")
         arg = data.get("study_arg") or f"--study {data['study']}"
         emit = f"hctune emit -o malloc.c {arg}"
-        if rec["kind"] == "tuned" and not allocators.is_hc(rec["allocator"]):
-            emit = f"hctune emit --env {rec['allocator']}.env {arg}"
+        if rec["kind"] == "tuned":
+            emit = f"{allocators.of(rec['allocator']).emit_command} {arg}"
         elif rec["kind"] not in ("tuned", "generic"):
             emit = (f"no HC file needed (the answer is {rec['candidate']}); the best HC setting "
                     f"is still there: {emit}")
@@ -386,17 +372,15 @@ def summary(data: dict) -> dict:
     if b is None:
         return {"use": "nothing yet: no trial within the limits", "saves": "-",
                 "sure": "not validated", "verdict": None, "emit": None, "validated": False}
-    what = ("HC; changed from generic: " + b["changed"] if allocators.is_hc(b.get("allocator"))
-            else b["changed"])
+    fam = allocators.family(b.get("allocator"))
+    what = fam.headline(b["changed"])
     return {"use": f"trial {b['trial']} ({what})",
             "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "
                      "glibc's in replay",
             "sure": "a prediction only (replay of the trace): not validated in real runs; "
                     f"hctune validate {data.get('study_arg') or '--study ' + data['study']}",
             "verdict": None,
-            "emit": (f"hctune emit -o malloc.c " if allocators.is_hc(b.get("allocator"))
-                     else f"hctune emit --env {b['allocator']}.env ")
-                    + (data.get('study_arg') or '--study ' + data['study']),
+            "emit": f"{fam.emit_command} " + (data.get('study_arg') or '--study ' + data['study']),
             "validated": False}
 
 

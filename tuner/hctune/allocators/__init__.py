@@ -167,4 +167,4 @@ def parse_setting(name: str, preset: str | None = None, sets=()) -> dict | None:
 # the families (below everything above, which they use): HC and the environment-configured ones
 from hctune.allocators import registry  # noqa: E402 (after Allocator and find_system: they use them)
 from hctune.allocators.family import Family  # noqa: E402,F401
-from hctune.allocators.registry import families, family, find, is_hc  # noqa: E402,F401
+from hctune.allocators.registry import families, family, find, is_hc, of  # noqa: E402,F401

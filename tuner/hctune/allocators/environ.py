@@ -56,3 +56,6 @@ class Environ(Family):
         full = self.complete(setting)
         return _lib.Allocator(self.name, library, full if setting is not None else None,
                               tuple(_xknobs.env_vars(self.name, full).items()))
+
+    def available(self) -> bool:
+        return self.name not in _lib.SYSTEM or self.name in _lib.installed()

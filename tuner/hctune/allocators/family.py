@@ -61,3 +61,96 @@ class Family:
     def prepare(self, setting: dict | None = None, debug: bool = False, db=None):
         """The hctune.allocators.Allocator that runs `setting`: a library and an environment."""
         raise NotImplementedError
+
+    # ---- how the rest of hctune treats the family (each said here once, not by its name) ----
+    # The defaults below are those of an allocator set through its environment (or of one
+    # without knobs: registry.of); HC says its own in hctune.allocators.hc.
+
+    fits_tables: bool = False       # its settings can carry size classes fitted to a trace
+    validates_top: bool = False     # validation runs a study's best K settings of it, not one
+
+    @property
+    def tag(self) -> str:
+        """How a table or a verdict names the allocator beside a candidate ("HC", "jemalloc")."""
+        return self.name
+
+    @property
+    def defaults_seed(self) -> str | None:
+        """The seed label of the allocator as it comes (its library defaults), or None when
+        it has none apart from its searched settings (HC: generic is a seed like the others)."""
+        return f"{self.name} defaults"
+
+    @property
+    def default_label(self) -> str:
+        """How an answer that is this allocator without a trial is named."""
+        return self.name
+
+    @property
+    def emit_command(self) -> str:
+        """The command that writes this allocator's answer (a file name the user may change)."""
+        return f"hctune emit --env {self.name}.env"
+
+    def is_defaults(self, setting) -> bool:
+        """The stored setting (a key or a dict) is the library as it comes."""
+        return not setting
+
+    def available(self) -> bool:
+        """Its library is here to run (an allocator without declared knobs: when installed)."""
+        from hctune import allocators as _lib   # the folder's __init__ (above this module)
+        return self.name in _lib.installed()
+
+    def trial_label(self, setting, who: str) -> str:
+        """How a trial of this allocator is named: `who` ("trial 5") with what it sets."""
+        return f"{self.describe(setting)} ({who})"
+
+    def answer_name(self, candidate: str) -> str:
+        """A recommended candidate's name as the first line says it."""
+        return candidate
+
+    def headline(self, changed: str) -> str:
+        """A best trial's `changed_text` as a summary's first line says it."""
+        return changed
+
+    def changed_text(self, setting: dict, base: dict | None = None) -> str:
+        """What the setting changes, "K=V, K=V", as a report's best row says it."""
+        return f"{self.name}: " + (", ".join(f"{k}={v}" for k, v in
+                                             self.changed(setting, base).items())
+                                   or "its defaults")
+
+    def knob_changes(self, setting: dict, generic: dict) -> tuple[dict, dict]:
+        """(what the setting changes, the base it is said against: {} for the library's
+        defaults, whose values the knobs' declarations hold)."""
+        return dict(setting), {}
+
+    def short_key(self, key: str, generic) -> str:
+        """A stored key as what it changes from `generic()` (a trial's row); another
+        allocator's key already is."""
+        return key
+
+    def setting_text(self, pairs: dict, generic) -> str:
+        """A key's {KNOB: VALUE} as a table shows them, "K=V, K=V": what differs from
+        `generic()` (HC) or from the library's defaults (which its keys already are)."""
+        return ", ".join(f"{k}={v}" for k, v in pairs.items())
+
+    def as_run(self, setting: dict | None) -> tuple[str, dict | None]:
+        """(label, setting) of a run of this allocator beside HC's `setting` (compare and
+        explain): another allocator runs as it comes, under its name."""
+        return self.name, None
+
+    def best_line(self, setting: dict | None, changed: str) -> str:
+        """`hctune best`'s line of what the best setting is (`changed`: from generic, "K=V")."""
+        return (f"allocator: {self.describe(setting)} (the tuned row; write it with hctune "
+                f"emit --env FILE)")
+
+    @property
+    def no_setting_text(self) -> str:
+        """A table's cell for no setting."""
+        return "(defaults)"
+
+
+class Plain(Family):
+    """An allocator without declared knobs (kingsley, a library path): as it comes."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.label = name

@@ -51,3 +51,49 @@ class HC(Family):
     def prepare(self, setting: dict | None = None, debug: bool = False, db=None):
         full = _knobs.complete(setting) if setting is not None else _knobs.preset("generic")
         return _lib.Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
+
+    # ---- how the rest of hctune treats HC (hctune.allocators.family says each) ----
+    fits_tables = True          # size classes fitted to a trace (hctune.search.fitted)
+    validates_top = True        # validation runs the study's best K settings (tuned #1..K)
+    tag = "HC"
+    defaults_seed = None        # HC as it comes is the generic seed
+    default_label = "the generic setting"
+    emit_command = "hctune emit -o malloc.c"
+    no_setting_text = "(generic)"
+
+    def as_run(self, setting: dict | None) -> tuple[str, dict | None]:
+        return (f"{self.name}:generic" if setting is None else self.name), setting
+
+    def best_line(self, setting: dict | None, changed: str) -> str:
+        return f"changed from generic (Table 6): {changed}"
+
+    def is_defaults(self, setting) -> bool:
+        return False            # every stored HC setting is whole, generic included
+
+    def available(self) -> bool:
+        return True             # built from this tree (hctune.build)
+
+    def trial_label(self, setting, who: str) -> str:
+        return who
+
+    def answer_name(self, candidate: str) -> str:
+        return f"{candidate} (HC)"
+
+    def headline(self, changed: str) -> str:
+        return "HC; changed from generic: " + changed
+
+    def changed_text(self, setting: dict, base: dict | None = None) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.changed(setting, base).items()) or "nothing"
+
+    def knob_changes(self, setting: dict, generic: dict) -> tuple[dict, dict]:
+        return _knobs.diff_from(_knobs.complete(setting), generic), generic
+
+    def short_key(self, key: str, generic) -> str:
+        given = _knobs.parse_sets(key.split(","))
+        return ",".join(f"{k}={v}" for k, v in _knobs.diff_from(given, generic()).items()) \
+            or "generic"
+
+    def setting_text(self, pairs: dict, generic) -> str:
+        base = dict(p.split("=", 1) for p in _knobs.key(generic()).split(","))
+        pairs = {k: v for k, v in pairs.items() if base.get(k) != v}
+        return ", ".join(f"{k}={v}" for k, v in pairs.items()) if pairs else "(generic)"

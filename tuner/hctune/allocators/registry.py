@@ -7,7 +7,7 @@ import functools
 
 from hctune import allocator_knobs as _xknobs
 from hctune.allocators.environ import Environ
-from hctune.allocators.family import Family
+from hctune.allocators.family import Family, Plain
 from hctune.allocators.hc import HC
 from hctune.errors import HctuneError
 
@@ -37,6 +37,12 @@ def family(name: str | None) -> Family:
         raise HctuneError(f"no knobs are declared for allocator {name!r}; declared: "
                           f"{', '.join(_families())}")
     return f
+
+
+def of(name: str | None) -> Family:
+    """The family of any allocator name: a declared one (None: HC), else a Plain one (an
+    allocator without knobs, as it comes: kingsley, bump, a library path)."""
+    return find(name) or Plain(name)
 
 
 def is_hc(name: str | None) -> bool:

@@ -179,18 +179,16 @@ def setting_text(alloc: str, key: str | None) -> str:
     """A setting as what differs from generic (HC: Table 6 as the search measures it; another
     allocator: its library defaults), "K=V, K=V": short words a table wraps between, so a cell
     grows lines instead of clipping."""
+    fam = allocators.of(alloc)
     if not key:
-        return "(generic)" if allocators.is_hc(alloc) else "(defaults)"
+        return fam.no_setting_text
     pairs = dict(p.split("=", 1) for p in key.split(",") if "=" in p)
-    if allocators.is_hc(alloc):
-        from hctune import knobs as _knobs  # deferred: the knobs table, only for HC rows
+
+    def generic() -> dict:          # asked by HC's rows only
+        from hctune import knobs as _knobs  # deferred: the knobs table
         from hctune.search import space     # deferred: Optuna (the search's fixed knobs)
-        generic = dict(p.split("=", 1) for p in
-                       _knobs.key(space.for_search(_knobs.preset("generic"))).split(","))
-        pairs = {k: v for k, v in pairs.items() if generic.get(k) != v}
-        if not pairs:
-            return "(generic)"
-    return ", ".join(f"{k}={v}" for k, v in pairs.items())
+        return space.for_search(_knobs.preset("generic"))
+    return fam.setting_text(pairs, generic)
 
 
 def setting_lines(alloc: str, key: str | None, indent: str = "  ", width: int = 80) -> str:

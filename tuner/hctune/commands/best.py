@@ -54,13 +54,9 @@ def show(r: dict, console: Console):
         console.print(escape(f"note: {r['note']}"))
     changed = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in r["changed_from_generic"].items()) or "none"
-    if not allocators.is_hc(r.get("allocator")):
-        console.print(escape(f"allocator: {allocators.family(r['allocator']).describe(r['setting'])}"
-                             " (the tuned row; write it with hctune emit --env FILE)"))
-    else:
-        console.print(escape(f"changed from generic (Table 6): {changed}"))
-        if r.get("fitted_classes"):
-            console.print(escape(f"size classes: {r['fitted_classes']}"))
+    console.print(escape(allocators.family(r.get("allocator")).best_line(r["setting"], changed)))
+    if r.get("fitted_classes"):
+        console.print(escape(f"size classes: {r['fitted_classes']}"))
     if r.get("per_allocator"):
         t = Table(title="each allocator's best in the search (replay, x glibc)",
                   title_justify="left")

@@ -57,7 +57,7 @@ def command(ctx, study_name, objective, preset, sets, output, env_file, allocato
         return
     if output is None:
         raise click.UsageError("give -o malloc.c (HC) or --env FILE (any allocator)")
-    if not allocators.is_hc(allocator):
+    if not allocators.of(allocator).compiled:
         raise click.UsageError(f"--allocator {allocator} has no malloc.c; use --env FILE")
     w = _emit.emit(ctx.obj["db_path"], output, study_name, objective, preset, sets, so)
     if as_json:

@@ -65,7 +65,7 @@ def command(ctx, trace, names, as_json):
     for n in wanted:
         if n not in _explain.DEFAULT:
             raise click.UsageError(f"--allocators: use {', '.join(_explain.DEFAULT)}, not {n!r}")
-        if n not in ("glibc", "hc") and n not in allocators.installed():
+        if not allocators.of(n).available():
             if ctx.get_parameter_source("names") != click.core.ParameterSource.DEFAULT:
                 allocators.resolve(n)     # the one line saying how to install it
     if trace is None:

@@ -237,7 +237,6 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
     if do_validate:
         _console.show(result["validation"], Console())
     best = result.get(f"best_{'mem' if opts.objective == 'pareto' else opts.objective}") or {}
-    take = ("hctune emit -o malloc.c" if allocators.is_hc(best.get("allocator"))
-            else "hctune emit --env hctune.env")      # another allocator: no malloc.c
+    take = allocators.family(best.get("allocator")).emit_command  # another: no malloc.c
     click.echo("next: hctune best" + (f" --study {result['study']}" if study_name else "")
                + f" | hctune validate | {take}")

@@ -94,9 +94,8 @@ class Choice:
             return cand + (f" (trial {self.number})" if self.number is not None else "")
         if self.trial is not None:
             who = f"trial {self.trial.number}"
-            return who if allocators.is_hc(self.allocator) else \
-                f"{allocators.family(self.allocator).describe(self.setting)} ({who})"
-        return "the generic setting" if allocators.is_hc(self.allocator) else self.allocator
+            return allocators.of(self.allocator).trial_label(self.setting, who)
+        return allocators.of(self.allocator).default_label
 
 
 @dataclasses.dataclass
@@ -151,9 +150,10 @@ def _from_entry(db: Database, st, entry: dict, alloc: str, setting: dict) -> Cho
         trial = _origin_trial(db, origin)
     else:
         trial = _trial_of(st, n)
-    as_it_comes = not allocators.is_hc(alloc) and trial is None and not origin
+    seed = allocators.of(alloc).defaults_seed     # None: HC, whose "as it comes" is generic
+    as_it_comes = seed is not None and trial is None and not origin
     seed_t = next((t for t in _study.finished(st) if _study.trial_allocator(t) == alloc
-                   and t.user_attrs.get("seed") == f"{alloc} defaults"), None) \
+                   and t.user_attrs.get("seed") == seed), None) \
         if as_it_comes else None
     return Choice(alloc, setting, trial, origin, entry, as_it_comes, seed_t)
 

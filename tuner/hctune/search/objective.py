@@ -193,7 +193,8 @@ class Evaluator:
                    # reused where the time matters
                    and r.get("repeat", self.repeat) >= self.min_repeat
                    and not r.get("ops_limit")]
-        if allocators.is_hc(allocator) and setting is not None and self._measure_fn is None and results:
+        if allocators.of(allocator).compiled and setting is not None and self._measure_fn is None \
+                and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
             build_key = self.build_key(setting)
@@ -277,7 +278,7 @@ class Evaluator:
         first ops only, against glibc's on the same part (search/fidelity.py)."""
         field = PERF_FIELDS[self.metric]
         mem_field = self.mem_field
-        who = "HC" if allocators.is_hc(allocator) else allocator
+        who = allocators.of(allocator).tag
         rows, all_cached = [], True
         for t in self.traces:
             base = self.baseline(t)

@@ -120,7 +120,7 @@ def best(db_path, name: str | None = None, objective: str | None = None,
         "changed_from_generic": allocators.family(alloc).changed(setting, generic),
         # size classes fitted to the study's traces (search/fitted.py), when the setting has them
         **({"fitted_classes": _fit.describe(setting)}
-           if allocators.is_hc(alloc) and _fit.describe(setting) else {}),
+           if allocators.of(alloc).fits_tables and _fit.describe(setting) else {}),
         "traces": per_trace,
         # a search across allocators: each allocator's best trial and its defaults (vs glibc)
         **({"per_allocator": _study.per_allocator(st, objective)}

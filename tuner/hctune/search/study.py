@@ -421,7 +421,7 @@ def make_objective(ev: _obj.Evaluator, opts: Options, interrupt: Interrupt | Non
                                                          opts.threads)
             else:
                 alloc, setting = "hc", space.suggest(trial, opts.only, opts.threads)
-            if opts.fit_tables and allocators.is_hc(alloc):
+            if opts.fit_tables and allocators.of(alloc).fits_tables:
                 key = trial.suggest_categorical(_fit.PARAM, _fit.choices(opts.fit_tables))
                 setting = _fit.apply(setting, key, opts.fit_tables)
         if opts.cross:
@@ -612,7 +612,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
                 notice(line)
         if opts.only is not None:
             space.searched(opts.only, opts.threads)  # a thread knob on one thread: clear error
-        if any(allocators.is_hc(a) for a in opts.allocators):
+        if any(allocators.of(a).fits_tables for a in opts.allocators):
             opts.fit_tables = _fit.study_tables(study, [t.path for t in traces], notice)
         if opts.seeds and opts.sampler == "tpe":
             waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
@@ -720,7 +720,7 @@ def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> 
         if stop.is_set():
             return
         params = dict(t.system_attrs.get("fixed_params") or {})
-        if not allocators.is_hc(params.pop(space.ALLOCATOR_PARAM, "hc")):
+        if not allocators.of(params.pop(space.ALLOCATOR_PARAM, None)).compiled:
             continue
         try:
             build.build_hc(_fit.apply(space.setting_of(params, opts.only, opts.threads),
@@ -831,7 +831,7 @@ def per_allocator(study: optuna.Study, objective: str) -> list[dict]:
     """The cross-allocator table: each allocator's best trial and its library defaults."""
     defaults = {}
     for t in finished(study):
-        if not t.user_attrs.get("setting") and not allocators.is_hc(trial_allocator(t)):
+        if allocators.of(trial_allocator(t)).is_defaults(t.user_attrs.get("setting")):
             defaults.setdefault(trial_allocator(t), t)
     rows = []
     for alloc, t in best_per_allocator(study, objective).items():

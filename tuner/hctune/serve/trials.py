@@ -69,16 +69,17 @@ def changed_from_generic(alloc, setting) -> str | None:
     """What a trial's setting changes from HC's generic setting (Hasan & Chang 2006, Table 6),
     as KNOB=VALUE,...; another allocator's setting is its changed knobs already. The whole
     setting is on the trial's page."""
-    if not allocators.is_hc(alloc) or not isinstance(setting, str):
+    if not isinstance(setting, str):
         return _text(setting)
-    try:
-        given = _knobs.parse_sets(setting.split(","))
+
+    def generic() -> dict:
         if not _GENERIC:   # generic as the search measures it (as `hctune best` compares)
             _GENERIC.update(_space.for_search(_knobs.preset("generic")))
+        return _GENERIC
+    try:
+        return _text(allocators.of(alloc).short_key(setting, generic))
     except (HctuneError, ValueError, TypeError):
         return _text(setting)
-    return _text(",".join(f"{k}={v}" for k, v in _knobs.diff_from(given, _GENERIC).items())
-                 or "generic")
 
 
 def duration(t: FrozenTrial) -> float | None:

@@ -33,7 +33,8 @@ class Candidate:
 
     @property
     def is_hc(self) -> bool:
-        return allocators.is_hc(self.allocator) and self.kind in ("tuned", "generic")
+        """A setting built into a library before it runs (HC's, through the build cache)."""
+        return allocators.of(self.allocator).compiled and self.kind in ("tuned", "generic")
 
 
 def _distinct(trials, top: int, generic_key: str) -> list:
@@ -66,10 +67,10 @@ def tuned_trials(st, objective: str, top: int) -> list:
     generic_key = _knobs.key(space.for_search(_knobs.preset("generic")))
     # HC's trials (a cross-allocator study's others: allocator_candidates)
     ok = [t for t in _study.finished(st) if _study.feasible(t)
-          and allocators.is_hc(_study.trial_allocator(t))]
+          and allocators.of(_study.trial_allocator(t)).validates_top]
     if objective == "pareto":
         front = [t for t in _study.pareto_front(st) if t.user_attrs.get("setting") != generic_key
-                 and allocators.is_hc(_study.trial_allocator(t))]
+                 and allocators.of(_study.trial_allocator(t)).validates_top]
         return _spread(_distinct(front, len(front), generic_key), top)
     ok.sort(key=lambda t: (t.user_attrs[objective], t.number))
     return _distinct(ok, top, generic_key)
@@ -124,7 +125,7 @@ def candidates(db: Database, study_row, st, top: int = DEFAULT_TOP, references: 
                              trial=t.number, replay={"mem_ratio": t.user_attrs["mem"],
                                                      "perf_ratio": t.user_attrs["perf"]}))
     if not out:
-        if not all(allocators.is_hc(_study.trial_allocator(t)) for t in done):
+        if not all(allocators.of(_study.trial_allocator(t)).validates_top for t in done):
             # a study across allocators: its best can be another allocator's; say HC's
             notes.append("HC's best in the study (for pareto: HC's part of the front) is the "
                          "generic setting: there is no other tuned HC setting to run")
@@ -181,7 +182,7 @@ def allocator_candidates(st, objective: str, notes: list,
     seen = set()
     for o in objectives:
         for alloc, t in _study.best_per_allocator(st, o).items():
-            if allocators.is_hc(alloc) or (alloc, t.user_attrs.get("setting")) in seen:
+            if allocators.of(alloc).validates_top or (alloc, t.user_attrs.get("setting")) in seen:
                 continue
             seen.add((alloc, t.user_attrs.get("setting")))
             setting = _study.trial_setting(t)
@@ -207,8 +208,8 @@ def allocator_candidates(st, objective: str, notes: list,
         for alloc, t in over.items():
             best = within.get(alloc)
             setting = _study.trial_setting(t)
-            if allocators.is_hc(alloc) or not setting or (best is not None and best.user_attrs["mem"]
-                                                <= t.user_attrs["mem"]):
+            if allocators.of(alloc).validates_top or not setting or \
+                    (best is not None and best.user_attrs["mem"] <= t.user_attrs["mem"]):
                 continue
             try:
                 a = allocators.resolve(alloc, setting)
@@ -233,12 +234,11 @@ def blind_candidates(st, objective: str, generic: dict, have: list,
     a study across allocators (search --allocators), as the seeds are: an HC-only study's
     validation runs what it ran before."""
     from hctune.search import study as _study  # deferred: Optuna (see tuned_trials)
-    names = set(allocators.registry.tuned({_study.trial_allocator(t)
-                                           for t in _study.finished(st)}))
+    names = {a for a in (_study.trial_allocator(t) for t in _study.finished(st))
+             if not allocators.of(a).validates_top}
     if not names:
         return []
-    seen = {(c.allocator, _knobs.key(c.setting) if allocators.is_hc(c.allocator) and c.setting
-             else json.dumps(c.setting or {}, sort_keys=True)) for c in have}
+    seen = {(c.allocator, allocators.setting_key(c.allocator, c.setting or None)) for c in have}
     out = []
     for name, value in _knobs.validated(objective):
         setting = dict(generic, **{name: value})
@@ -247,14 +247,14 @@ def blind_candidates(st, objective: str, generic: dict, have: list,
             out.append(Candidate(f"hc generic, {name}={value}", "tuned", "hc", setting=setting))
     for alloc in sorted(names):
         for sname, setting in _xknobs.validated_seeds(alloc, objective):
-            if (alloc, json.dumps(setting, sort_keys=True)) in seen:
-                continue
             try:
+                if (alloc, allocators.setting_key(alloc, setting)) in seen:
+                    continue
                 a = allocators.resolve(alloc, setting)
             except HctuneError as e:
                 notes.append(f"{alloc}'s {sname} seed left out: {e}")
                 continue
-            seen.add((alloc, json.dumps(setting, sort_keys=True)))
+            seen.add((alloc, allocators.setting_key(alloc, setting)))
             out.append(Candidate(f"{alloc} {sname}", "tuned", alloc, library=a.library,
                                  setting=setting, env=dict(a.variables)))
     return out

@@ -116,7 +116,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                  "median": {}, "ci": {}, "vs_generic": {}, "vs_glibc": {}}
         if c.origin:
             entry["origin"] = c.origin
-        if c.setting is not None and generic is not None and allocators.is_hc(c.allocator):
+        if c.setting is not None and generic is not None and c.is_hc:
             entry["changed_from_generic"] = _knobs.diff_from(c.setting, generic)
         if c.kind == "generic" and c.setting is not None:
             # the search's generic HC holds its fixed knobs (ARENAS=1 on a single-threaded
@@ -158,8 +158,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
         cap_field, limit, limit_pct = "wall_s", "time limit", max_slowdown
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
     # tuned too, but has no malloc.c: it competes in the recommendation only)
-    hc = rule.recommend([e for e in rows if e["kind"] in ("tuned", "generic")
-                         and allocators.is_hc(e["allocator"])], measure, ratio, cap, cap_field,
+    hc = rule.recommend([e for e in rows if _built(e)], measure, ratio, cap, cap_field,
                         min_effect)
     overall = rule.recommend(rows, measure, ratio, cap, cap_field, min_effect)
     notes = []
@@ -172,7 +171,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     if cap is not None and not hc["capped"] and hc["choice"] is not None:
         notes.append(f"no HC setting is within the {limit}; the HC choice ignores it")
     winner, rec = hc["choice"], overall["choice"]
-    if rec is not None and rec["kind"] in ("tuned", "generic") and allocators.is_hc(rec["allocator"]):
+    if rec is not None and _built(rec):
         winner = rec          # the answer is an HC setting: emit writes that one
     if rec is not None:
         for e in rows:
@@ -207,6 +206,12 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                         f"paired bootstrap over rounds ({BOOTSTRAP} resamples)"}
 
 
+def _built(e: dict) -> bool:
+    """An entry of a setting built into a library (HC's): what malloc.c can hold, as
+    Candidate.is_hc says of a candidate."""
+    return e["kind"] in ("tuned", "generic") and allocators.of(e["allocator"]).compiled
+
+
 def name(e: dict) -> str:
     """How a verdict names a candidate the first time: with its allocator and trial."""
     if e["kind"] == "generic":
@@ -216,7 +221,7 @@ def name(e: dict) -> str:
         o = e.get("origin")
         trial = (f", trial {o['trial']} of study {o['study']}" if o
                  else f", trial {e['trial']}" if e["trial"] is not None else "")
-        return f"{e['candidate']} ({'HC' if e['allocator'] == 'hc' else e['allocator']}{trial})"
+        return f"{e['candidate']} ({allocators.of(e['allocator']).tag}{trial})"
     return e["candidate"]
 
 
