@@ -59,3 +59,27 @@ class Environ(Family):
 
     def available(self) -> bool:
         return self.name not in _lib.SYSTEM or self.name in _lib.installed()
+
+    # ---- its search dimensions (hctune.search.space) ----
+
+    def search_knobs(self, only=None, threads: bool = False) -> dict:
+        return {n: k for n, k in _xknobs.knobs(self.name).items()
+                if k.search != "fixed" and (threads or not k.threads)}
+
+    def search_stem(self, k) -> str:
+        return k.full_name
+
+    def search_choices(self, k):
+        return k.choices if k.type == "choice" else [0, 1]
+
+    def search_step(self, k) -> int:
+        return k.search_step or 1
+
+    def search_where(self, k) -> str:
+        return f"allocators.toml: {k.full_name}"
+
+    def search_full(self, setting: dict) -> dict:
+        return {**_xknobs.defaults(self.name), **_xknobs.complete(self.name, setting)}
+
+    def search_setting(self, values: dict, only=None, threads: bool = False):
+        return _xknobs.complete(self.name, values)

@@ -148,6 +148,52 @@ class Family:
         return "(defaults)"
 
 
+    # ---- its seeds and its search dimensions (hctune.search.seeds and .space ask these) ----
+
+    long_walk: bool = False         # its seeds after the first are a long walk (HC's §5.2 and
+                                    # Table 7): queued after the other families' few
+    search_strict: bool = False     # a stored trial must hold every one of its parameters
+
+    def search_knobs(self, only=None, threads: bool = False) -> dict:
+        """{name: knob} the search varies (`only`: names narrowing them, where the family
+        allows it; `threads`: the thread knobs too, for a multi-threaded study)."""
+        raise NotImplementedError
+
+    def search_stem(self, k) -> str:
+        """The name its Optuna parameter is made from (hctune.search.space adds the transform)."""
+        raise NotImplementedError
+
+    def search_choices(self, k):
+        """A "choice" knob's values (None: the kind is refused for this knob)."""
+        raise NotImplementedError
+
+    def search_step(self, k) -> int:
+        """An "int" knob's grid step."""
+        raise NotImplementedError
+
+    def search_where(self, k) -> str:
+        """Where the knob is declared, for errors."""
+        raise NotImplementedError
+
+    def search_full(self, setting: dict) -> dict:
+        """Every knob's value under `setting`, to encode as parameters."""
+        raise NotImplementedError
+
+    def search_setting(self, values: dict, only=None, threads: bool = False):
+        """The checked setting of the searched knobs' `values` (the rest as a search holds
+        them)."""
+        raise NotImplementedError
+
+    def as_searched(self, setting: dict) -> dict:
+        """The setting as the search measures it (the knobs a search holds, held)."""
+        return setting
+
+    def seedable(self, setting: dict, searched) -> bool:
+        """A seed of this setting can be queued in a search that varies `searched` (a
+        thread knob's advice: only where thread knobs are searched)."""
+        return set(setting) <= set(searched)
+
+
 class Plain(Family):
     """An allocator without declared knobs (kingsley, a library path): as it comes."""
 

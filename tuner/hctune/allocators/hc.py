@@ -9,6 +9,34 @@ from hctune import allocators as _lib   # the folder's __init__: Allocator
 from hctune import build
 from hctune import knobs as _knobs
 from hctune.allocators.family import Family
+from hctune.errors import HctuneError
+
+# Knobs whose search kind is "fixed" keep this value during a search when the paper gives one:
+# MONITOR is "usually turned off unless statistics are to be collected" (Hasan & Chang 2006,
+# §5.2, and every Table 7 row), so the builds measured are the builds emitted.
+FIXED_IN_SEARCH = {"MONITOR": 0}
+
+# §5.2: "turn off SPLIT and all coalescing parameters and start with a high value for QL_HIGH".
+GUIDELINE_QL_HIGH_START = 512
+# §5.2: "Further reduction in memory consumption can be attempted by decreasing QL_HIGH".
+GUIDELINE_QL_HIGH_LOWER = (256, 128, 64)
+# §5.2 names SPLIT first, then "other coalescing parameters", in the order of §3.7, §3.8, §3.11.
+GUIDELINE_ORDER = ("SPLIT", "COALESCE", "COALESCE_QL", "COALESCE_IN_FREE")
+
+
+def guideline() -> list[tuple[str, dict]]:
+    """The §5.2 walk from pure segregated storage towards least memory, as (label, the knobs
+    it sets; the rest at their defaults)."""
+    step = {name: 0 for name in GUIDELINE_ORDER}
+    step["QL_HIGH"] = GUIDELINE_QL_HIGH_START
+    out = [("§5.2 pure segregated storage", dict(step))]
+    for name in GUIDELINE_ORDER:
+        step[name] = 1
+        out.append((f"§5.2 +{name}", dict(step)))
+    for ql in GUIDELINE_QL_HIGH_LOWER:
+        step["QL_HIGH"] = ql
+        out.append((f"§5.2 QL_HIGH={ql}", dict(step)))
+    return out
 
 
 class HC(Family):
@@ -33,13 +61,6 @@ class HC(Family):
 
     def from_key(self, text: str | None) -> dict:
         return _knobs.complete(_knobs.parse_sets(text.split(",")) if text else {})
-
-    def seeds(self, objective: str) -> list[tuple[str, dict]]:
-        """The paper's named settings (configs/presets.toml), generic first, then the rows
-        tuned for `objective` (the search's seeds add the §5.2 walk: hctune.search.seeds)."""
-        names = [n for n in _knobs.preset_names() if n != "generic"]
-        names.sort(key=lambda n: not n.endswith("-" + objective))
-        return [(n, _knobs.preset(n)) for n in ["generic", *names]]
 
     def describe(self, setting: dict | None) -> str:
         changed = self.changed(self.complete(setting))
@@ -97,3 +118,74 @@ class HC(Family):
         base = dict(p.split("=", 1) for p in _knobs.key(generic()).split(","))
         pairs = {k: v for k, v in pairs.items() if base.get(k) != v}
         return ", ".join(f"{k}={v}" for k, v in pairs.items()) if pairs else "(generic)"
+
+    # ---- its seeds and its search dimensions (hctune.search asks every family the same) ----
+    long_walk = True            # generic, then the §5.2 walk and Table 7: after the others' few
+    search_strict = True        # a trial without one of its parameters: a study of other knobs
+
+    def seeds(self, objective: str) -> list[tuple[str, dict]]:
+        """What the paper would try by hand, in this order (the search measures each as it
+        would be emitted, duplicates dropped: hctune.search.seeds): generic (Table 6, the
+        reference every result is compared to); the §5.2 guideline, from pure segregated
+        storage (SPLIT and every coalescing knob off, QL_HIGH high, "512 or higher but less than
+        1024") turning SPLIT and the coalescing knobs on one by one, then lowering QL_HIGH; then
+        the Table 7 rows, those tuned for `objective` first. Knobs the paper does not name keep
+        their defaults (the paper's §3.8-§3.11 numbers)."""
+        names = [n for n in _knobs.preset_names() if n != "generic"]
+        names.sort(key=lambda n: not n.endswith("-" + objective))   # stable: file order kept
+        return [("generic", _knobs.preset("generic")), *guideline(),
+                *[(n, _knobs.preset(n)) for n in names]]
+
+    def search_knobs(self, only=None, threads: bool = False) -> dict:
+        table = {n: k for n, k in _knobs.knobs().items()
+                 if k.search != "fixed" and (threads or not k.threads)}
+        if only is None:
+            return table
+        gated = [n for n in only if n not in table and n in _knobs.knobs() and
+                 _knobs.knobs()[n].threads and _knobs.knobs()[n].search != "fixed"]
+        if gated:
+            raise HctuneError(f"{', '.join(gated)}: searched only when a trace of the study is "
+                              f"multi-threaded (the thread cache is never used on one thread)")
+        unknown = [n for n in only if n not in table]
+        if unknown:
+            raise HctuneError(f"not searchable knobs: {', '.join(unknown)}; searchable: "
+                              f"{', '.join(table)}")
+        return {n: k for n, k in table.items() if n in only}
+
+    def search_fixed(self, only=None, threads: bool = False) -> dict:
+        """The values the knobs that are not searched keep during a search."""
+        out = {}
+        varied = self.search_knobs(only, threads)
+        for name, k in _knobs.knobs().items():
+            if name not in varied:
+                value = FIXED_IN_SEARCH.get(name, k.default)
+                if not threads and k.single_thread_value is not None:
+                    value = k.single_thread_value
+                out[name] = k.check(value)
+        return out
+
+    def search_stem(self, k) -> str:
+        return k.name
+
+    def search_choices(self, k):
+        return [0, 1] if k.type == "bool" else None
+
+    def search_step(self, k) -> int:
+        return k.search_step or k.step or 1
+
+    def search_where(self, k) -> str:
+        return f"knobs.toml: {k.name}"
+
+    def search_full(self, setting: dict) -> dict:
+        return _knobs.complete(setting)
+
+    def search_setting(self, values: dict, only=None, threads: bool = False):
+        return _knobs.complete({**self.search_fixed(only, threads), **values})
+
+    def as_searched(self, setting: dict) -> dict:
+        out = _knobs.complete(setting).copy()     # (a completed setting may be the caller's)
+        out.update(self.search_fixed())
+        return out
+
+    def seedable(self, setting: dict, searched) -> bool:
+        return True                 # a whole setting: the knobs not searched hold their value

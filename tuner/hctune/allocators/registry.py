@@ -48,8 +48,3 @@ def of(name: str | None) -> Family:
 def is_hc(name: str | None) -> bool:
     """`name` is HC's (None: stored before allocators had names)."""
     return (name or HC_NAME) == HC_NAME
-
-
-def tuned(names) -> list[str]:
-    """The names among `names` that are not HC (the families tuned through the environment)."""
-    return [n for n in names if not is_hc(n)]

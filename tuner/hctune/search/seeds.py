@@ -12,29 +12,17 @@ are not searched (MONITOR) take their search value, so a seed is measured as it 
 
 from __future__ import annotations
 
+from hctune import allocators
 from hctune import knobs as _knobs
+from hctune.allocators.hc import (GUIDELINE_ORDER, GUIDELINE_QL_HIGH_LOWER,  # noqa: F401 (said
+                                  GUIDELINE_QL_HIGH_START)                  # with the walk)
+from hctune.allocators.hc import guideline as _walk
 from hctune.search import space
-
-# §5.2: "turn off SPLIT and all coalescing parameters and start with a high value for QL_HIGH".
-GUIDELINE_QL_HIGH_START = 512
-# §5.2: "Further reduction in memory consumption can be attempted by decreasing QL_HIGH".
-GUIDELINE_QL_HIGH_LOWER = (256, 128, 64)
-# §5.2 names SPLIT first, then "other coalescing parameters", in the order of §3.7, §3.8, §3.11.
-GUIDELINE_ORDER = ("SPLIT", "COALESCE", "COALESCE_QL", "COALESCE_IN_FREE")
 
 
 def guideline() -> list[tuple[str, dict]]:
     """The §5.2 walk from pure segregated storage towards least memory, as (label, setting)."""
-    step = {name: 0 for name in GUIDELINE_ORDER}
-    step["QL_HIGH"] = GUIDELINE_QL_HIGH_START
-    out = [("§5.2 pure segregated storage", dict(step))]
-    for name in GUIDELINE_ORDER:
-        step[name] = 1
-        out.append((f"§5.2 +{name}", dict(step)))
-    for ql in GUIDELINE_QL_HIGH_LOWER:
-        step["QL_HIGH"] = ql
-        out.append((f"§5.2 QL_HIGH={ql}", dict(step)))
-    return [(label, space.for_search(s)) for label, s in out]
+    return [(label, space.for_search(s)) for label, s in _walk()]
 
 
 def presets(objective: str) -> list[tuple[str, dict]]:
@@ -45,13 +33,16 @@ def presets(objective: str) -> list[tuple[str, dict]]:
     return [(n, space.for_search(_knobs.preset(n))) for n in names]
 
 
-def seeds(objective: str) -> list[tuple[str, dict]]:
-    """Every seed, duplicates (same full setting) removed, first label kept."""
+def seeds(objective: str, allocator: str | None = None) -> list[tuple[str, dict]]:
+    """Every seed of `allocator` (None: HC) as the search measures it, duplicates (same
+    setting) removed, first label kept: the allocator as it comes first (HC: generic; another:
+    its library defaults), then what its family says to try (allocators.Family.seeds)."""
+    fam = allocators.family(allocator)
+    first = [(fam.defaults_seed, {})] if fam.defaults_seed is not None else []
     out, seen = [], set()
-    candidates = [("generic", space.for_search(_knobs.preset("generic")))]
-    candidates += guideline() + presets(objective)
-    for label, setting in candidates:
-        k = _knobs.key(setting)
+    for label, setting in first + fam.seeds(objective):
+        setting = space.for_search(setting, allocator)
+        k = fam.key(setting)
         if k not in seen:
             seen.add(k)
             out.append((label, setting))

@@ -1,9 +1,11 @@
-"""The Optuna search space, made from the `search` field of each knob in configs/knobs.toml.
+"""The Optuna search space, made from the `search` field of each knob in configs/knobs.toml
+(HC) and configs/allocators.toml (the others).
 
-There is no second list of knobs here: a knob joins the search by its `search` field alone.
-Each searchable knob becomes one Optuna parameter; `params_of` and `setting_of` translate
-between Optuna parameters and a full HC setting, so enqueued seeds and stored trials read back
-the same way.
+There is no second list of knobs here: a knob joins the search by its `search` field alone, and
+each allocator family says which of its knobs the search varies and how (hctune.allocators.
+Family.search_*): one path makes every family's parameters. Each searchable knob becomes one
+Optuna parameter; `params_of` and `setting_of` translate between Optuna parameters and a setting
+(allocator None: HC's full setting), so enqueued seeds and stored trials read back the same way.
 
 Knobs with `threads = true` (the thread cache's) are searched only when `threads` is true: a
 study over a multi-threaded trace, which the replay measures on threads (docs/replay.md).  A
@@ -21,16 +23,9 @@ import math
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hctune import allocator_knobs as _xknobs
 from hctune import allocators
 from hctune import knobs as _knobs
 from hctune.errors import HctuneError
-
-# Knobs whose search kind is "fixed" keep this value during a search when the paper gives one:
-# MONITOR is "usually turned off unless statistics are to be collected" (Hasan & Chang 2006,
-# §5.2, and every Table 7 row), so the builds measured are the builds emitted.
-FIXED_IN_SEARCH = {"MONITOR": 0}
-
 
 def _param(name: str, kind: str) -> str:
     """The Optuna parameter that carries a knob named `name` searched as `kind` (named so a reader
@@ -90,54 +85,50 @@ def _distribution(k, where: str, choices, step: int):
     raise HctuneError(f"{where}: unknown search kind {kind!r}")
 
 
+def _family(allocator: str | None):
+    """The family whose knobs a call searches (None: HC, the study of the paper)."""
+    return allocators.family(allocator)
+
+
+def _param_of(fam, k) -> str:
+    """The Optuna parameter that carries knob `k` of `fam` (HC's under their names, the
+    others' as "jemalloc.narenas"; "+1" for log_or_zero, "_log2" for pow2)."""
+    return _param(fam.search_stem(k), k.search)
+
+
+def _dimension(fam, k):
+    """The Optuna distribution of knob `k` of `fam`, or None when it is not searched."""
+    return _distribution(k, fam.search_where(k), fam.search_choices(k), fam.search_step(k))
+
+
 def param_name(k: _knobs.Knob) -> str:
     """The Optuna parameter that carries HC's knob `k`."""
-    return _param(k.name, k.search)
+    return _param_of(_family(None), k)
 
 
 def distribution(k: _knobs.Knob):
     """The Optuna distribution of HC's knob `k`, or None when it is not searched."""
-    return _distribution(k, f"knobs.toml: {k.name}", [0, 1] if k.type == "bool" else None,
-                         k.search_step or k.step or 1)
+    return _dimension(_family(None), k)
 
 
-def searched(only=None, threads: bool = False) -> dict[str, _knobs.Knob]:
-    """The knobs the search varies, in knobs.toml order; `only` (names) narrows them, the rest
-    keep their default as if they were fixed.  threads: the study has a multi-threaded trace,
-    so the `threads = true` knobs are searched too."""
-    table = {n: k for n, k in _knobs.knobs().items()
-             if k.search != "fixed" and (threads or not k.threads)}
-    if only is None:
-        return table
-    gated = [n for n in only if n not in table and n in _knobs.knobs() and
-             _knobs.knobs()[n].threads and _knobs.knobs()[n].search != "fixed"]
-    if gated:
-        raise HctuneError(f"{', '.join(gated)}: searched only when a trace of the study is "
-                          f"multi-threaded (the thread cache is never used on one thread)")
-    unknown = [n for n in only if n not in table]
-    if unknown:
-        raise HctuneError(f"not searchable knobs: {', '.join(unknown)}; searchable: "
-                          f"{', '.join(table)}")
-    return {n: k for n, k in table.items() if n in only}
+def searched(only=None, threads: bool = False, allocator: str | None = None) -> dict:
+    """The knobs the search varies, in their file's order (allocator None: HC's, whose
+    `only` (names) narrows them, the rest keeping their default as if they were fixed).
+    threads: the study has a multi-threaded trace, so the `threads = true` knobs are searched
+    too."""
+    return _family(allocator).search_knobs(only, threads)
 
 
-def distributions(only=None,
-                  threads: bool = False) -> dict[str, optuna.distributions.BaseDistribution]:
-    """{Optuna parameter name: distribution} for every searched knob."""
-    return {param_name(k): distribution(k) for k in searched(only, threads).values()}
+def distributions(only=None, threads: bool = False,
+                  allocator: str | None = None) -> dict[str, optuna.distributions.BaseDistribution]:
+    """{Optuna parameter name: distribution} for every searched knob of `allocator`."""
+    fam = _family(allocator)
+    return {_param_of(fam, k): _dimension(fam, k) for k in fam.search_knobs(only, threads).values()}
 
 
 def fixed_values(only=None, threads: bool = False) -> dict:
-    """The values the knobs that are not searched keep during a search."""
-    out = {}
-    varied = searched(only, threads)
-    for name, k in _knobs.knobs().items():
-        if name not in varied:
-            value = FIXED_IN_SEARCH.get(name, k.default)
-            if not threads and k.single_thread_value is not None:
-                value = k.single_thread_value
-            out[name] = k.check(value)
-    return out
+    """The values HC's knobs that are not searched keep during a search."""
+    return _family(None).search_fixed(only, threads)
 
 
 def params_threaded(params: dict) -> bool:
@@ -145,34 +136,42 @@ def params_threaded(params: dict) -> bool:
     return any(param_name(k) in params for k in _knobs.knobs().values() if k.threads)
 
 
-def _to_param(k: _knobs.Knob, value):
+def _to_param(stem: str, k, value):
     if k.search in ("pow2", "log_or_zero"):
-        return _encode(k.name, k.search, value)
+        return _encode(stem, k.search, value)
+    if k.type == "choice":
+        return value
     return float(value) if k.type == "float" else int(value)
 
 
-def params_of(setting: dict, only=None, threads: bool = False) -> dict:
-    """The Optuna parameters of a full setting (for study.enqueue_trial)."""
-    setting = _knobs.complete(setting)
-    return {param_name(k): _to_param(k, setting[n]) for n, k in searched(only, threads).items()}
+def params_of(setting: dict, only=None, threads: bool = False,
+              allocator: str | None = None) -> dict:
+    """The Optuna parameters of a setting of `allocator` (for study.enqueue_trial): HC's full
+    setting, another's changed knobs (the rest at the library's defaults)."""
+    fam = _family(allocator)
+    full = fam.search_full(setting)
+    return {_param_of(fam, k): _to_param(fam.search_stem(k), k, full[n])
+            for n, k in fam.search_knobs(only, threads).items()}
 
 
-def setting_of(params: dict, only=None, threads: bool = False) -> dict:
-    """The full, checked setting of a trial's parameters (fixed knobs take their search value)."""
-    values = dict(fixed_values(only, threads))
-    for name, k in searched(only, threads).items():
-        p = param_name(k)
-        if p not in params:
+def setting_of(params: dict, only=None, threads: bool = False,
+               allocator: str | None = None) -> dict:
+    """The checked setting of a trial's parameters: HC's full setting (fixed knobs take their
+    search value), another allocator's changed knobs."""
+    fam = _family(allocator)
+    values = {}
+    for name, k in fam.search_knobs(only, threads).items():
+        p = _param_of(fam, k)
+        if p in params:
+            values[name] = _decode(k.search, params[p])
+        elif fam.search_strict:
             raise HctuneError(f"trial has no parameter {p!r}: the study was made with other knobs")
-        values[name] = _decode(k.search, params[p])
-    return _knobs.complete(values)
+    return fam.search_setting(values, only, threads)
 
 
-def for_search(setting: dict) -> dict:
-    """A setting as the search measures it: fixed knobs set to their search value."""
-    out = _knobs.complete(setting).copy()     # (a completed setting may be the caller's)
-    out.update(fixed_values())
-    return out
+def for_search(setting: dict, allocator: str | None = None) -> dict:
+    """A setting as the search measures it (HC's: fixed knobs set to their search value)."""
+    return _family(allocator).as_searched(setting)
 
 
 def _sample(trial: optuna.trial.BaseTrial, dists: dict) -> dict:
@@ -190,9 +189,11 @@ def _sample(trial: optuna.trial.BaseTrial, dists: dict) -> dict:
     return params
 
 
-def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> dict:
-    """Sample one setting in `trial`; returns the full setting."""
-    return setting_of(_sample(trial, distributions(only, threads)), only, threads)
+def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False,
+            allocator: str | None = None) -> dict:
+    """Sample one setting of `allocator` (None: HC) in `trial`."""
+    return setting_of(_sample(trial, distributions(only, threads, allocator)), only, threads,
+                      allocator)
 
 
 # ---- the cross-allocator space (search --allocators hc,glibc,jemalloc,...) ----
@@ -204,47 +205,9 @@ def suggest(trial: optuna.trial.BaseTrial, only=None, threads: bool = False) -> 
 ALLOCATOR_PARAM = "allocator"
 
 
-def x_param_name(k) -> str:
-    return _param(k.full_name, k.search)
-
-
-def x_distribution(k):
-    """The Optuna distribution of another allocator's knob `k`, or None when not searched."""
-    return _distribution(k, f"allocators.toml: {k.full_name}",
-                         k.choices if k.type == "choice" else [0, 1], k.search_step or 1)
-
-
-def x_searched(name: str, threads: bool = False) -> dict:
-    """Another allocator's searched knobs ({name: XKnob}); thread knobs only when `threads`."""
-    return {n: k for n, k in _xknobs.knobs(name).items()
-            if k.search != "fixed" and (threads or not k.threads)}
-
-
-def x_params_of(name: str, setting: dict, threads: bool = False) -> dict:
-    """The Optuna parameters of allocator `name` with `setting` (changed knobs; the rest at
-    the library's defaults), "allocator" included."""
-    full = {**_xknobs.defaults(name), **_xknobs.complete(name, setting)}
-    params = {ALLOCATOR_PARAM: name}
-    for n, k in x_searched(name, threads).items():
-        params[x_param_name(k)] = _encode(k.full_name, k.search, full[n])
-    return params
-
-
-def x_setting_of(name: str, params: dict, threads: bool = False) -> dict:
-    out = {}
-    for n, k in x_searched(name, threads).items():
-        p = x_param_name(k)
-        if p in params:
-            out[n] = _decode(k.search, params[p])
-    return _xknobs.complete(name, out)
-
-
 def suggest_allocator(trial: optuna.trial.BaseTrial, names, only=None,
                       threads: bool = False) -> tuple[str, dict]:
     """Pick the allocator, then sample its knobs: (allocator, setting) — HC's full setting, or
     another allocator's changed knobs."""
     name = trial.suggest_categorical(ALLOCATOR_PARAM, list(names))
-    if allocators.family(name).compiled:      # HC: its compiled knobs
-        return name, suggest(trial, only, threads)
-    dists = {x_param_name(k): x_distribution(k) for k in x_searched(name, threads).values()}
-    return name, x_setting_of(name, _sample(trial, dists), threads)
+    return name, suggest(trial, only, threads, name)

@@ -150,73 +150,64 @@ def directions(objective: str):
 _ACTIVE = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
 
 
+def seed_plan(objective: str, names=None, only=None, threads: bool = False,
+              fit_tables: dict | None = None) -> list[tuple[str, str, dict, dict]]:
+    """(allocator, label, setting, Optuna parameters) of a study's seeds, in the order they
+    are queued. Each family says its own (seeds.seeds: HC's generic, §5.2 walk and Table 7
+    rows; another's library defaults, then the advice declared for it); they come as: every
+    allocator as it comes (HC's generic first: the reference every result is compared to),
+    then the study's fitted tables on generic (search/fitted.py: a short search measures
+    them), then the others' advice, then the rest of the paper's HC settings (a long walk,
+    after the others' few), so a small budget still measures every allocator as it comes.
+    names None: HC alone (a study that does not pick its allocator: no "allocator" parameter)."""
+    cross = names is not None
+    per = []
+    for name in (names if cross else (None,)):
+        fam = allocators.family(name)
+        searched = space.searched(only, threads, name)
+
+        def params(setting, fit=None, name=name, fam=fam):
+            p = space.params_of(setting, only, threads, name)
+            if fam.fits_tables and fit_tables:
+                p[_fit.PARAM] = fit or _fit.NONE
+            return {space.ALLOCATOR_PARAM: name, **p} if cross else p
+        mine = [(name, label, setting, params(setting))
+                for label, setting in _seeds.seeds(objective, name)
+                if fam.seedable(setting, searched)]
+        fitted = [(name, f"generic + fitted {key}", _fit.apply(mine[0][2], key, fit_tables),
+                   params(mine[0][2], key))
+                  for key in (fit_tables or {})] if fam.fits_tables and mine else []
+        per.append((fam, mine[:1], fitted, mine[1:]))
+    return ([s for _, first, _, _ in sorted(per, key=lambda x: not x[0].long_walk) for s in first]
+            + [s for _, _, fitted, _ in per for s in fitted]
+            + [s for _, _, _, rest in sorted(per, key=lambda x: x[0].long_walk) for s in rest])
+
+
 def enqueue_seeds(study: optuna.Study, objective: str, only=None, threads: bool = False,
-                  limit: int | None = None, fit_tables: dict | None = None) -> int:
-    """Enqueue the paper's settings (seeds.py) that the study has not run or queued yet, at
-    most `limit` of them (options.seed_limit: every seed queued runs, and some trials are
-    left to the sampler). Failed ones are queued again: a seed interrupted by Ctrl-C still gets
-    measured."""
+                  limit: int | None = None, fit_tables: dict | None = None,
+                  names=None) -> int:
+    """Enqueue the study's seeds (seed_plan; `names`: the allocators of a study across
+    allocators, None for HC alone) that it has not run or queued yet, at most `limit` of them
+    (options.seed_limit: every seed queued runs, and some trials are left to the sampler).
+    Failed ones are queued again: a seed interrupted by Ctrl-C still gets measured."""
+    cross = names is not None
     have = set()
     for t in study.get_trials(deepcopy=False, states=_ACTIVE):
-        # A queued seed carries all its values in fixed_params; a trial another worker is
-        # sampling right now may hold only some of its parameters yet: it is not a seed, skip it.
+        if cross:   # a seed of a study across allocators: its allocator and label
+            params = t.system_attrs.get("fixed_params") or {}
+            if space.ALLOCATOR_PARAM in params:
+                have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
+            continue
+        # HC alone: its setting. A queued seed carries all its values in fixed_params; a trial
+        # another worker is sampling right now may hold only some of its parameters yet: it is
+        # not a seed, skip it.
         params = t.system_attrs.get("fixed_params") or t.params
         if params and all(p in params for p in space.distributions(only, threads)):
             setting = space.setting_of(params, only, threads)
             have.add(_knobs.key(_fit.apply(setting, params.get(_fit.PARAM), fit_tables or {})))
     n = 0
-    for label, setting, params in hc_seeds(objective, only, threads, fit_tables):
-        if _knobs.key(setting) in have:
-            continue
-        if limit is not None and n >= limit:
-            break
-        study.enqueue_trial(params, user_attrs={"seed": label})
-        n += 1
-    return n
-
-
-def hc_seeds(objective: str, only=None, threads: bool = False,
-             fit_tables: dict | None = None) -> list[tuple[str, dict, dict]]:
-    """HC's seeds as (label, setting, Optuna parameters): generic, then each of the study's
-    fitted tables on top of generic (search/fitted.py: a short search measures them), then the
-    paper's other settings (seeds.py), which carry no fitted table."""
-    fit = {_fit.PARAM: _fit.NONE} if fit_tables else {}
-    out = [(label, setting, {**space.params_of(setting, only, threads), **fit})
-           for label, setting in _seeds.seeds(objective)]
-    generic = out[0][1]
-    fitted = [(f"generic + fitted {key}", _fit.apply(generic, key, fit_tables),
-               {**space.params_of(generic, only, threads), _fit.PARAM: key})
-              for key in (fit_tables or {})]
-    return out[:1] + fitted + out[1:]
-
-
-def enqueue_cross_seeds(study: optuna.Study, objective: str, names, only=None,
-                        threads: bool = False, limit: int | None = None,
-                        fit_tables: dict | None = None) -> int:
-    """A cross-allocator study's seeds: every allocator as it comes (HC's generic setting, the
-    others' library defaults), then the advice declared for the others (configs/
-    allocators.toml), then the rest of the paper's HC settings; each once, at most `limit` of
-    them (options.seed_limit, as for HC alone: some trials are left to the sampler). Defaults
-    first, so a small budget still measures every allocator as it comes."""
-    have = set()
-    for t in study.get_trials(deepcopy=False, states=_ACTIVE):
-        params = t.system_attrs.get("fixed_params") or {}
-        if space.ALLOCATOR_PARAM in params:
-            have.add((params[space.ALLOCATOR_PARAM], t.user_attrs.get("seed")))
-    hc = [("hc", label, {space.ALLOCATOR_PARAM: "hc", **params})
-          for label, _, params in hc_seeds(objective, only, threads, fit_tables)] \
-        if any(allocators.is_hc(a) for a in names) else []
-    nfit = len(fit_tables or {}) if hc else 0
-    others = allocators.registry.tuned(names)
-    todo = hc[:1] + [(a, f"{a} defaults", space.x_params_of(a, {}, threads)) for a in others]
-    todo += hc[1:1 + nfit]      # the fitted tables: beside the allocators as they come
-    todo += [(a, label, space.x_params_of(a, setting, threads))
-             for a in others for label, setting in allocators.family(a).seeds(objective)
-             if set(setting) <= set(space.x_searched(a, threads))]  # a thread knob: threads
-    todo += hc[1 + nfit:]
-    n = 0
-    for alloc, label, params in todo:
-        if (alloc, label) in have:
+    for alloc, label, setting, params in seed_plan(objective, names, only, threads, fit_tables):
+        if ((alloc, label) if cross else allocators.family(alloc).key(setting)) in have:
             continue
         if limit is not None and n >= limit:
             break
@@ -618,12 +609,8 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
             limit = _options.seed_limit(opts, count_finished(study))
             limit = None if limit is None else max(0, limit - waiting)
-            if opts.cross:
-                enqueue_cross_seeds(study, opts.objective, opts.allocators, opts.only,
-                                    opts.threads, limit, opts.fit_tables)
-            else:
-                enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit,
-                              opts.fit_tables)
+            enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit,
+                          opts.fit_tables, opts.allocators if opts.cross else None)
         plan = _fidelity.plan(opts.objective, opts.mem_field(),
                               {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto")
         if plan.note and notice and opts.fidelity == "auto":
