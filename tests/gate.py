@@ -108,7 +108,7 @@ def _install():
             return evaluate(self, *a, **kw)
         objective.Evaluator.evaluate = gated
     if step == "compare":
-        from hctune.serve import worker
+        from hctune.jobs import runner as worker
         compare = worker.compare_others
 
         def gated_compare(*a, **kw):

@@ -14,7 +14,7 @@ from hctune import jobs
 from hctune.db import Database
 from hctune.search import study as _study
 from hctune.search.storage import default_url
-from hctune.serve import worker as _worker
+from hctune.jobs import runner as _worker
 from serve_support import Served, stop_workers, worker
 
 pytestmark = pytest.mark.timeout(120)

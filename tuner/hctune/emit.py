@@ -97,11 +97,8 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
     recommendation over every candidate, which can be glibc or jemalloc as they come, instead
     of its HC winner."""
     sets = list(sets or ())
-    fam = allocators.of(allocator)      # None: HC, the answer of a study or a preset
-    if fam.compiled and not any("." in i.partition("=")[0] for i in sets):
-        _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     prov = {}
-    if not fam.compiled:
+    if not allocators.of(allocator).compiled:    # None: HC, the answer of a study or a preset
         if study is not None or preset is not None:
             raise HctuneError(f"--allocator {allocator} and --study/--preset choose the setting "
                               f"two ways; give one")
@@ -115,6 +112,8 @@ def choose(db_path, study: str | None, objective: str | None, preset: str | None
                     measured="not measured by hctune", validated="not validated in real runs",
                     date=render.date_text(), hctune=VERSION_TEXT)
         return allocator, setting, prov
+    if not any("." in i.partition("=")[0] for i in sets):
+        _knobs.parse_sets(sets)   # HC's --set: a bad one fails before the study is read
     if preset is not None:
         if study is not None:
             raise HctuneError("--preset and --study choose the setting two ways; give one")

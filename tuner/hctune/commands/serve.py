@@ -43,7 +43,7 @@ RESTART_SECONDS = 2.0   # how often the local workers are looked at
 
 def _supervise(procs: list, start, stop: threading.Event) -> None:
     """Restart a local worker that died (killed, crashed): its study's running trial is failed
-    and retried by the others (hctune.serve.worker), and the new one takes up the queue."""
+    and retried by the others (hctune.jobs.runner), and the new one takes up the queue."""
     while not stop.wait(RESTART_SECONDS):
         for i, p in enumerate(procs):
             code = p.poll()
@@ -134,7 +134,7 @@ def command(ctx, host, port, storage, token, public_read, workers, http_workers,
     # the database and storage URLs (passwords and all) by environment, not on a command line
     # that `ps` shows
     env = {**os.environ, "HCTUNE_DB": db_path, **({"HCTUNE_STORAGE": storage} if storage else {}),
-           # the /workers page marks them local (hctune.serve.worker.Presence)
+           # the /workers page marks them local (hctune.jobs.runner.Presence)
            "HCTUNE_WORKER_ORIGIN": f"serve:{os.getpid()}"}
     def start_worker():
         return subprocess.Popen([sys.executable, "-m", "hctune", "worker"], env=env,

@@ -1,4 +1,4 @@
-"""`hctune worker`: run the studies `hctune serve` queued (a thin layer over hctune.serve.worker)."""
+"""`hctune worker`: run the studies `hctune serve` queued (a thin layer over hctune.jobs.runner)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from hctune.serve import worker as _worker
+from hctune.jobs import runner as _worker
 
 
 @click.command("worker")

@@ -1,6 +1,6 @@
 """The studies of `hctune serve`: queue one (StudyRequest), list them, one with its summary,
 comparison and validation, and its trials for a polling page (ETag, `since`). The server never
-runs a search: `hctune worker` takes the queued study (hctune.serve.worker)."""
+runs a search: `hctune worker` takes the queued study (hctune.jobs.runner)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ INSTALLED = _options.INSTALLED
 def check_allocators(names: list[str]) -> list[str]:
     """The allocator names of a study asked for, checked (one line naming the bad one); the
     worker leaves out one its machine lacks (hctune.search.study.check_allocators) and
-    expands "installed" there (hctune.serve.worker.options_of)."""
+    expands "installed" there (hctune.jobs.runner.options_of)."""
     known = ["hc", *_xknobs.names()]
     out = []
     for n in names:

@@ -1,5 +1,5 @@
 """The workers of `hctune serve`'s database, as they beat into hc_workers (hctune.jobs,
-hctune.serve.worker.Presence): every `hctune worker`, local (`serve --workers N`) or on
+hctune.jobs.runner.Presence): every `hctune worker`, local (`serve --workers N`) or on
 another machine, with its host, pid, start, last beat, state and the study and trial it works
 on. A worker that stopped says so; one whose process is gone (this machine) or that has been
 silent for longer than the grace period shows as dead, and is forgotten once silent for
