@@ -145,7 +145,7 @@ def test_a_schema_4_database_gains_workers_and_sessions(tmp_path, monkeypatch):
     """Schema 5 (issue 20) adds hc_workers and hc_sessions; a schema 4 database keeps its queue."""
     from hctune import db as _db
     path = tmp_path / "four.db"
-    monkeypatch.setattr(_db, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(_db.schema, "SCHEMA_VERSION", 4)
     with Database(path) as db:
         jobs.enqueue(db, "old", [1], {})
     monkeypatch.undo()
@@ -190,7 +190,7 @@ def check_rss_curve_columns(db, vid):
 def test_a_schema_5_database_gets_the_rss_curve_columns(tmp_path, monkeypatch):
     from hctune import db as _db
     path = tmp_path / "old.db"
-    monkeypatch.setattr(_db, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(_db.schema, "SCHEMA_VERSION", 5)
     monkeypatch.setattr(_db.Database, "_REAL_RUN_COLS", _db.Database._REAL_RUN_COLS[:12])
     with Database(path) as db:
         vid = _old_real_run(db)

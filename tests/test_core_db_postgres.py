@@ -49,7 +49,7 @@ def test_a_schema_5_database_is_upgraded(pg, monkeypatch):
     pg._run(str(pg.bin / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "hctune",
             "schema5")
     url = pg.url.rsplit("/", 1)[0] + "/schema5"
-    monkeypatch.setattr(_db, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(_db.schema, "SCHEMA_VERSION", 5)
     monkeypatch.setattr(_db.Database, "_REAL_RUN_COLS", _db.Database._REAL_RUN_COLS[:12])
     with Database(url) as db:
         vid = _old_real_run(db)
@@ -140,7 +140,7 @@ def test_a_schema_4_database_gains_workers_and_sessions(pg, monkeypatch):
     pg._run(str(pg.bin / "createdb"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "hctune",
             "four")
     url = pg.url.rsplit("/", 1)[0] + "/four"
-    monkeypatch.setattr(_db, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(_db.schema, "SCHEMA_VERSION", 4)
     with Database(url) as db:
         jobs.enqueue(db, "old", [1], {})
     monkeypatch.undo()

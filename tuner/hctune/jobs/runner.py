@@ -1,4 +1,4 @@
-"""`hctune worker`, the job runner beside its queue (hctune.jobs.queue): take studies from the
+"""`hctune worker`, the job runner beside its queue (hctune.jobs): take studies from the
 queue (hc_queue) and run their trials through
 hctune.search.study.run, the same code `hctune search` runs. Several workers may run one study:
 each calls run() on the same Optuna storage, which hands every worker its own trials. A worker
@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 
-from hctune.jobs import queue as jobs
+from hctune import jobs
 from hctune.db import Database
 from hctune.errors import DatabaseUnavailable, HctuneError, database_error_line, is_database_error
 from hctune.search import options as _options

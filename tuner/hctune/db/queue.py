@@ -9,15 +9,21 @@ study's state machine, each move one transaction so that workers on several mach
         their current trial: they ask `cancelled` between trials)
 
 `job(db, study)` is one study's row, `jobs(db)` all of them. The workers say what they do in
-hc_workers (`worker_beat`, `workers`, `prune_workers`): the service's /workers page.
+hc_workers (`worker_beat`, `workers`, `prune_workers`): the service's /workers page. Each move
+takes the Database it runs in (these tables' SQL lives here, behind hctune.db like the others';
+hctune.jobs gives the moves to the service and the runner).
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from hctune.db import Database, now
+from hctune.db.connection import now
 from hctune.errors import HctuneError
+
+if TYPE_CHECKING:
+    from hctune.db import Database
 
 
 def enqueue(db: Database, study, trace_ids, options: dict) -> int:
