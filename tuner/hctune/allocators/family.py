@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from hctune import allocators as _lib   # the folder's __init__: installed()
+
 
 class Family:
     """What every allocator family provides (the methods raise until a family says them)."""
@@ -96,7 +98,6 @@ class Family:
 
     def available(self) -> bool:
         """Its library is here to run (an allocator without declared knobs: when installed)."""
-        from hctune import allocators as _lib   # the folder's __init__ (above this module)
         return self.name in _lib.installed()
 
     def trial_label(self, setting, who: str) -> str:

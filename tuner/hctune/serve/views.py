@@ -21,6 +21,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from hctune import allocator_knobs as _xknobs
+from hctune import allocators
 from hctune import report as _report
 from hctune.serve.state import Service, service, study_brief
 from hctune.serve.trials import finite_number
@@ -227,7 +228,7 @@ async def api_view(request: Request, name: str, kind: str,
     svc = service(request)
     if kind not in KINDS:
         raise HTTPException(404, f"no view {kind!r}; one of {', '.join(KINDS)}")
-    if allocator is not None and allocator not in ("hc", *_xknobs.names()):
+    if allocator is not None and allocator not in allocators.families():
         raise HTTPException(422, f"allocator: hc or {', '.join(_xknobs.names())}")
     body = fresh(svc, name, kind, allocator) or \
         await asyncio.wrap_future(_draw(svc, name, kind, allocator))
