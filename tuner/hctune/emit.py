@@ -249,11 +249,10 @@ def emit(db_path, out, study=None, objective=None, preset=None, sets=(), so=None
     return written
 
 
-def _generic(setting: dict) -> bool:
-    """Is this HC setting generic: Table 6's, or Table 6's with the search's fixed knobs?"""
+def _generic_searched() -> dict:
+    """HC's generic setting as the search measures it (its fixed knobs held)."""
     from hctune.search import space  # deferred: Optuna, which only a study-based emit needs
-    full = _knobs.complete(setting)
-    return full in (_knobs.preset("generic"), space.for_search(_knobs.preset("generic")))
+    return space.for_search(_knobs.preset("generic"))
 
 
 def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None = None) -> dict:
@@ -265,24 +264,8 @@ def write_env(path, alloc: str, setting: dict, prov: dict, library: Path | None 
     path = Path(path)
     if path.is_dir():
         raise HctuneError(f"--env {path} is a directory; name the file, e.g. {path}/hctune.env")
-    if allocators.family(alloc).compiled:
-        if library is None:
-            raise HctuneError("an HC recommendation needs its .so beside the file")
-        variables, package = {}, None
-        # a generic answer was not tuned: say which setting it is (Table 6's, as the paper
-        # gives it, or the generic HC the search measured: its fixed knobs held)
-        changed = _knobs.diff_from(_knobs.complete(setting), _knobs.preset("generic"))
-        title = ("HC, tuned by hctune (Hasan & Chang 2006, §3)" if not _generic(setting)
-                 else "HC's generic setting (Hasan & Chang 2006, Table 6)"
-                 + (" as the search measures it ("
-                    + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")" if changed
-                    else "")
-                 + ", recommended by hctune")
-    else:
-        library = allocators.resolve(alloc).library
-        variables = allocator_knobs.env_vars(alloc, setting)
-        package = allocator_knobs.allocator(alloc).package if library is not None else None
-        title = f"{allocators.family(alloc).describe(setting)}, recommended by hctune"
+    f = allocators.family(alloc).env_file(setting, library, _generic_searched)
+    library, variables, package, title = f["library"], f["variables"], f["package"], f["title"]
     exports = []
     if library is not None:
         exports.append(("LD_PRELOAD", str(Path(library).resolve())))

@@ -57,6 +57,12 @@ class Environ(Family):
         return _lib.Allocator(self.name, library, full if setting is not None else None,
                               tuple(_xknobs.env_vars(self.name, full).items()))
 
+    def env_file(self, setting: dict, library=None, generic=None) -> dict:
+        library = self.prepare().library
+        return {"library": library, "variables": _xknobs.env_vars(self.name, setting),
+                "package": _xknobs.allocator(self.name).package if library is not None else None,
+                "title": f"{self.describe(setting)}, recommended by hctune"}
+
     def available(self) -> bool:
         return self.name not in _lib.SYSTEM or self.name in _lib.installed()
 

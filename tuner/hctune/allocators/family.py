@@ -133,6 +133,13 @@ class Family:
         `generic()` (HC) or from the library's defaults (which its keys already are)."""
         return ", ".join(f"{k}={v}" for k, v in pairs.items())
 
+    def env_file(self, setting: dict, library=None, generic=None) -> dict:
+        """What `hctune emit --env` writes for `setting`: {"library" to preload (None:
+        nothing), "variables" that carry the setting, "package" that ships the library,
+        "title"}. `library`: a library built for it beside the file (HC's .so); `generic()`:
+        HC's generic setting as the search measures it."""
+        raise NotImplementedError
+
     def as_run(self, setting: dict | None) -> tuple[str, dict | None]:
         """(label, setting) of a run of this allocator beside HC's `setting` (compare and
         explain): another allocator runs as it comes, under its name."""

@@ -82,6 +82,22 @@ class HC(Family):
     emit_command = "hctune emit -o malloc.c"
     no_setting_text = "(generic)"
 
+    def env_file(self, setting: dict, library=None, generic=None) -> dict:
+        if library is None:
+            raise HctuneError("an HC recommendation needs its .so beside the file")
+        # a generic answer was not tuned: say which setting it is (Table 6's, as the paper
+        # gives it, or the generic HC the search measured: its fixed knobs held)
+        full = _knobs.complete(setting)
+        changed = _knobs.diff_from(full, _knobs.preset("generic"))
+        title = ("HC, tuned by hctune (Hasan & Chang 2006, §3)"
+                 if full not in (_knobs.preset("generic"), generic())
+                 else "HC's generic setting (Hasan & Chang 2006, Table 6)"
+                 + (" as the search measures it ("
+                    + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")" if changed
+                    else "")
+                 + ", recommended by hctune")
+        return {"library": library, "variables": {}, "package": None, "title": title}
+
     def as_run(self, setting: dict | None) -> tuple[str, dict | None]:
         return (f"{self.name}:generic" if setting is None else self.name), setting
 

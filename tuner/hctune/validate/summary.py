@@ -158,8 +158,9 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
         cap_field, limit, limit_pct = "wall_s", "time limit", max_slowdown
     # HC's settings (another allocator's tuned setting from a search across allocators is kind
     # tuned too, but has no malloc.c: it competes in the recommendation only)
-    hc = rule.recommend([e for e in rows if _built(e)], measure, ratio, cap, cap_field,
-                        min_effect)
+    built = {c.label for c in cands if c.is_hc}      # what malloc.c can hold
+    hc = rule.recommend([e for e in rows if e["candidate"] in built], measure, ratio, cap,
+                        cap_field, min_effect)
     overall = rule.recommend(rows, measure, ratio, cap, cap_field, min_effect)
     notes = []
     for e in overall["over_cap"]:
@@ -171,7 +172,7 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
     if cap is not None and not hc["capped"] and hc["choice"] is not None:
         notes.append(f"no HC setting is within the {limit}; the HC choice ignores it")
     winner, rec = hc["choice"], overall["choice"]
-    if rec is not None and _built(rec):
+    if rec is not None and rec["candidate"] in built:
         winner = rec          # the answer is an HC setting: emit writes that one
     if rec is not None:
         for e in rows:
@@ -204,12 +205,6 @@ def summarize(cands: list[Candidate], runs: list[dict], objective: str,
                     "option (glibc; then an allocator as it comes, generic HC included; then a tuned setting); else the simpler option stands",
             "interval": "95 %: percentile bootstrap of the median; ratios: median over median, "
                         f"paired bootstrap over rounds ({BOOTSTRAP} resamples)"}
-
-
-def _built(e: dict) -> bool:
-    """An entry of a setting built into a library (HC's): what malloc.c can hold, as
-    Candidate.is_hc says of a candidate."""
-    return e["kind"] in ("tuned", "generic") and allocators.of(e["allocator"]).compiled
 
 
 def name(e: dict) -> str:
