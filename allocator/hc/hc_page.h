@@ -32,6 +32,9 @@
 
 #include "hc_internal.h"
 
+/* hc_stats.c's accounting tells the pages' counts the heap's (hc_page.c, "counts"). */
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes, int grew);
+
 #define HC_SP_ON (SMALL_MAX > 0)
 /* MID_RUNS (hc_run.c): requests above it up to SMALL_MAX are runs of granules on shared pages. */
 #define HC_RUN_ON (HC_SP_ON && (MID_RUNS) > 0 && (MID_RUNS) < (SMALL_MAX) && (MID_RUNS) < 4096)
@@ -147,6 +150,14 @@ struct hc_sp_thread {
     uint32_t rkeep_bytes;
 #endif
     unsigned char state;
+#if MONITOR
+    /* Page blocks in HCMALLOC_STATS' allocs_* and bytes_* (hc_page.c, "counts"): blocks and
+     * bytes this thread took from pages, and gave back (its own frees, other threads' frees it
+     * collected as owner, every free of a run); the paper heap's allocs_current and
+     * bytes_current of its arena at its last heap call; the most blocks and bytes it saw in use
+     * (pages and that heap), each maximum taken alone. */
+    uint64_t n_alloc, b_alloc, n_free, b_free, heap_n, heap_b, max_n, max_b;
+#endif
 #if HC_DEBUG
     uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
 #endif
