@@ -118,101 +118,109 @@ static void hc_rm_stats(struct hc_stats *out);
  * threads are done.  A block another thread keeps and takes again (REMOTE_KEEP) counts as one
  * allocation, freed when it comes back to its page.
  *
- * The maxima: each thread follows its pages' blocks in use (its takes less its returns, plus
- * what exited threads left in use) plus the paper heap's allocs_current and bytes_current of its
- * arena at its last heap call (hc_sp_note_heap), and keeps the most it saw; the statistics
- * report the larger of that and the heap's own maxima.  Exact for a program with one thread at
- * a time; with several running, an estimate (one thread's view: it does not see the blocks the
- * others hold, and its returns include those of theirs it collected). */
+ * The maxima: a thread's pages' blocks and bytes in use (live_*: its takes less its returns)
+ * plus what lies outside its count (base_*: its arena's heap at its last heap call, and what
+ * exited threads left in use) is what it sees in use.  An allocation only raises lim_*, the
+ * most live_* reached since base_* was last set (hc_sp_rebase: each heap call, each slow
+ * malloc), so malloc's fast path pays three adds and two compares (12 instructions), free's
+ * three adds; the maximum is lim_* +
+ * base_*, kept in max_* when base_* moves.  The statistics report the larger of the threads'
+ * and the heap's own maxima.  Exact for a program with one thread at a time; with several
+ * running, an estimate (one thread's view: it does not see the blocks the others hold, and its
+ * returns include those of theirs it collected). */
 #if MONITOR
-static uint64_t hc_sp_gone[4];     /* n_alloc, b_alloc, n_free, b_free of exited threads (atomic) */
-static uint64_t hc_sp_gone_max[2]; /* the largest max_n, max_b of exited threads (hc_sp_mu) */
+/* Exited threads' (and threads' with no record) n_free, b_alloc, live_n, live_b (atomic;
+ * live_* as two's complement) */
+static uint64_t hc_sp_gone[4];
+static uint64_t hc_sp_gone_max[2]; /* the largest maxima of exited threads (hc_sp_mu) */
 #endif
 
-static inline __attribute__((always_inline)) void hc_sp_seen_max(struct hc_sp_thread *t)
+/* The maxima kept, and base_* set again: t's arena's heap at its last heap call (heap_*), and
+ * what exited threads left. */
+static inline void hc_sp_rebase(struct hc_sp_thread *t)
 {
 #if MONITOR
-    /* (exited threads' blocks still in use: the process's counts, read-mostly) */
-    int64_t n = (int64_t)(t->n_alloc - t->n_free) + (int64_t)t->heap_n
-                + (int64_t)(__atomic_load_n(&hc_sp_gone[0], __ATOMIC_RELAXED)
-                            - __atomic_load_n(&hc_sp_gone[2], __ATOMIC_RELAXED));
-    int64_t b = (int64_t)(t->b_alloc - t->b_free) + (int64_t)t->heap_b
-                + (int64_t)(__atomic_load_n(&hc_sp_gone[1], __ATOMIC_RELAXED)
-                            - __atomic_load_n(&hc_sp_gone[3], __ATOMIC_RELAXED));
-    if (hc_unlikely(b > (int64_t)t->max_b))
-        t->max_b = (uint64_t)b;
-    if (hc_unlikely(n > (int64_t)t->max_n))
-        t->max_n = (uint64_t)n;
+    int64_t mn = t->lim_n + t->base_n, mb = t->lim_b + t->base_b;
+    if (mn > (int64_t)t->max_n)
+        t->max_n = (uint64_t)mn;
+    if (mb > (int64_t)t->max_b)
+        t->max_b = (uint64_t)mb;
+    t->base_n = (int64_t)(t->heap_n + __atomic_load_n(&hc_sp_gone[2], __ATOMIC_RELAXED));
+    t->base_b = (int64_t)(t->heap_b + __atomic_load_n(&hc_sp_gone[3], __ATOMIC_RELAXED));
+    t->lim_n = (int64_t)t->max_n - t->base_n;
+    t->lim_b = (int64_t)t->max_b - t->base_b;
 #else
     (void)t;
 #endif
 }
 
 /* The paper heap's blocks and bytes in use in the calling thread's arena, after its heap call
- * (hc_account_alloc, hc_account_free; grew: an allocation, so a maximum may be new). */
+ * (hc_account_alloc, hc_account_free; grew: an allocation). */
 static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes, int grew)
 {
+    (void)grew;
 #if MONITOR
-    struct hc_sp_thread *t = &hc_sp_me;
-    t->heap_n = n;
-    t->heap_b = bytes;
-    if (grew)
-        hc_sp_seen_max(t);
+    hc_sp_me.heap_n = n;
+    hc_sp_me.heap_b = bytes;
+    hc_sp_rebase(&hc_sp_me);
 #else
     (void)n;
     (void)bytes;
-    (void)grew;
 #endif
 }
 
-/* t took a block of `bytes` from a page. */
+/* t took `bytes` more from a page: a block, or a run grown in place (then blocks is 0). */
 static inline __attribute__((always_inline)) void hc_sp_count_alloc(struct hc_sp_thread *t,
-                                                                    size_t bytes)
+                                                                    size_t bytes, int blocks)
 {
 #if MONITOR
-    t->n_alloc++;
     t->b_alloc += bytes;
-    hc_sp_seen_max(t);
+    t->live_n += blocks;
+    t->live_b += (int64_t)bytes;
+    if (t->live_b > t->lim_b)
+        t->lim_b = t->live_b;
+    if (t->live_n > t->lim_n)
+        t->lim_n = t->live_n;
 #else
     (void)t;
     (void)bytes;
+    (void)blocks;
 #endif
 }
 
 /* realloc moved a page block (malloc, copy, hc_sp_free): one realloc, not an allocation and a
- * free, as the heap counts it. */
+ * free, as the heap counts it (allocs_total is live_n + n_free). */
 static inline void hc_sp_count_move(void)
 {
 #if MONITOR
     struct hc_sp_thread *t = &hc_sp_me;
-    if (hc_likely(t->state == HC_SP_LIVE)) {
-        t->n_alloc--;
+    if (hc_likely(t->state == HC_SP_LIVE))
         t->n_free--;
-    } else {
+    else
         __atomic_fetch_sub(&hc_sp_gone[0], 1, __ATOMIC_RELAXED);
-        __atomic_fetch_sub(&hc_sp_gone[2], 1, __ATOMIC_RELAXED);
-    }
 #endif
 }
 
-/* n blocks of `bytes` in all came back to their pages, counted by the calling thread. */
+/* n blocks of `bytes` in all came back to their pages (a run shrunk in place: n is 0), counted
+ * by the calling thread. */
 static inline void hc_sp_count_free(uint64_t n, uint64_t bytes)
 {
 #if MONITOR
     struct hc_sp_thread *t = &hc_sp_me;
     if (hc_likely(t->state == HC_SP_LIVE)) {
         t->n_free += n;
-        t->b_free += bytes;
+        t->live_n -= (int64_t)n;
+        t->live_b -= (int64_t)bytes;
     } else {
-        __atomic_fetch_add(&hc_sp_gone[2], n, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&hc_sp_gone[3], bytes, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&hc_sp_gone[0], n, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&hc_sp_gone[2], n, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&hc_sp_gone[3], bytes, __ATOMIC_RELAXED);
     }
 #else
     (void)n;
     (void)bytes;
 #endif
 }
-
 
 /* The region: [base, base + 16 * span16).  Before it exists span16 is 0, so free()'s compare
  * fails for every pointer.  All in one cache line, read together by free(); base is set once,
@@ -1156,7 +1164,8 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
         pg->bump = q;
     }
     pg->used++;
-    hc_sp_count_alloc(t, pg->size);
+    hc_sp_count_alloc(t, pg->size, 1);
+    hc_sp_rebase(t); /* (picks up what exited threads left) */
 #if HC_DEBUG
     memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
     hc_class_check(pg, 0);
@@ -1177,7 +1186,7 @@ static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
     struct hc_sp_page *pg = hc_sp_me.cur[c];
     void *b = pg->free;
     if (hc_likely(b != NULL)) {
-        hc_sp_count_alloc(&hc_sp_me, hc_sp_size[c]);
+        hc_sp_count_alloc(&hc_sp_me, hc_sp_size[c], 1);
         void *next = *(void **)b;
         pg->free = next;
         /* The next pop reads this block's link, most often from a cold line (a program that
@@ -1236,7 +1245,8 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
 #if MONITOR
         if (!hc_pk_runs(pg)) {
             t->n_free++;
-            t->b_free += pg->size;
+            t->live_n--;
+            t->live_b -= pg->size;
         }
 #endif
         *(void **)p = pg->free;
@@ -1333,11 +1343,12 @@ static void hc_sp_exit(void *arg)
     pthread_mutex_unlock(&hc_sp_mu);
     hc_rm_exit_counts();
 #if MONITOR
-    uint64_t *mine[4] = { &t->n_alloc, &t->b_alloc, &t->n_free, &t->b_free };
-    for (int i = 0; i < 4; i++) {
-        __atomic_fetch_add(&hc_sp_gone[i], *mine[i], __ATOMIC_RELAXED);
-        *mine[i] = 0;
-    }
+    hc_sp_rebase(t); /* its maxima into max_* */
+    uint64_t mine[4] = { t->n_free, t->b_alloc, (uint64_t)t->live_n, (uint64_t)t->live_b };
+    for (int i = 0; i < 4; i++)
+        __atomic_fetch_add(&hc_sp_gone[i], mine[i], __ATOMIC_RELAXED);
+    t->n_free = t->b_alloc = 0;
+    t->live_n = t->live_b = 0;
     pthread_mutex_lock(&hc_sp_mu);
     if (t->max_n > hc_sp_gone_max[0])
         hc_sp_gone_max[0] = t->max_n;
@@ -1427,12 +1438,13 @@ static void hc_sp_stats(struct hc_stats *out)
     out->bytes_current += t.bytes;
 #if MONITOR
     struct hc_sp_thread *me = &hc_sp_me;
+    hc_sp_rebase(me); /* its maxima into max_* */
     uint64_t gone[4];
     for (int i = 0; i < 4; i++)
         gone[i] = __atomic_load_n(&hc_sp_gone[i], __ATOMIC_RELAXED);
-    out->allocs_total += gone[0] + me->n_alloc;
+    out->allocs_total += gone[0] + gone[2] + me->n_free + (uint64_t)me->live_n;
     out->bytes_total += gone[1] + me->b_alloc;
-    out->frees += gone[2] + me->n_free;
+    out->frees += gone[0] + me->n_free;
     pthread_mutex_lock(&hc_sp_mu);
     uint64_t max_n = hc_sp_gone_max[0] > me->max_n ? hc_sp_gone_max[0] : me->max_n;
     uint64_t max_b = hc_sp_gone_max[1] > me->max_b ? hc_sp_gone_max[1] : me->max_b;

@@ -151,12 +151,18 @@ struct hc_sp_thread {
 #endif
     unsigned char state;
 #if MONITOR
-    /* Page blocks in HCMALLOC_STATS' allocs_* and bytes_* (hc_page.c, "counts"): blocks and
-     * bytes this thread took from pages, and gave back (its own frees, other threads' frees it
-     * collected as owner, every free of a run); the paper heap's allocs_current and
-     * bytes_current of its arena at its last heap call; the most blocks and bytes it saw in use
-     * (pages and that heap), each maximum taken alone. */
-    uint64_t n_alloc, b_alloc, n_free, b_free, heap_n, heap_b, max_n, max_b;
+    /* Page blocks in HCMALLOC_STATS' allocs_* and bytes_* (hc_page.c, "counts"): blocks that came
+     * back (its own frees, other threads' frees it collected as owner, every free of a run),
+     * bytes taken; blocks and bytes in use by its count, the most of them since base_* was set,
+     * what lies outside its count (its arena's heap, exited threads' blocks), the maxima kept;
+     * its arena's heap at its last heap call.  In this order so that no two counts one call
+     * adds to are neighbours (a compiler pairs neighbours into a vector add, a dozen
+     * instructions more on malloc's fast path). */
+    uint64_t b_alloc;
+    int64_t lim_b, live_b, lim_n, live_n, base_b;
+    uint64_t n_free;
+    int64_t base_n;
+    uint64_t max_n, max_b, heap_n, heap_b;
 #endif
 #if HC_DEBUG
     uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
