@@ -123,9 +123,8 @@ static void hc_rm_stats(struct hc_stats *out);
  * exited threads left in use) is what it sees in use.  An allocation only raises lim_*, the
  * most live_* reached since base_* was last set (hc_sp_rebase: each heap call, each slow
  * malloc), so malloc's fast path pays three adds and two compares (12 instructions), free's
- * three adds; the maximum is lim_* +
- * base_*, kept in max_* when base_* moves.  The statistics report the larger of the threads'
- * and the heap's own maxima.  Exact for a program with one thread at a time; with several
+ * three adds; the maximum is lim_* + base_*, kept in max_* when base_* moves.  The statistics
+ * report the larger of the threads' and the heap's own maxima.  Exact for a program with one thread at a time; with several
  * running, an estimate (one thread's view: it does not see the blocks the others hold, and its
  * returns include those of theirs it collected). */
 #if MONITOR
@@ -155,10 +154,9 @@ static inline void hc_sp_rebase(struct hc_sp_thread *t)
 }
 
 /* The paper heap's blocks and bytes in use in the calling thread's arena, after its heap call
- * (hc_account_alloc, hc_account_free; grew: an allocation). */
-static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes, int grew)
+ * (hc_account_alloc, hc_account_free). */
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes)
 {
-    (void)grew;
 #if MONITOR
     hc_sp_me.heap_n = n;
     hc_sp_me.heap_b = bytes;
@@ -1541,7 +1539,7 @@ static inline size_t hc_sp_class_size(size_t n) { return n; }
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline uint64_t hc_sp_taken(uint64_t pages) { (void)pages; return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
-static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes, int grew) { (void)n; (void)bytes; (void)grew; }
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes) { (void)n; (void)bytes; }
 static inline HC_UNUSED void hc_sp_count_move(void) {}
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}

@@ -33,7 +33,7 @@
 #include "hc_internal.h"
 
 /* hc_stats.c's accounting tells the pages' counts the heap's (hc_page.c, "counts"). */
-static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes, int grew);
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes);
 
 #define HC_SP_ON (SMALL_MAX > 0)
 /* MID_RUNS (hc_run.c): requests above it up to SMALL_MAX are runs of granules on shared pages. */
