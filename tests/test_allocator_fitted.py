@@ -9,6 +9,9 @@ allocate, and the double free of a block of a fitted class caught.  The sizes th
 saw are most of 0..4160: that they are served is the fallback to the generic classes.  The pure
 derivation (deterministic, bounded, generic for no allocations or only huge blocks, the union of
 several traces) and the compile-time check of a hand-edited table are tests/test_fitted_derive.py.
+The adversarial table's builds also give each class its own page size (SMALL_PAGE_BLOCKS=8: a
+page of 4 KiB up to 64 KiB holding at least 8 blocks), so the same matrix runs pages of every
+size, and its page count is checked against the layout.
 """
 
 import random
@@ -39,7 +42,7 @@ def _adversarial_profile() -> fitted.Profile:
 
 TABLES = {
     "random-align8": (fitted.derive(_random_profile(), 0, grain=8), {"FIT_ALIGN8": 1}),
-    "adversarial": (fitted.derive(_adversarial_profile(), 0), {}),
+    "adversarial": (fitted.derive(_adversarial_profile(), 0), {"SMALL_PAGE_BLOCKS": 8}),
 }
 
 
@@ -120,3 +123,16 @@ def test_usable_size_is_the_fitted_class(libraries, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert list(map(int, res.stdout.split())) == fit.table
     assert re.fullmatch(r"[0-9 ]+\n", res.stdout)
+
+
+def test_page_size_per_class(c_program, libraries):
+    """SMALL_PAGE_BLOCKS=8: a class of small blocks lays them on a 4 KiB page (the smallest
+    power of two from an OS page that holds 8), so 1,000 blocks take that many pages."""
+    import json
+    res = run_preloaded([c_program("hc_stats"), "page-threads"], libraries["release", "adversarial"])
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    d = next(r for r in map(json.loads, res.stdout.splitlines()) if r["phase"] == "pages-malloc")
+    d = d["delta"]
+    size = d["bytes_total"] // 1000             # the class malloc(100) takes under this table
+    assert d["allocs_total"] == 1000 and 100 <= size <= 128
+    assert d["small_pages"] == -(-1000 // (4096 // size)), d

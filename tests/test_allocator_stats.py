@@ -135,3 +135,32 @@ def test_always_kept_without_monitor(hc_library, c_program):
     for rec in ph.values():
         moved = {k for k, v in rec["delta"].items() if v and k not in ALWAYS}
         assert not moved, f"{rec['phase']}: monitor-only counters moved: {moved}"
+
+
+def test_page_blocks_counted(hcmalloc_so, c_program):
+    """The small pages' blocks (generic preset, SMALL_MAX) count in the totals and the maxima
+    too (hc_page.c, "counts"), across threads: blocks freed by another thread, blocks of an
+    exited thread freed by main, realloc moving a block between classes (one realloc, not an
+    allocation and a free, as the heap counts it)."""
+    res = subprocess.run([str(c_program("hc_stats")), "page-threads"], capture_output=True,
+                         text=True, timeout=60, env=preload_env(hcmalloc_so))
+    assert res.returncode == 0, res.stdout + res.stderr
+    ph = {rec["phase"]: rec for rec in map(json.loads, res.stdout.splitlines())}
+    check_invariants(ph)
+    assert ph["pages-malloc"]["after"]["small_pages"] >= 2, "malloc(100) is served by pages"
+    d, a = ph["pages-malloc"]["delta"], ph["pages-malloc"]["after"]
+    # malloc(100) takes the 112-byte class (16-byte steps to 128)
+    assert (d["allocs_current"], d["allocs_total"], d["frees"]) == (1000, 1000, 0)
+    assert (d["bytes_current"], d["bytes_total"]) == (112000, 112000)
+    assert a["allocs_max"] >= 1000 and a["bytes_max"] >= 112000
+    for phase in ("pages-remote-free", "pages-orphan-free"):
+        d = ph[phase]["delta"]
+        assert (d["allocs_current"], d["bytes_current"]) == (-1000, -112000), phase
+        assert 1000 <= d["frees"] <= 1005 and d["allocs_total"] <= 5, phase
+    rec = ph["pages-realloc"]
+    assert rec["facts"]["moved"] == 1
+    d = rec["delta"]
+    assert (d["allocs_total"], d["frees"], d["allocs_current"]) == (1000, 1000, 0)
+    assert d["bytes_total"] == 1000 * (112 + 320)
+    # the peak: every block moved to 320 bytes, the last 112-byte one freed
+    assert rec["after"]["bytes_max"] >= 320000

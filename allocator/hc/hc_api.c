@@ -462,6 +462,7 @@ void *realloc(void *p, size_t n)
         if (q) {
             memcpy(q, p, have < n ? have : n);
             hc_sp_free(p);
+            hc_sp_count_move();
         }
         return q;
     }

@@ -107,6 +107,118 @@ static void hc_rm_exit_counts(void);
 static void hc_rm_double_free_check(struct hc_sp_page *pg, void *p);
 static void hc_rm_stats(struct hc_stats *out);
 
+/* ---- counts: page blocks in HCMALLOC_STATS' allocs_* and bytes_* (MONITOR) ----
+ *
+ * Each thread counts, without an atomic, the blocks and bytes it takes from pages (a block of its
+ * class's size, a run's granules) and those that come back: its own frees, the frees of other
+ * threads it collects as the page's owner (hc_sp_collect; class pages), and every free of a run
+ * (hc_sp_free, by whichever thread frees it).  An exiting thread adds its counts to the
+ * process's (hc_sp_exit), as hc_remote.c's counts are added; a thread with no record (one that
+ * never took a page) adds a free to the process's at once.  So the totals are exact once the
+ * threads are done.  A block another thread keeps and takes again (REMOTE_KEEP) counts as one
+ * allocation, freed when it comes back to its page.
+ *
+ * The maxima: a thread's pages' blocks and bytes in use (live_*: its takes less its returns)
+ * plus what lies outside its count (base_*: its arena's heap at its last heap call, and what
+ * exited threads left in use) is what it sees in use.  An allocation only raises lim_*, the
+ * most live_* reached since base_* was last set (hc_sp_rebase: each heap call, each slow
+ * malloc), so malloc's fast path pays three adds and two compares (12 instructions), free's
+ * three adds; the maximum is lim_* + base_*, kept in max_* when base_* moves.  The statistics
+ * report the larger of the threads' and the heap's own maxima.  Exact for a program with one thread at a time; with several
+ * running, an estimate (one thread's view: it does not see the blocks the others hold, and its
+ * returns include those of theirs it collected). */
+#if MONITOR
+/* Exited threads' (and threads' with no record) n_free, b_alloc, live_n, live_b (atomic;
+ * live_* as two's complement) */
+static uint64_t hc_sp_gone[4];
+static uint64_t hc_sp_gone_max[2]; /* the largest maxima of exited threads (hc_sp_mu) */
+#endif
+
+/* The maxima kept, and base_* set again: t's arena's heap at its last heap call (heap_*), and
+ * what exited threads left. */
+static inline void hc_sp_rebase(struct hc_sp_thread *t)
+{
+#if MONITOR
+    int64_t mn = t->lim_n + t->base_n, mb = t->lim_b + t->base_b;
+    if (mn > (int64_t)t->max_n)
+        t->max_n = (uint64_t)mn;
+    if (mb > (int64_t)t->max_b)
+        t->max_b = (uint64_t)mb;
+    t->base_n = (int64_t)(t->heap_n + __atomic_load_n(&hc_sp_gone[2], __ATOMIC_RELAXED));
+    t->base_b = (int64_t)(t->heap_b + __atomic_load_n(&hc_sp_gone[3], __ATOMIC_RELAXED));
+    t->lim_n = (int64_t)t->max_n - t->base_n;
+    t->lim_b = (int64_t)t->max_b - t->base_b;
+#else
+    (void)t;
+#endif
+}
+
+/* The paper heap's blocks and bytes in use in the calling thread's arena, after its heap call
+ * (hc_account_alloc, hc_account_free). */
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes)
+{
+#if MONITOR
+    hc_sp_me.heap_n = n;
+    hc_sp_me.heap_b = bytes;
+    hc_sp_rebase(&hc_sp_me);
+#else
+    (void)n;
+    (void)bytes;
+#endif
+}
+
+/* t took `bytes` more from a page: a block, or a run grown in place (then blocks is 0). */
+static inline __attribute__((always_inline)) void hc_sp_count_alloc(struct hc_sp_thread *t,
+                                                                    size_t bytes, int blocks)
+{
+#if MONITOR
+    t->b_alloc += bytes;
+    t->live_n += blocks;
+    t->live_b += (int64_t)bytes;
+    if (t->live_b > t->lim_b)
+        t->lim_b = t->live_b;
+    if (t->live_n > t->lim_n)
+        t->lim_n = t->live_n;
+#else
+    (void)t;
+    (void)bytes;
+    (void)blocks;
+#endif
+}
+
+/* realloc moved a page block (malloc, copy, hc_sp_free): one realloc, not an allocation and a
+ * free, as the heap counts it (allocs_total is live_n + n_free). */
+static inline void hc_sp_count_move(void)
+{
+#if MONITOR
+    struct hc_sp_thread *t = &hc_sp_me;
+    if (hc_likely(t->state == HC_SP_LIVE))
+        t->n_free--;
+    else
+        __atomic_fetch_sub(&hc_sp_gone[0], 1, __ATOMIC_RELAXED);
+#endif
+}
+
+/* n blocks of `bytes` in all came back to their pages (a run shrunk in place: n is 0), counted
+ * by the calling thread. */
+static inline void hc_sp_count_free(uint64_t n, uint64_t bytes)
+{
+#if MONITOR
+    struct hc_sp_thread *t = &hc_sp_me;
+    if (hc_likely(t->state == HC_SP_LIVE)) {
+        t->n_free += n;
+        t->live_n -= (int64_t)n;
+        t->live_b -= (int64_t)bytes;
+    } else {
+        __atomic_fetch_add(&hc_sp_gone[0], n, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&hc_sp_gone[2], n, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&hc_sp_gone[3], bytes, __ATOMIC_RELAXED);
+    }
+#else
+    (void)n;
+    (void)bytes;
+#endif
+}
 
 /* The region: [base, base + 16 * span16).  Before it exists span16 is 0, so free()'s compare
  * fails for every pointer.  All in one cache line, read together by free(); base is set once,
@@ -127,6 +239,9 @@ static char *hc_sp_top;                 /* next page to carve (atomic) */
 static int hc_sp_state;                 /* 0: not set up, 1: ready, -1: the OS refused */
 static uint8_t hc_sp_cls[HC_SP_IDX];    /* (n + Q - 1) / Q -> class (Q: HC_SP_Q); 0 until set up */
 static uint32_t hc_sp_size[HC_SP_NCLS];
+/* SMALL_PAGE_BLOCKS: the bytes of its 64 KiB slot a page of class c lays blocks on (its page
+ * size), from the slot's start; 0 until set up (and with the knob off): the whole slot. */
+static uint32_t hc_sp_span[HC_SP_NCLS];
 static uint64_t hc_sp_magic;            /* the freed-block key (xor the block's address) */
 
 /* The pools, under hc_sp_mu. */
@@ -256,6 +371,16 @@ static void hc_sp_classes(void)
     }
     if (HC_RUN_ON)
         hc_run_classes(); /* the requests above MID_RUNS, and the run pages' class (hc_run.c) */
+#if SMALL_PAGE_BLOCKS > 0
+    /* A page size per class: the smallest power of two from an OS page that holds
+     * SMALL_PAGE_BLOCKS blocks (after a header at the page's start), at most the slot. */
+    for (unsigned k = 1; k <= c; k++) {
+        size_t span = 4096;
+        while (span < HC_SP_PAGE && (span - HC_SP_HEAD) / hc_sp_size[k] < (size_t)(SMALL_PAGE_BLOCKS))
+            span <<= 1;
+        hc_sp_span[k] = (uint32_t)span;
+    }
+#endif
 }
 
 #define HC_SP_PROT (PROT_READ | PROT_WRITE)
@@ -505,6 +630,8 @@ static void hc_sp_collect(struct hc_sp_page *pg)
     }
     pg->free = first;
     hc_rm_count_take(n);
+    if (!hc_pk_runs(pg)) /* (a run's free was counted when it was freed: hc_sp_free) */
+        hc_sp_count_free(n, (uint64_t)n * pg->size);
     if (hc_unlikely(n > (pg->used & ~HC_SP_FULLBIT)))
         hc_fail("free(): double free (a block freed twice by other threads)");
     pg->used -= n;
@@ -906,8 +1033,9 @@ static HC_NOINLINE void hc_sp_idle_give(struct hc_sp_thread *t)
 static void hc_class_format(struct hc_sp_thread *t, struct hc_sp_page *pg)
 {
     char *first = hc_sp_mem(pg) + HC_SP_HEAD;
+    size_t span = hc_sp_span[pg->cls] ? hc_sp_span[pg->cls] : HC_SP_PAGE; /* SMALL_PAGE_BLOCKS */
     (void)t;
-    pg->end = first + (HC_SP_PAGE - HC_SP_HEAD) / pg->size * pg->size;
+    pg->end = first + (span - HC_SP_HEAD) / pg->size * pg->size;
     pg->bump = first;
     pg->used = 0;
 }
@@ -1034,6 +1162,8 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
         pg->bump = q;
     }
     pg->used++;
+    hc_sp_count_alloc(t, pg->size, 1);
+    hc_sp_rebase(t); /* (picks up what exited threads left) */
 #if HC_DEBUG
     memset(b + pg->size - HC_SP_RED, HC_SP_RED_BYTE, HC_SP_RED);
     hc_class_check(pg, 0);
@@ -1050,9 +1180,11 @@ static HC_NOINLINE void *hc_sp_malloc_slow(size_t n, int *clean)
 static inline __attribute__((always_inline)) void *hc_sp_pop(size_t n)
 {
 #if !HC_DEBUG
-    struct hc_sp_page *pg = hc_sp_me.cur[hc_sp_cls[(n + HC_SP_Q - 1) >> HC_SP_QSHIFT]];
+    unsigned c = hc_sp_cls[(n + HC_SP_Q - 1) >> HC_SP_QSHIFT];
+    struct hc_sp_page *pg = hc_sp_me.cur[c];
     void *b = pg->free;
     if (hc_likely(b != NULL)) {
+        hc_sp_count_alloc(&hc_sp_me, hc_sp_size[c], 1);
         void *next = *(void **)b;
         pg->free = next;
         /* The next pop reads this block's link, most often from a cold line (a program that
@@ -1108,6 +1240,13 @@ static inline __attribute__((always_inline)) void hc_sp_free_block(struct hc_sp_
 {
     struct hc_sp_thread *t = &hc_sp_me;
     if (hc_likely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) == t)) {
+#if MONITOR
+        if (!hc_pk_runs(pg)) {
+            t->n_free++;
+            t->live_n--;
+            t->live_b -= pg->size;
+        }
+#endif
         *(void **)p = pg->free;
         *hc_sp_keyp(p) = key;
         pg->free = p;
@@ -1152,6 +1291,8 @@ static inline __attribute__((always_inline)) void hc_sp_free(void *p)
         hc_sp_free_suspect(p);
         return;
     }
+    if (MONITOR && hc_pk_runs(pg))
+        hc_sp_count_free(1, hc_run_usable(pg, p));
     hc_sp_free_block(pg, p, key);
 }
 
@@ -1199,6 +1340,20 @@ static void hc_sp_exit(void *arg)
     hc_sp_decay(0);
     pthread_mutex_unlock(&hc_sp_mu);
     hc_rm_exit_counts();
+#if MONITOR
+    hc_sp_rebase(t); /* its maxima into max_* */
+    uint64_t mine[4] = { t->n_free, t->b_alloc, (uint64_t)t->live_n, (uint64_t)t->live_b };
+    for (int i = 0; i < 4; i++)
+        __atomic_fetch_add(&hc_sp_gone[i], mine[i], __ATOMIC_RELAXED);
+    t->n_free = t->b_alloc = 0;
+    t->live_n = t->live_b = 0;
+    pthread_mutex_lock(&hc_sp_mu);
+    if (t->max_n > hc_sp_gone_max[0])
+        hc_sp_gone_max[0] = t->max_n;
+    if (t->max_b > hc_sp_gone_max[1])
+        hc_sp_gone_max[1] = t->max_b;
+    pthread_mutex_unlock(&hc_sp_mu);
+#endif
     /* Orphans left: the purge thread (started now if no thread with an arena has exited yet)
      * sweeps them once other threads have freed their blocks (hc_sp_purge_try). */
     if (orphaned)
@@ -1261,8 +1416,8 @@ static struct hc_sp_totals hc_sp_totals(void)
 }
 
 /* The statistics: the pages count in the heap (heap_bytes) and the footprint (the region is
- * never unmapped), their blocks in allocs_current and bytes_current; the maxima and totals stay
- * the paper's heap's (the pages count no calls). */
+ * never unmapped), their blocks in allocs_current and bytes_current (the walk); with MONITOR in
+ * the totals and maxima too ("counts", above). */
 static void hc_sp_stats(struct hc_stats *out)
 {
     struct hc_sp_totals t = hc_sp_totals();
@@ -1279,6 +1434,30 @@ static void hc_sp_stats(struct hc_stats *out)
     out->footprint += hc_sp_taken(t.pages);
     out->allocs_current += t.blocks;
     out->bytes_current += t.bytes;
+#if MONITOR
+    struct hc_sp_thread *me = &hc_sp_me;
+    hc_sp_rebase(me); /* its maxima into max_* */
+    uint64_t gone[4];
+    for (int i = 0; i < 4; i++)
+        gone[i] = __atomic_load_n(&hc_sp_gone[i], __ATOMIC_RELAXED);
+    out->allocs_total += gone[0] + gone[2] + me->n_free + (uint64_t)me->live_n;
+    out->bytes_total += gone[1] + me->b_alloc;
+    out->frees += gone[0] + me->n_free;
+    pthread_mutex_lock(&hc_sp_mu);
+    uint64_t max_n = hc_sp_gone_max[0] > me->max_n ? hc_sp_gone_max[0] : me->max_n;
+    uint64_t max_b = hc_sp_gone_max[1] > me->max_b ? hc_sp_gone_max[1] : me->max_b;
+    pthread_mutex_unlock(&hc_sp_mu);
+    if (max_n > out->allocs_max)
+        out->allocs_max = max_n;
+    if (max_b > out->bytes_max)
+        out->bytes_max = max_b;
+    /* Never below what the walk finds (blocks kept back count in use on their pages: runs kept
+     * whole, REMOTE_KEEP). */
+    if (out->allocs_current > out->allocs_max)
+        out->allocs_max = out->allocs_current;
+    if (out->bytes_current > out->bytes_max)
+        out->bytes_max = out->bytes_current;
+#endif
 }
 
 /* The purge thread's visit (hc_arena.c, PURGE_THREAD): the empty pool's decay, if its lock is
@@ -1360,6 +1539,8 @@ static inline size_t hc_sp_class_size(size_t n) { return n; }
 static inline size_t hc_sp_trim(void) { return 0; }
 static inline uint64_t hc_sp_taken(uint64_t pages) { (void)pages; return 0; }
 static inline void hc_sp_stats(struct hc_stats *out) { (void)out; }
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes) { (void)n; (void)bytes; }
+static inline HC_UNUSED void hc_sp_count_move(void) {}
 static inline struct hc_sp_totals hc_sp_totals(void) { struct hc_sp_totals t = { 0, 0, 0, 0 }; return t; }
 static inline HC_UNUSED void hc_sp_decay_tick(void) {}
 static inline HC_UNUSED void hc_sp_yield(size_t n) { (void)n; }

@@ -32,6 +32,9 @@
 
 #include "hc_internal.h"
 
+/* hc_stats.c's accounting tells the pages' counts the heap's (hc_page.c, "counts"). */
+static inline void hc_sp_note_heap(uint64_t n, uint64_t bytes);
+
 #define HC_SP_ON (SMALL_MAX > 0)
 /* MID_RUNS (hc_run.c): requests above it up to SMALL_MAX are runs of granules on shared pages. */
 #define HC_RUN_ON (HC_SP_ON && (MID_RUNS) > 0 && (MID_RUNS) < (SMALL_MAX) && (MID_RUNS) < 4096)
@@ -147,6 +150,20 @@ struct hc_sp_thread {
     uint32_t rkeep_bytes;
 #endif
     unsigned char state;
+#if MONITOR
+    /* Page blocks in HCMALLOC_STATS' allocs_* and bytes_* (hc_page.c, "counts"): blocks that came
+     * back (its own frees, other threads' frees it collected as owner, every free of a run),
+     * bytes taken; blocks and bytes in use by its count, the most of them since base_* was set,
+     * what lies outside its count (its arena's heap, exited threads' blocks), the maxima kept;
+     * its arena's heap at its last heap call.  In this order so that no two counts one call
+     * adds to are neighbours (a compiler pairs neighbours into a vector add, a dozen
+     * instructions more on malloc's fast path). */
+    uint64_t b_alloc;
+    int64_t lim_b, live_b, lim_n, live_n, base_b;
+    uint64_t n_free;
+    int64_t base_n;
+    uint64_t max_n, max_b, heap_n, heap_b;
+#endif
 #if HC_DEBUG
     uint64_t dbg_calls;         /* calls since the last walk of the thread's pages */
 #endif

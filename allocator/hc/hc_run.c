@@ -384,6 +384,7 @@ static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean)
         t->rkeep_bytes -= k << HC_RUN_SHIFT;
         kept[1] = NULL; /* the freed-block key */
         *clean = 0;
+        hc_sp_count_alloc(t, (size_t)k << HC_RUN_SHIFT, 1);
         return kept;
     }
     while (hc_unlikely((b = hc_run_fit(t, k - 1)) == HC_RUN_BINS))
@@ -411,6 +412,7 @@ static void *hc_run_malloc(struct hc_sp_thread *t, size_t n, int *clean)
 #if HC_DEBUG
     hc_run_check(pg, 0);
 #endif
+    hc_sp_count_alloc(t, (size_t)k << HC_RUN_SHIFT, 1);
     return p;
 }
 
@@ -524,6 +526,7 @@ static void *hc_run_realloc(void *p, size_t n)
     if (k < have) { /* the tail [a + k, e] becomes free */
         m->end[(a + k - 1) >> 6] |= (uint64_t)1 << ((a + k - 1) & 63);
         hc_run_release(t, pg, a + k, e);
+        hc_sp_count_free(0, (uint64_t)(have - k) << HC_RUN_SHIFT); /* (hc_page.c, "counts") */
         return p;
     }
     unsigned f = e + 1;
@@ -545,6 +548,7 @@ static void *hc_run_realloc(void *p, size_t n)
 #if HC_DEBUG
     hc_run_check(pg, 0);
 #endif
+    hc_sp_count_alloc(t, (size_t)(a + k - 1 - e) << HC_RUN_SHIFT, 0); /* grown ("counts") */
     return p;
 }
 

@@ -14,6 +14,7 @@ static inline void hc_account_alloc(size_t bytes)
         hc.st.bytes_max = hc.st.bytes_current;
     HC_COUNT(allocs_total, 1);
     HC_COUNT(bytes_total, bytes);
+    hc_sp_note_heap(hc.st.allocs_current, hc.st.bytes_current);
 }
 
 static inline void hc_account_free(size_t bytes)
@@ -21,6 +22,7 @@ static inline void hc_account_free(size_t bytes)
     hc.st.allocs_current--;
     hc.st.bytes_current -= bytes;
     HC_COUNT(frees, 1);
+    hc_sp_note_heap(hc.st.allocs_current, hc.st.bytes_current);
 }
 
 int hc_stats_get(struct hc_stats *out)

@@ -4,7 +4,9 @@
  * maximum for COALESCE_QL, live blocks for COALESCE_IN_FREE, memory taken from the OS) and the
  * rest only when MONITOR is on.  Fields marked [always] are right in every build; the others
  * stay 0 when MONITOR is 0.  Byte counts are block bytes (header and rounding included) for heap
- * blocks and whole mappings for mmapped ones: what the allocator really hands out.
+ * blocks and whole mappings for mmapped ones: what the allocator really hands out.  The small
+ * pages' blocks (SMALL_MAX) count by their class's size; with MONITOR off the maxima are the
+ * paper heap's alone (the pages' fast paths count nothing then).
  *
  * Read them with hc_stats_get(); the replay harness finds it with
  * dlsym(RTLD_DEFAULT, "hc_stats_get").  HCMALLOC_STATS=1 prints them to stderr at exit,
@@ -52,7 +54,7 @@
     X(realloc_moved, "reallocs that allocated, copied and freed (§3.12)")                      \
     X(tcache_refills, "thread caches refilled from the heap, half a cache each (hc_tcache.c)")    \
     X(tcache_flushes, "thread caches that gave blocks back: half a full class, or all at exit")  \
-    X(small_pages, "64 KiB pages taken for small blocks (SMALL_MAX, hc_page.c), counted in heap_bytes and the footprint; their blocks count in allocs_current and bytes_current, not in the maxima and totals [always]") \
+    X(small_pages, "64 KiB pages taken for small blocks (SMALL_MAX, hc_page.c), counted in heap_bytes and the footprint; their blocks count in allocs_current and bytes_current, and with MONITOR in the maxima, allocs_total, bytes_total and frees too (hc_page.c, counts) [always]") \
     X(small_pages_empty, "of them, empty pages kept for reuse [always]")                      \
     X(small_bytes_released, "bytes of empty small pages given back (decay, malloc_trim) [always]") \
     X(small_remote_kept, "small blocks of another thread's page kept by the thread that freed them, for its own next requests (REMOTE_KEEP, hc_remote.c)") \

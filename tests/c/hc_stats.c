@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +271,65 @@ static void scenario_heap_unit(void)
         free(p[i]);
 }
 
+/* Small pages' blocks (SMALL_MAX) in allocs_* and bytes_*, blocks passed between threads: the
+ * main thread's blocks freed by another thread (back through their pages' atomic lists), and
+ * another thread's blocks freed by main after that thread exited (its pages orphaned). */
+#define PAGE_BLOCKS 1000
+static void *page_blocks[PAGE_BLOCKS];
+
+static void *free_them(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        free(page_blocks[i]);
+    return NULL;
+}
+
+static void *make_them(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        page_blocks[i] = launder(malloc(100));
+    return NULL;
+}
+
+static void scenario_page_threads(void)
+{
+    pthread_t th;
+    /* Threads made (and their start-up allocations done) before the first snapshot. */
+    pthread_create(&th, NULL, free_them, NULL); /* frees nothing yet: the array is all NULL */
+    pthread_join(th, NULL);
+
+    begin();
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        page_blocks[i] = launder(malloc(100)); /* 112-byte class */
+    end("pages-malloc");
+
+    begin();
+    pthread_create(&th, NULL, free_them, NULL);
+    pthread_join(th, NULL);
+    malloc_trim(0); /* the owner collects the other thread's frees */
+    end("pages-remote-free");
+
+    pthread_create(&th, NULL, make_them, NULL);
+    pthread_join(th, NULL);
+    begin();
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        free(page_blocks[i]);
+    malloc_trim(0); /* the orphaned pages swept */
+    end("pages-orphan-free");
+
+    begin();
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        page_blocks[i] = launder(malloc(100));
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        page_blocks[i] = launder(realloc(page_blocks[i], 300)); /* moved: 320-byte class */
+    fact("moved", page_blocks[0] != NULL);
+    for (int i = 0; i < PAGE_BLOCKS; i++)
+        free(page_blocks[i]);
+    end("pages-realloc");
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
@@ -293,9 +353,11 @@ int main(int argc, char **argv)
         scenario_mmap_threshold(argv[2]);
     else if (strcmp(what, "heap-unit") == 0)
         scenario_heap_unit();
+    else if (strcmp(what, "page-threads") == 0)
+        scenario_page_threads();
     else {
         fprintf(stderr, "usage: hc_stats [sequence | coalesce-ql | split | fit | incremental | "
-                        "mmap-threshold BYTES | heap-unit]\n");
+                        "mmap-threshold BYTES | heap-unit | page-threads]\n");
         return 2;
     }
     fflush(stdout);
