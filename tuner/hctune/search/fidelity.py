@@ -4,10 +4,11 @@ only the promising ones on the whole.
 The part is a prefix (hcreplay --ops: the rest of the trace is not even read), chosen per
 objective from what it must contain:
   * peak memory (footprint, peak RSS): the prefix through the trace's peak of live bytes
-    (MARKER "live": the first event at which the requested bytes live at once are most, which
-    the trace says exactly; HC's footprint is a high-water mark of what live blocks need, so it
-    reaches most of its height by then) or through glibc's peak (MARKER "glibc": the op at which
-    the baseline's RSS curve was highest), plus a margin, since a part without the peak says
+    ("live": the first event at which the requested bytes live at once are most, which the
+    trace says exactly; HC's footprint is a high-water mark of what live blocks need, so it
+    reaches most of its height by then) or through glibc's peak ("glibc": the op at which the
+    baseline's RSS curve was highest), per field in MARKERS, plus a margin, since a part without
+    the peak says
     nothing about it; when the peak comes late in the trace the part would save too little and
     every trial replays the whole trace. A trace the live peak cannot be read from (a stand-in
     in tests) falls back to glibc's peak;
@@ -39,8 +40,11 @@ MAX_PART_SHARE = 0.5
 TIME_PART = None
 TIME_RHO = "0.65 for the first quarter of a python3 trace under load (bench/search_fidelity.py)"
 PEAK_MARGIN = 1 / 64      # past the peak (glibc's RSS curve has ~128 samples)
-# the peak a memory part reaches: "live" (the trace's peak of live bytes) or "glibc" (glibc's RSS)
-MARKER = "live"
+# the peak a memory part reaches, per field: "live" (the trace's peak of live bytes) or "glibc"
+# (glibc's RSS). Measured (docs/search.md, bench/search_fidelity.py on jq, lua5.4 and python3
+# traces of 12-24 M events): the live-peak prefix ranks HC's footprint at rho 0.85, 1.00, 0.97
+# (the registered bar: 0.8 on each), but peak RSS at 0.76 on jq's, so peak RSS keeps glibc's peak
+MARKERS = {_obj.MEM_FIELD: "live", _obj.RSS_FIELD: "glibc"}
 PART_STEP = 1             # the step the part's value is reported at
 REDUCTION = 3             # successive halving's reduction factor: a third go on
 
@@ -77,10 +81,12 @@ def live_peaks(paths: dict) -> dict[int, tuple[int, int]]:
     return out
 
 
-def peak_op(base: dict, live: tuple[int, int] | None) -> tuple[int | None, str]:
-    """The op a part of one trace must reach for its peak, and which peak that is."""
+def peak_op(base: dict, live: tuple[int, int] | None,
+            mem_field: str = _obj.MEM_FIELD) -> tuple[int | None, str]:
+    """The op a part of one trace must reach for the peak of `mem_field`, and which peak that
+    is."""
     ops = base.get("ops")
-    if MARKER == "live" and live is not None and isinstance(ops, int):
+    if MARKERS.get(mem_field) == "live" and live is not None and isinstance(ops, int):
         events, at = live
         return -(-at * ops // events), "live"      # events and ops are nearly one to one
     at = base.get("peak_rss_sample_op")
@@ -107,7 +113,7 @@ def plan(objective: str, mem_field: str, baselines: dict, enabled: bool = True,
             return whole(f"trace #{tid} has {ops:,} ops, fewer than the {MIN_PART_OPS:,} a "
                          "part needs: every trial replays the whole trace")
         if objective == "mem":
-            at, which = peak_op(base, (live or {}).get(tid))
+            at, which = peak_op(base, (live or {}).get(tid), mem_field)
             if at is None:
                 return whole(f"trace #{tid}'s baseline does not say where its peak is (an "
                              "older harness): every trial replays the whole trace")
