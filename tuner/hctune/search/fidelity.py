@@ -8,10 +8,9 @@ objective from what it must contain:
     trace says exactly; HC's footprint is a high-water mark of what live blocks need, so it
     reaches most of its height by then) or through glibc's peak ("glibc": the op at which the
     baseline's RSS curve was highest), per field in MARKERS, plus a margin, since a part without
-    the peak says
-    nothing about it; when the peak comes late in the trace the part would save too little and
-    every trial replays the whole trace. A trace the live peak cannot be read from (a stand-in
-    in tests) falls back to glibc's peak;
+    the peak says nothing about it; when the peak comes late in the trace the part would save
+    too little and every trial replays the whole trace. A trace the live peak cannot be read
+    from (a stand-in in tests) falls back to glibc's peak;
   * time (perf): whole-trace trials. The registered rule (docs/lab/search-registration.md) uses a
     part for an objective only where it ranks settings as the whole does with Spearman's rho of
     0.8 or more; the first quarter of a python3 trace ranked time per op at 0.65 (25 settings,
