@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from hctune.errors import HctuneError
 from hctune.search import objective as _obj
+from hctune.trace import fitted as _fitted
 
 MIN_PART_OPS = 200_000    # a trace of fewer ops is replayed whole: a part would save little
 # a part longer than this share of the trace saves too little: with a third going on to the
@@ -67,12 +69,10 @@ def live_peaks(paths: dict) -> dict[int, tuple[int, int]]:
     """{trace id: (events, the first event at which live bytes peak)} of the traces given as
     {trace id: path} (hctrace-tool's two passes over each); a trace it cannot read is left out
     (plan() then uses glibc's peak for it)."""
-    from hctune.errors import HctuneError
-    from hctune.trace import fitted
     out = {}
     for tid, path in paths.items():
         try:
-            events, at = fitted.live_peak(path)
+            events, at = _fitted.live_peak(path)
         except (HctuneError, OSError, ValueError, KeyError):
             continue
         if events > 0 and 0 < at <= events:
