@@ -1,6 +1,7 @@
 """Trials a minute before and after (issue 37; protocol in docs/lab/search-registration.md, Q2).
 
     .venv/bin/python bench/search_rate.py TRACE SECONDS --before /path/to/main [--objective mem]
+                                          [--warm] [--only before|after] [--seed 1]
 
 Runs `hctune search TRACE --allocators hc --objective OBJ --timeout SECONDS --seed 1` from the
 checkout given by --before (its tuner/ and build/) and from this one, one after the other, each
@@ -59,11 +60,23 @@ def counts(db: Path) -> dict:
     return c
 
 
-def run(tree: Path, trace: str, seconds: float, objective: str, work: Path, tag: str) -> dict:
+WARM = ("from hctune import build; from hctune.search import seeds, space; "
+        "[build.build_hc(space.for_search(s)) for _, s in seeds.seeds({!r})]")
+
+
+def warm(tree: Path, objective: str) -> None:
+    """The seeds' HC builds compiled into the build cache by `tree`'s own code (its allocator
+    source), so neither run spends its minutes compiling them."""
+    env = dict(os.environ, PYTHONPATH=str(tree / "tuner"))
+    subprocess.run([sys.executable, "-c", WARM.format(objective)], env=env, check=True)
+
+
+def run(tree: Path, trace: str, seconds: float, objective: str, work: Path, tag: str,
+        seed: int = 1) -> dict:
     db = work / f"{tag}.db"
     env = dict(os.environ, PYTHONPATH=str(tree / "tuner"))
     cmd = [sys.executable, "-m", "hctune", "--db", str(db), "search", trace, "--allocators",
-           "hc", "--objective", objective, "--timeout", str(seconds), "--seed", "1"]
+           "hc", "--objective", objective, "--timeout", str(seconds), "--seed", str(seed)]
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -82,11 +95,21 @@ def main() -> int:
     ap.add_argument("seconds", type=float)
     ap.add_argument("--before", required=True, help="the checkout to compare with (main)")
     ap.add_argument("--objective", default="mem")
+    ap.add_argument("--warm", action="store_true",
+                    help="compile each checkout's seed builds first (the registered protocol)")
+    ap.add_argument("--only", choices=("before", "after"), help="one of the two runs")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", help="a folder to keep the runs' databases in")
     a = ap.parse_args()
+    trees = [t for t in (("before", Path(a.before)), ("after", HERE)) if a.only in (None, t[0])]
+    if a.warm:
+        for _, tree in trees:
+            warm(tree, a.objective)
     with tempfile.TemporaryDirectory(prefix="hctune-rate-") as d:
-        work = Path(d)
-        rows = [("before", run(Path(a.before), a.trace, a.seconds, a.objective, work, "before")),
-                ("after", run(HERE, a.trace, a.seconds, a.objective, work, "after"))]
+        work = Path(a.keep or d)
+        work.mkdir(parents=True, exist_ok=True)
+        rows = [(tag, run(tree, a.trace, a.seconds, a.objective, work, tag, a.seed))
+                for tag, tree in trees]
     print(f"trace {a.trace}, objective {a.objective}, --timeout {a.seconds:g}, "
           f"{os.cpu_count()} cores")
     print(f"{'':7} {'evaluated':>9} {'seeds':>6} {'sampled':>8} {'whole':>6} {'pruned':>7} "
@@ -97,7 +120,9 @@ def main() -> int:
               f"{c['best'] if c['best'] is None else round(c['best'], 4)!s:>8} "
               f"{c['load'][0]:5.1f}-{c['load'][1]:<5.1f}")
     print(f"\nreproduce: .venv/bin/python bench/search_rate.py {a.trace} {a.seconds:g} "
-          f"--before {a.before} --objective {a.objective}")
+          f"--before {a.before} --objective {a.objective}" + (" --warm" if a.warm else "")
+          + (f" --only {a.only}" if a.only else "") + f" --seed {a.seed}"
+          + (f" --keep {a.keep}" if a.keep else ""))
     return 0
 
 

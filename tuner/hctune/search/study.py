@@ -612,7 +612,9 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
             enqueue_seeds(study, opts.objective, opts.only, opts.threads, limit,
                           opts.fit_tables, opts.allocators if opts.cross else None)
         plan = _fidelity.plan(opts.objective, opts.mem_field(),
-                              {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto")
+                              {t.id: ev.baseline(t) for t in traces}, opts.fidelity == "auto",
+                              _fidelity.live_peaks({t.id: t.path for t in traces})
+                              if opts.fidelity == "auto" and opts.objective == "mem" else None)
         if plan.note and notice and opts.fidelity == "auto":
             notice(plan.note)
         if measure_fn is None:

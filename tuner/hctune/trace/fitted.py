@@ -92,7 +92,8 @@ def _profile_python(path: Path) -> dict:
                 else:
                     above_live += z
     sizes = [[z, reqs.get(z, 0), at_peak.get(z, 0)] for z in sorted(set(reqs) | set(at_peak))]
-    return {"max_live_bytes": peak, "peak_event": peak_at, "sizes": sizes,
+    return {"events": len(events), "max_live_bytes": peak, "peak_event": peak_at,
+            "sizes": sizes,
             "above": {"limit": SEEN, "requests": above_req, "live_bytes": above_live}}
 
 
@@ -112,11 +113,39 @@ def _profile_one(path: Path, use_tool: bool | None = None) -> dict:
     return json.loads(r.stdout)
 
 
+_PEAKS: dict[tuple, tuple[int, int]] = {}   # (path, size, mtime) -> live_peak, per process
+
+
+def _peak_key(p: Path) -> tuple | None:
+    if not p.is_file():
+        return None
+    st = p.stat()
+    return str(p.resolve()), st.st_size, st.st_mtime_ns
+
+
+def _remember(p: Path, one: dict) -> tuple[int, int]:
+    out = int(one["events"]), int(one["peak_event"])
+    key = _peak_key(p)
+    if key:
+        _PEAKS[key] = out
+    return out
+
+
+def live_peak(path, use_tool: bool | None = None) -> tuple[int, int]:
+    """(events, the first event at which live bytes peak) of one trace: where a prefix of it
+    must reach to hold its peak of live bytes (search/fidelity.py). Remembered for the process
+    (a study asks once for its fitted tables' profile, once for its parts)."""
+    p = Path(path)
+    found = _PEAKS.get(_peak_key(p))
+    return found or _remember(p, _profile_one(p, use_tool))
+
+
 def profile(paths, use_tool: bool | None = None) -> Profile:
     """The union of the traces' size profiles."""
     out = Profile()
     for p in paths:
         one = _profile_one(Path(p), use_tool)
+        _remember(Path(p), one)
         out.traces.append(str(p))
         out.max_live_bytes = max(out.max_live_bytes, int(one["max_live_bytes"]))
         out.above_requests += int(one["above"]["requests"])
