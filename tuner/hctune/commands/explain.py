@@ -36,6 +36,8 @@ def show(r: dict) -> None:
     click.echo(f"{r['trace']}: peak of {_mib(r['peak_live'] or 0)} live at op "
                f"{r['peak_op'] or 0:,} of {r['ops'] or 0:,}")
     click.echo(f"({r['how']})")
+    click.echo("(the replay's peak, a prediction: the real program's RSS adds its own code and "
+               "data and may peak elsewhere; `hctune validate` measures it)")
     click.echo("bar: " + ", ".join(f"{LETTERS[k]} {WORDS[k]}" for k in _explain.PARTS))
     scale = max((e["rss"] for e in r["candidates"]), default=0)
     for e in r["candidates"]:
