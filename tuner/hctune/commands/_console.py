@@ -126,24 +126,27 @@ class _Lines:
     def __exit__(self, *exc):
         return False
 
+    def _say(self, text: str) -> None:
+        # a line a log can grep: Rich would fold it at the pipe's 80 columns
+        self.console.print(text, soft_wrap=True)
+
     def __call__(self, ev):
         if plan_line(ev):
-            self.console.print(escape(plan_line(ev)))
+            self._say(escape(plan_line(ev)))
         elif ev["event"] == "build":
-            self.console.print(escape(f"validate: building {ev['candidate']}"))
+            self._say(escape(f"validate: building {ev['candidate']}"))
         elif ev["event"] == "run" and ev["run"].get("problem"):
-            self.console.print(escape(f"validate: run {ev['done']}/{ev['total']} "
-                                      f"{ev['candidate']} disqualified: "
-                                      f"{ev['run']['problem']}"))
+            self._say(escape(f"validate: run {ev['done']}/{ev['total']} "
+                             f"{ev['candidate']} disqualified: {ev['run']['problem']}"))
         elif ev["event"] == "run":
             r = ev["run"]
-            self.console.print(escape(
+            self._say(escape(
                 f"validate: run {ev['done']}/{ev['total']} {ev['candidate']}: wall "
                 f"{r['wall_s']:.3f} s, CPU {r['user_s'] + r['sys_s']:.3f} s, peak RSS "
                 f"{_size(r['peak_rss_bytes'])}"))
         elif ev["event"] == "round":
             walls = sorted(r["wall_s"] for r in ev["rows"] if r.get("wall_s") is not None)
-            self.console.print(
+            self._say(
                 f"validate: round {ev['done']}/{ev['total']} done ({len(ev['rows'])} runs, "
                 + (f"wall {walls[0]:.3f}-{walls[-1]:.3f} s, " if walls else "")
                 + f"{time.monotonic() - self.t0:.0f} s so far)")
