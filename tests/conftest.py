@@ -260,6 +260,14 @@ def hctune(db, *args, check=True, timeout=600, **kw) -> subprocess.CompletedProc
     return r
 
 
+def header_text(source: str) -> str:
+    """The opening comment of an emitted malloc.c with its wrapping undone (each line's " * "
+    and indent dropped, the lines joined by one space): what the header says, whatever column
+    a long path or command happened to wrap at (pytest-xdist's temporary paths are longer)."""
+    head = source.split("*/", 1)[0]
+    return " ".join(line.strip().lstrip("/*").strip() for line in head.splitlines()).strip()
+
+
 def hctune_popen(db, *args, **kw) -> subprocess.Popen:
     return subprocess.Popen([*HCTUNE, "--db", str(db), *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
