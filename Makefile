@@ -43,10 +43,13 @@ build-all: $(ALL)
 deps:
 	@bash scripts/setup-deps.sh
 
+# The suite in TEST_JOBS pytest-xdist processes, a test file to a process (its module fixtures
+# built once); the tests mostly wait on programs, servers and compilers, so two overlap on 2 cores.
+TEST_JOBS ?= 2
 test:
 	@bash scripts/setup-deps.sh
 	$(MAKE) all $(TEST_BINS)
-	$(VENV)/bin/pytest -q -rs --durations=40 tests
+	$(VENV)/bin/pytest -q -rs --durations=40 -n $(TEST_JOBS) --dist loadfile tests
 
 demo:
 	@bash scripts/setup-deps.sh

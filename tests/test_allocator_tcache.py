@@ -129,8 +129,10 @@ def test_xz_with_threads(hcmalloc_so):
     xz = shutil.which("xz")
     if not xz:
         pytest.skip("xz is not installed (Debian package xz-utils)")
+    # 4 MiB: five 1 MiB blocks, so the four compressing threads all work (8 MiB took 4 CPU s
+    # a run at -6)
     data = b"".join(b"%d %s\n" % (i, hashlib.sha256(b"%d" % (i % 5000)).hexdigest().encode())
-                    for i in range(120_000))
+                    for i in range(60_000))
     packed = same_output([xz, "-T4", "--block-size=1MiB", "-6", "-c"], hcmalloc_so, data).stdout
     same_output([xz, "-T4", "-d", "-c"], hcmalloc_so, packed)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from conftest import header_text
 from hctune import validate as _validate
 from hctune.db import Database
 from search_support import hctune, need_hc
@@ -87,7 +88,7 @@ def test_emit_carries_the_real_run_evidence(searched):
     d, db, out = searched
     v = out["validation"]
     hctune(db, "emit", "-o", d / "malloc.c")
-    head = (d / "malloc.c").read_text().split("*/", 1)[0]
+    head = header_text((d / "malloc.c").read_text())
     assert f"validation #{v['validation_id']}" in head
     assert f"{RUNS} interleaved real runs" in head
     assert "validate_app 60000" in head and "real ratios:" in head and "verdict:" in head

@@ -74,7 +74,9 @@ def _provenance_rows(provenance: dict | None) -> list[tuple[str, list[str]]]:
     for key, value in rows.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
-        out.append((str(key), textwrap.wrap(_ccomment(value), width=76) or [""]))
+        # a path or a study's name is never cut (at a hyphen or mid-word): it is copied whole
+        out.append((str(key), textwrap.wrap(_ccomment(value), width=76, break_long_words=False,
+                                            break_on_hyphens=False) or [""]))
     return out
 
 
