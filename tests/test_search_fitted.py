@@ -106,3 +106,24 @@ def test_a_trace_that_derives_generic_adds_nothing(tmp_path):
         assert fitted.PARAM not in t.params
         assert "fitted" not in (t.user_attrs.get("seed") or "")
         assert fitted.describe(study.trial_setting(t)) is None
+
+
+def test_a_sampled_small_page_limit_below_a_table_keeps_the_classes_it_can_serve(tmp_path):
+    # a search sampled SMALL_MAX=256 with a table reaching 1,040 bytes: malloc.c did not compile
+    # (hc_fit.c's check) and the trial failed; the classes the pages cannot serve are left out
+    import subprocess
+
+    from hctune.render import render_malloc
+    tables = {"w0-g8": {"FIT_1": 24, "FIT_2": 48, "FIT_3": 1040, "FIT_4": 2048,
+                        **{f"FIT_{i}": 0 for i in range(5, 9)}, "FIT_ALIGN8": 1}}
+    generic = knobs.preset("generic")
+    for small_max, kept, align8 in ((256, [24, 48], 1), (2048, [24, 48, 1040, 2048], 1),
+                                    (16, [], 0), (0, [], 0)):
+        s = fitted.apply({**generic, "SMALL_MAX": small_max}, "w0-g8", tables)
+        assert [s[f"FIT_{i}"] for i in range(1, 9) if s[f"FIT_{i}"]] == kept, (small_max, s)
+        assert s["FIT_ALIGN8"] == align8 and s["SMALL_MAX"] == small_max
+    src = tmp_path / "malloc.c"
+    src.write_text(render_malloc(fitted.apply({**generic, "SMALL_MAX": 256}, "w0-g8", tables)))
+    cc = subprocess.run(["cc", "-fsyntax-only", "-std=gnu11", str(src)], capture_output=True,
+                        text=True)
+    assert cc.returncode == 0, cc.stderr[-2000:]

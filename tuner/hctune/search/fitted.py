@@ -82,7 +82,19 @@ def apply(setting: dict, key: str | None, tables: dict) -> dict:
     """`setting` (HC's, full) with table `key`'s FIT_ values (NONE/None: as it is)."""
     if key in (None, NONE):
         return setting
-    return _knobs.complete({**setting, **tables[key]})
+    return _knobs.complete({**setting, **within_pages(tables[key], setting.get("SMALL_MAX", 0))})
+
+
+def within_pages(values: dict, small_max: int) -> dict:
+    """A table's FIT_ values with the classes the setting's small pages cannot serve left out:
+    a sampled SMALL_MAX below a fitted class (256 with a 1,040-byte class) would not compile
+    (hc_fit.c's check), and the pages off (0) use no table. An emptied table drops FIT_ALIGN8."""
+    limit = min(int(small_max or 0), 4096)
+    kept = [values.get(f"FIT_{i + 1}", 0) for i in range(_fitted.FIT_MAX)]
+    kept = [c for c in kept if c and c <= limit]
+    out = {f"FIT_{i + 1}": (kept[i] if i < len(kept) else 0) for i in range(_fitted.FIT_MAX)}
+    out["FIT_ALIGN8"] = int(bool(values.get("FIT_ALIGN8")) and any(c % 16 for c in kept))
+    return out
 
 
 def describe(setting: dict) -> str | None:
