@@ -38,7 +38,7 @@ def _bar(opts: _options.Options, console: Console):
 
     def update(st, done, target, started, failed):
         if failed is not None:
-            prog.console.print(f"trial {failed[0]} failed: {escape(failed[1])}")
+            console.print(f"trial {failed[0]} failed: {escape(failed[1])}", soft_wrap=lines)
         s = _study.summary(st, opts.objective)
         if opts.objective == "pareto":
             best = f"front {len(s['front'])}"
