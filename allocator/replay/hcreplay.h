@@ -202,7 +202,7 @@ uint64_t hcr_vm_hwm(void);
 int hcr_reset_hwm(void);
 
 /* Output into a fixed buffer (stdio would malloc through the allocator under test), written
- * to stdout by hcr_flush (hcreplay_main.c). */
+ * to stdout by hcr_flush (hcreplay_out.c). */
 void hcr_put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcr_flush(void);
 void hcr_put_clear(void);   /* drop what was put and not yet written */

@@ -98,21 +98,6 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* ---- output into a fixed buffer (stdio would malloc through the allocator under test) ---- */
-
-static char out[1 << 16];
-static size_t out_n;
-
-void hcr_put(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out + out_n, sizeof out - out_n, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        out_n += (size_t)n < sizeof out - out_n ? (size_t)n : sizeof out - out_n - 1;
-}
-
 static void put_json_string(const char *s)
 {
     hcr_put("\"");
@@ -126,22 +111,6 @@ static void put_json_string(const char *s)
             hcr_put("%c", c);
     }
     hcr_put("\"");
-}
-
-void hcr_put_clear(void) { out_n = 0; }
-
-void hcr_flush(void)
-{
-    for (size_t done = 0; done < out_n;) {
-        ssize_t w = write(1, out + done, out_n - done);
-        if (w <= 0) {
-            if (errno == EINTR)
-                continue;
-            exit(1);
-        }
-        done += (size_t)w;
-    }
-    out_n = 0;
 }
 
 static double median_of(const uint64_t *v, long n)

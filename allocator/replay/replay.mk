@@ -4,7 +4,7 @@
 RPL_DIR  := allocator/replay
 RPL_SRCS := $(RPL_DIR)/hcreplay_main.c $(RPL_DIR)/hcreplay_load.c $(RPL_DIR)/hcreplay_loop.c \
             $(RPL_DIR)/hcreplay_mem.c $(RPL_DIR)/hcreplay_hc.c $(RPL_DIR)/hcreplay_threads.c \
-            $(RPL_DIR)/hcreplay_explain.c
+            $(RPL_DIR)/hcreplay_explain.c $(RPL_DIR)/hcreplay_out.c
 RPL_HDRS := $(RPL_DIR)/hcreplay.h $(RPL_DIR)/hcreplay_op.h $(RPL_DIR)/hcreplay_hc.h $(wildcard allocator/hc/hc_stats.h) \
             tracer/hctrace.h
 
