@@ -24,6 +24,11 @@ pytestmark = pytest.mark.timeout(240)
 TRIALS = 10   # worker 0 is caught in its second trial: a few more are plenty
 
 
+def _own_env() -> dict:
+    """The environment without HCTUNE_CACHE, which would give both "machines" one cache."""
+    return {k: v for k, v in os.environ.items() if k != "HCTUNE_CACHE"}
+
+
 def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
     need_hc()
     trace = record_gawk_trace(tmp_path / "gawk.trace")
@@ -46,7 +51,7 @@ def test_two_workers_split_a_study_and_survive_a_kill(tmp_path):
         meet = (tmp_path / "meet", 2)
         caught = tmp_path / "worker0.caught"
         procs = [worker(pg.url, log=tmp_path / f"worker{i}.log", env=gate.env(
-                     {**os.environ, "XDG_CACHE_HOME": str(tmp_path / f"machine{i}")}, meet=meet,
+                     {**_own_env(), "XDG_CACHE_HOME": str(tmp_path / f"machine{i}")}, meet=meet,
                      hang=("trial:2", caught) if i == 0 else None)) for i in range(2)]
         ids = {f"{socket.gethostname()}:{p.pid}": p for p in procs}
         victim = f"{socket.gethostname()}:{procs[0].pid}"
