@@ -1,0 +1,175 @@
+"""Where the floor is (issue 36, criterion 1): could ANY allocator reach 0.95x the smallest
+allocator as it comes on the programs of bench/pgo_bench.py?  For each program, on input b:
+
+- the smallest allocator as it comes and the answer (HC generic + the table fitted on input a):
+  medians read from pgo_bench's results, WORK/<program>.json (not measured again here);
+- non-heap RSS: the program with no work (pgo_bench's own input generator at size 0: lua,
+  python3 and perl with 0 items, jq, gawk an empty file, sqlite3 its script with 0 rows asked
+  for (the recursive CTE still inserts its one seed row), cc1 the declarations with no function,
+  xmllint `<log></log>`) under glibc, peak RSS; and the same run under generic HC with
+  HCMALLOC_STATS: its own malloc bytes (bytes_max), which the floor counts twice at most;
+- generic HC on input b with HCMALLOC_STATS: peak RSS, footprint (the most address space HC
+  took: an upper bound on malloc's resident memory) and bytes_max (peak live block bytes);
+- the floor: max(peak live b + non-heap, HC's peak RSS - footprint).  The first term is what a
+  malloc that wastes nothing would give a program whose memory is malloc's; the second what a
+  malloc using no memory at all would give a program that keeps its memory outside malloc
+  (pymalloc's arenas, gcc's garbage-collected heap).  floor_low: the first term without the
+  no-work run's malloc bytes (counted in both its parts when they live until the peak).
+
+    PYTHONPATH=tuner .venv/bin/python bench/pgo_floor.py [--rounds 3] [--only lua,jq]
+        [--work /tmp/pgo-bench]
+
+Interleaved rounds, medians (min-max), `nice -n 10` (pgo_bench.run).  Writes WORK/floor.json,
+prints a Markdown table and the command that reproduces it.  About 30 s of CPU per round for
+the eight programs.  Input files missing from WORK are generated again by pgo_bench's
+make_inputs (same seeds); a program without WORK/<program>.json must be measured first by
+pgo_bench.py (its answer and allocators are that run's).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pgo_bench as pb                            # noqa: E402
+from pgo_bench import knobs                        # noqa: E402
+
+MIB = 1048576.0
+
+
+def no_work_argv(work: Path, name: str) -> list[str]:
+    """The program's argv at size 0: pgo_bench's generator with n = 0 (files in WORK/nowork)."""
+    saved = pb.SIZES[name]
+    pb.SIZES[name] = (0, 0)
+    try:
+        (work / "nowork").mkdir(exist_ok=True)
+        return pb.make_inputs(work / "nowork", name, "b")
+    finally:
+        pb.SIZES[name] = saved
+
+
+def hc_stats_run(argv, lib, env, path: Path):
+    """(peak RSS KiB, md5 of stdout, {field: value}) of argv under lib with HCMALLOC_STATS=path."""
+    path.unlink(missing_ok=True)
+    rss, _cpu, md5 = pb.run(argv, lib, dict(env or {}, HCMALLOC_STATS=str(path)))
+    if not path.exists():
+        raise SystemExit(f"{argv[0]} under {lib}: no HCMALLOC_STATS report in {path}")
+    stats = {}
+    for line in path.read_text().splitlines()[1:]:
+        k, v = line.split()
+        stats[k] = int(v)
+    return rss, md5, stats
+
+
+def med(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default=",".join(pb.SIZES))
+    ap.add_argument("--work", default="/tmp/pgo-bench")
+    args = ap.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    bad = [n for n in names if n not in pb.SIZES]
+    if args.rounds < 1 or bad or not names:
+        print(f"pgo_floor: --rounds must be >= 1 and --only among {','.join(pb.SIZES)}"
+              + (f" (not {','.join(bad)})" if bad else ""), file=sys.stderr)
+        return 2
+    work = Path(args.work)
+    results = {}
+    for name in names:
+        f = work / f"{name}.json"
+        if not f.exists():
+            print(f"pgo_floor: no {f}: measure it first with PYTHONPATH=tuner .venv/bin/python "
+                  f"bench/pgo_bench.py --rounds 3 --only {name} --work {work}", file=sys.stderr)
+            return 2
+        results[name] = json.loads(f.read_text())
+    load0 = os.getloadavg()
+    lib = pb.build(dict(knobs.preset("generic")), work / "libhc-generic-floor.so")
+    envs = {n: ({"GCMODE": "incremental"} if n == "lua" else None) for n in names}
+    argv_b = {n: pb.make_inputs(work, n, "b") for n in names}
+    argv_0 = {n: no_work_argv(work, n) for n in names}
+    meas = {n: {"nowork_rss": [], "nowork_live": [], "hc_rss": [], "footprint": [],
+                "bytes_max": [], "md5_ok": []} for n in names}
+    statf = work / "floor-stats.txt"
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            m = meas[n]
+            rss, _cpu, _md5 = pb.run(argv_0[n], None, envs[n])
+            m["nowork_rss"].append(rss)
+            _rss, _md5, st = hc_stats_run(argv_0[n], lib, envs[n], statf)
+            m["nowork_live"].append(st["bytes_max"])
+            rss, md5, st = hc_stats_run(argv_b[n], lib, envs[n], statf)
+            ref = results[n]["runs"]["glibc"][0]["md5"]
+            m["hc_rss"].append(rss)
+            m["footprint"].append(st["footprint"])
+            m["bytes_max"].append(st["bytes_max"])
+            m["md5_ok"].append(md5 == ref)
+        print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
+    statf.unlink(missing_ok=True)
+    load1 = os.getloadavg()
+
+    rows = {}
+    for n in names:
+        runs, m = results[n]["runs"], meas[n]
+        rss = {c: statistics.median(x["rss_kib"] for x in v) / 1024 for c, v in runs.items()}
+        asis = {c: v for c, v in rss.items() if not c.startswith("hc-fitted")}
+        small = min(asis, key=asis.get)
+        live = results[n]["live_b"] / MIB
+        nonheap = med([x / 1024 for x in m["nowork_rss"]])
+        nowork_live = med([x / MIB for x in m["nowork_live"]])
+        hc = med([x / 1024 for x in m["hc_rss"]])
+        fp = med([x / MIB for x in m["footprint"]])
+        bmax = med([x / MIB for x in m["bytes_max"]])
+        t1, t2 = live + nonheap[0], hc[0] - fp[0]
+        floor = max(t1, t2)
+        floor_low = max(t1 - nowork_live[0], t2)
+        rows[n] = {"smallest": small, "smallest_mib": asis[small], "answer_mib": rss["hc-fitted"],
+                   "live_b_mib": live, "nonheap_mib": nonheap, "nowork_live_mib": nowork_live,
+                   "hc_rss_mib": hc, "footprint_mib": fp, "bytes_max_mib": bmax,
+                   "live_plus_nonheap": t1, "rss_minus_footprint": t2,
+                   "floor_mib": floor, "floor_low_mib": floor_low,
+                   "made_of": "live + non-heap" if t1 >= t2 else "HC RSS - footprint",
+                   "floor_over_smallest": floor / asis[small],
+                   "floor_low_over_smallest": floor_low / asis[small],
+                   "answer_over_floor": rss["hc-fitted"] / floor,
+                   "reachable": floor <= 0.95 * asis[small],
+                   "output_as_glibc": all(m["md5_ok"]), "raw": m}
+    out = {"rounds": args.rounds, "load_before": load0, "load_after": load1, "rows": rows}
+    (work / "floor.json").write_text(json.dumps(out, indent=1))
+
+    def c(t):
+        return f"{t[0]:.1f} ({t[1]:.1f}-{t[2]:.1f})" if t[2] - t[1] >= 0.05 else f"{t[0]:.1f}"
+    print("| program | smallest as it comes | answer | peak live b | non-heap (no work, glibc) "
+          "| no-work malloc bytes | HC generic b: RSS | footprint | bytes_max | floor | made of "
+          "| floor / smallest | floor_low / smallest | answer / floor | 0.95x reachable |")
+    print("|---" * 15 + "|")
+    for n, w in rows.items():
+        print(f"| {n}{'' if w['output_as_glibc'] else ' (output differs!)'} "
+              f"| {w['smallest']} {w['smallest_mib']:.1f} | {w['answer_mib']:.1f} "
+              f"| {w['live_b_mib']:.1f} | {c(w['nonheap_mib'])} | {c(w['nowork_live_mib'])} "
+              f"| {c(w['hc_rss_mib'])} | {c(w['footprint_mib'])} | {c(w['bytes_max_mib'])} "
+              f"| {w['floor_mib']:.1f} | {w['made_of']} | {w['floor_over_smallest']:.3f} "
+              f"| {w['floor_low_over_smallest']:.3f} | {w['answer_over_floor']:.3f} "
+              f"| {'yes' if w['reachable'] else 'no'} |")
+    ok = [n for n, w in rows.items() if w["reachable"]]
+    met = [n for n in ok if rows[n]["answer_mib"] <= 0.95 * rows[n]["smallest_mib"]]
+    print(f"\nMiB; {args.rounds} interleaved rounds, medians (min-max where they differ); the "
+          "smallest and the answer are pgo_bench's medians.  0.95x reachable by some allocator "
+          f"(floor <= 0.95x smallest): {len(ok)} of {len(rows)} ({', '.join(ok) or 'none'}); the "
+          f"answer at <= 0.95x on {len(met)} of them ({', '.join(met) or 'none'}).  Load "
+          f"{load0[0]:.2f} before, {load1[0]:.2f} after; {os.cpu_count()} cores.")
+    print(f"reproduce: PYTHONPATH=tuner .venv/bin/python bench/pgo_floor.py --rounds {args.rounds}"
+          f" --only {','.join(names)} --work {args.work}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
