@@ -10,11 +10,19 @@ allocator as it comes on the programs of bench/pgo_bench.py?  For each program, 
   HCMALLOC_STATS: its own malloc bytes (bytes_max), which the floor counts twice at most;
 - generic HC on input b with HCMALLOC_STATS: peak RSS, footprint (the most address space HC
   took: an upper bound on malloc's resident memory) and bytes_max (peak live block bytes);
-- the floor: max(peak live b + non-heap, HC's peak RSS - footprint).  The first term is what a
-  malloc that wastes nothing would give a program whose memory is malloc's; the second what a
-  malloc using no memory at all would give a program that keeps its memory outside malloc
-  (pymalloc's arenas, gcc's garbage-collected heap).  floor_low: the first term without the
-  no-work run's malloc bytes (counted in both its parts when they live until the peak).
+- generic HC on input b again, with bench/pgo_peak_split.c preloaded after it (a thread sampling
+  RSS and HC's statistics every 2 ms): the largest, over the samples, of RSS - the address space
+  HC holds + HC's live block bytes, i.e. the program's memory outside malloc plus malloc's live
+  blocks at one instant; the blocks' rounding taken out at the rate of the peak (x live b /
+  bytes_max);
+- the floor: the largest of three lower bounds on any malloc's peak RSS: peak live b +
+  non-heap (what a malloc that wastes nothing would give, if the no-work RSS is all the program
+  keeps outside malloc); HC's peak RSS - footprint (a malloc using no memory at all at HC's
+  peak); the sampled instant (the program's memory outside malloc and its live blocks, at the
+  same time).  The first is the one for a program whose memory is malloc's; the other two for
+  one that keeps its memory outside malloc (pymalloc's arenas, gcc's garbage-collected heap).
+  floor_low: the same without the no-work run's malloc bytes in the first term (counted in both
+  its parts when they live until the peak).
 
     PYTHONPATH=tuner .venv/bin/python bench/pgo_floor.py [--rounds 3] [--only lua,jq]
         [--work /tmp/pgo-bench]
@@ -31,6 +39,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,6 +74,24 @@ def hc_stats_run(argv, lib, env, path: Path):
     return rss, md5, stats
 
 
+def build_split(work: Path) -> Path:
+    """bench/pgo_peak_split.c as a preloadable library (HC's statistics struct from the tree)."""
+    out = work / "peak_split.so"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
+                    f"-I{pb.ROOT / 'allocator/hc'}", "-o", str(out),
+                    str(pb.ROOT / "bench/pgo_peak_split.c")], check=True)
+    return out
+
+
+def split_run(argv, lib, split, env, path: Path):
+    """{name: value} of bench/pgo_peak_split.c's report for argv under lib."""
+    path.unlink(missing_ok=True)
+    pb.run(argv, f"{lib} {split}", dict(env or {}, SPLIT_OUT=str(path)))
+    if not path.exists():
+        raise SystemExit(f"{argv[0]} under {lib}: no pgo_peak_split report in {path}")
+    return {k: int(v) for k, v in (ln.split() for ln in path.read_text().splitlines())}
+
+
 def med(xs):
     return statistics.median(xs), min(xs), max(xs)
 
@@ -92,11 +119,12 @@ def main() -> int:
         results[name] = json.loads(f.read_text())
     load0 = os.getloadavg()
     lib = pb.build(dict(knobs.preset("generic")), work / "libhc-generic-floor.so")
+    split = build_split(work)
     envs = {n: ({"GCMODE": "incremental"} if n == "lua" else None) for n in names}
     argv_b = {n: pb.make_inputs(work, n, "b") for n in names}
     argv_0 = {n: no_work_argv(work, n) for n in names}
     meas = {n: {"nowork_rss": [], "nowork_live": [], "hc_rss": [], "footprint": [],
-                "bytes_max": [], "md5_ok": []} for n in names}
+                "bytes_max": [], "md5_ok": [], "split": []} for n in names}
     statf = work / "floor-stats.txt"
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
@@ -112,6 +140,7 @@ def main() -> int:
             m["footprint"].append(st["footprint"])
             m["bytes_max"].append(st["bytes_max"])
             m["md5_ok"].append(md5 == ref)
+            m["split"].append(split_run(argv_b[n], lib, split, envs[n], statf))
         print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
     statf.unlink(missing_ok=True)
     load1 = os.getloadavg()
@@ -128,15 +157,22 @@ def main() -> int:
         hc = med([x / 1024 for x in m["hc_rss"]])
         fp = med([x / MIB for x in m["footprint"]])
         bmax = med([x / MIB for x in m["bytes_max"]])
-        t1, t2 = live + nonheap[0], hc[0] - fp[0]
-        floor = max(t1, t2)
-        floor_low = max(t1 - nowork_live[0], t2)
+        # the sampled instant, the live blocks' rounding out at the peak's rate (live b / bytes_max)
+        keep = min(1.0, results[n]["live_b"] / statistics.median(m["bytes_max"]))
+        inst = med([(x["bound"] - x["live_at_bound"] * (1 - keep)) / MIB for x in m["split"]])
+        caught = min(x["rss_max"] / x["hwm"] for x in m["split"])
+        t1, t2, t3 = live + nonheap[0], hc[0] - fp[0], inst[0]
+        floor = max(t1, t2, t3)
+        floor_low = max(t1 - nowork_live[0], t2, t3)
+        made = {t1: "live + non-heap", t2: "HC RSS - footprint", t3: "sampled instant"}
         rows[n] = {"smallest": small, "smallest_mib": asis[small], "answer_mib": rss["hc-fitted"],
                    "live_b_mib": live, "nonheap_mib": nonheap, "nowork_live_mib": nowork_live,
                    "hc_rss_mib": hc, "footprint_mib": fp, "bytes_max_mib": bmax,
-                   "live_plus_nonheap": t1, "rss_minus_footprint": t2,
+                   "live_plus_nonheap": t1, "rss_minus_footprint": t2, "instant": inst,
+                   "instant_live_mib": med([x["live_at_bound"] * keep / MIB for x in m["split"]]),
+                   "sampled_peak_over_hwm": caught,
                    "floor_mib": floor, "floor_low_mib": floor_low,
-                   "made_of": "live + non-heap" if t1 >= t2 else "HC RSS - footprint",
+                   "made_of": made[floor],
                    "floor_over_smallest": floor / asis[small],
                    "floor_low_over_smallest": floor_low / asis[small],
                    "answer_over_floor": rss["hc-fitted"] / floor,
@@ -147,18 +183,27 @@ def main() -> int:
 
     def c(t):
         return f"{t[0]:.1f} ({t[1]:.1f}-{t[2]:.1f})" if t[2] - t[1] >= 0.05 else f"{t[0]:.1f}"
-    print("| program | smallest as it comes | answer | peak live b | non-heap (no work, glibc) "
-          "| no-work malloc bytes | HC generic b: RSS | footprint | bytes_max | floor | made of "
-          "| floor / smallest | floor_low / smallest | answer / floor | 0.95x reachable |")
-    print("|---" * 15 + "|")
+    print("Measured here (MiB):\n\n| program | peak live b (trace) | non-heap (no work, glibc) "
+          "| no-work malloc bytes | HC generic on b: peak RSS | footprint | bytes_max "
+          "| sampled instant: outside malloc + live | of it malloc's live (rounding out) | sampled peak / VmHWM |")
+    print("|---" * 10 + "|")
     for n, w in rows.items():
         print(f"| {n}{'' if w['output_as_glibc'] else ' (output differs!)'} "
-              f"| {w['smallest']} {w['smallest_mib']:.1f} | {w['answer_mib']:.1f} "
               f"| {w['live_b_mib']:.1f} | {c(w['nonheap_mib'])} | {c(w['nowork_live_mib'])} "
               f"| {c(w['hc_rss_mib'])} | {c(w['footprint_mib'])} | {c(w['bytes_max_mib'])} "
-              f"| {w['floor_mib']:.1f} | {w['made_of']} | {w['floor_over_smallest']:.3f} "
-              f"| {w['floor_low_over_smallest']:.3f} | {w['answer_over_floor']:.3f} "
-              f"| {'yes' if w['reachable'] else 'no'} |")
+              f"| {c(w['instant'])} | {c(w['instant_live_mib'])} "
+              f"| {w['sampled_peak_over_hwm']:.3f} |")
+    print("\nThe floor (MiB; smallest and answer: pgo_bench's medians):\n\n| program "
+          "| smallest as it comes | answer | live b + non-heap | HC RSS - footprint "
+          "| sampled instant | floor | made of | floor / smallest | floor_low / smallest "
+          "| answer / floor | 0.95x reachable |")
+    print("|---" * 12 + "|")
+    for n, w in rows.items():
+        print(f"| {n} | {w['smallest']} {w['smallest_mib']:.1f} | {w['answer_mib']:.1f} "
+              f"| {w['live_plus_nonheap']:.1f} | {w['rss_minus_footprint']:.1f} "
+              f"| {w['instant'][0]:.1f} | {w['floor_mib']:.1f} | {w['made_of']} "
+              f"| {w['floor_over_smallest']:.3f} | {w['floor_low_over_smallest']:.3f} "
+              f"| {w['answer_over_floor']:.3f} | {'yes' if w['reachable'] else 'no'} |")
     ok = [n for n, w in rows.items() if w["reachable"]]
     met = [n for n in ok if rows[n]["answer_mib"] <= 0.95 * rows[n]["smallest_mib"]]
     print(f"\nMiB; {args.rounds} interleaved rounds, medians (min-max where they differ); the "
