@@ -181,7 +181,9 @@ def main() -> int:
                    "answer_over_high": rss["hc-fitted"] / high,
                    "reachable": verdict, "output_as_glibc": all(m["md5_ok"]), "raw": m}
     out = {"rounds": args.rounds, "load_before": load0, "load_after": load1, "rows": rows}
-    (work / "floor.json").write_text(json.dumps(out, indent=1))
+    tmp = work / f"floor.json.tmp.{os.getpid()}"    # whole or not at all
+    tmp.write_text(json.dumps(out, indent=1))
+    tmp.replace(work / "floor.json")
 
     def c(t):
         return f"{t[0]:.1f} ({t[1]:.1f}-{t[2]:.1f})" if t[2] - t[1] >= 0.05 else f"{t[0]:.1f}"
