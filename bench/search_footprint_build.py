@@ -1,4 +1,4 @@
-"""What the footprint recipe saves a footprint study (configs/build.toml's footprint_cflags, -O0,
+"""What the footprint recipe saves a footprint study (configs/build.toml's footprint_cflags, -Og,
 against the -O2 `cflags` every trial compiled with before): an HC-only `mem` study of HC's
 footprint, run for a fixed budget of wall time from a fresh database and a fresh build cache,
 once per recipe, interleaved; reported as trials evaluated in the budget and CPU seconds (user +

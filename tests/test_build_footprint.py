@@ -1,4 +1,4 @@
-"""The footprint recipe (configs/build.toml's footprint_cflags, -O0): a study whose only measure
+"""The footprint recipe (configs/build.toml's footprint_cflags, -Og): a study whose only measure
 is HC's footprint builds its trials with it, because the footprint is a function of the calls
 and the setting alone. Checked here on real traces: the cheap build's footprint and every
 counter of the replay and of HC's statistics equal the -O2 build's, for settings that take
@@ -62,6 +62,8 @@ def test_the_footprint_build_measures_what_the_o2_build_does(traces):
         libs = list(pool.map(lambda a: build.build_hc(a[0], footprint=a[1]),
                              [(s, f) for s in settings.values() for f in (False, True)]))
     assert len(set(libs)) == len(libs)          # each recipe its own cache entry
+    # what the service's downloads and emit find in the cache is the -O2 build
+    assert [build.cached_hc(s) for s in settings.values()] == libs[::2]
     for name, s in settings.items():
         for trace in traces:
             o2 = replay.measure(trace, "hc", s, repeat=1)

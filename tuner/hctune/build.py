@@ -35,7 +35,7 @@ def recipes() -> dict:
 
 CFLAGS = tuple(recipes()["hc"]["cflags"])
 DEBUG_CFLAGS = tuple(recipes()["hc"]["debug_cflags"])
-# a build measured for HC's footprint alone (configs/build.toml says why it may be -O0); its
+# a build measured for HC's footprint alone (configs/build.toml says why it may be -Og); its
 # own cache entries, since the flags are part of the key
 FOOTPRINT_CFLAGS = tuple(recipes()["hc"]["footprint_cflags"])
 LIBRARY = "libhc.so"

@@ -96,7 +96,7 @@ class Options:
 
     def footprint_build(self) -> bool:
         """Whether the study's HC trials are built by the footprint recipe (configs/build.toml's
-        footprint_cflags, -O0; a third of -O2's compile): only when HC's own footprint is all
+        footprint_cflags, -Og: half of -O2's compile): only when HC's own footprint is all
         a trial measures - an HC-only mem study of the footprint (mem_field MEM_FIELD), with no
         limit on peak RSS (--max-memory-overhead) or time (--max-slowdown) and no callgrind
         count (--metric instructions). The footprint is a function of the calls and the
