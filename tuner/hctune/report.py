@@ -378,9 +378,8 @@ def summary(data: dict) -> dict:
     fam = allocators.family(b.get("allocator"))
     what = fam.headline(b["changed"])
     return {"use": f"trial {b['trial']} ({what})",
-            "saves": f"footprint {b['mem']:.3f}x glibc's"
-                     + (f", {data['metric']} {b['perf']:.3f}x glibc's" if b["perf"] == b["perf"]
-                        else "") + " in replay",   # NaN: a footprint build's (docs/search.md)
+            "saves": f"footprint {b['mem']:.3f}x glibc's, {data['metric']} {b['perf']:.3f}x "
+                     "glibc's in replay",
             "sure": "a prediction only (replay of the trace): not validated in real runs; "
                     f"hctune validate {data.get('study_arg') or '--study ' + data['study']}",
             "verdict": None,

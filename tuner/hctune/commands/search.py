@@ -222,11 +222,8 @@ def command(ctx, traces, objective, trials, timeout, jobs, study_name, storage,
         b = result.get(f"best_{o}")
         if b:
             who = f" ({b['allocator']})" if b.get("allocator") else ""
-            # NaN: a footprint build's time, not the library's (docs/search.md)
-            perf = (f"{b['perf_ratio']:.4f}x glibc" if b["perf_ratio"] == b["perf_ratio"]
-                    else "not measured (footprint build)")
             click.echo(f"best {o}: trial {b['trial']}{who}: {opts.mem_name()} "
-                       f"{b['mem_ratio']:.4f}x glibc, {metric} {perf}"
+                       f"{b['mem_ratio']:.4f}x glibc, {metric} {b['perf_ratio']:.4f}x glibc"
                        + (f" (seed: {b['seed']})" if b.get("seed") else ""))
             click.echo(_console.setting_lines(b.get("allocator"), b["setting"]))
     if result.get("per_allocator"):

@@ -313,9 +313,6 @@ class Evaluator:
             all_cached &= cached
             mem = _number(hc, mem_field, who, PAGE) / _number(base, mem_field, "glibc", PAGE)
             perf = _number(hc, field, who) / _number(base, field, "glibc")
-            if hc.get("footprint_build"):
-                # the footprint build's time is not the -O2 library's: not shown as its time
-                hc, perf = dict(hc, **{field: None}), math.nan
             rss = _number(hc, RSS_FIELD, who, PAGE) / _number(base, RSS_FIELD, "glibc", PAGE)
             ref = self.reference(t)
             rss_ref = None if ref is None else _number(hc, RSS_FIELD, who, PAGE) / max(
