@@ -35,6 +35,9 @@ def recipes() -> dict:
 
 CFLAGS = tuple(recipes()["hc"]["cflags"])
 DEBUG_CFLAGS = tuple(recipes()["hc"]["debug_cflags"])
+# a build measured for HC's footprint alone (configs/build.toml says why it may be -Og); its
+# own cache entries, since the flags are part of the key
+FOOTPRINT_CFLAGS = tuple(recipes()["hc"]["footprint_cflags"])
 LIBRARY = "libhc.so"
 
 
@@ -77,15 +80,23 @@ def cached_hc(setting: dict) -> Path:
     return paths.CACHE / cache_key(source, compiler(), CFLAGS) / LIBRARY
 
 
-def build_hc(setting: dict, debug: bool = False, db=None) -> Path:
+def flags_of(debug: bool = False, footprint: bool = False) -> tuple[str, ...]:
+    """The HC recipe's flags: the search's and the user's (CFLAGS), a debug build's, or a build
+    measured for its footprint alone (FOOTPRINT_CFLAGS, asked by the search only:
+    hctune.search.options.Options.footprint_build)."""
+    return DEBUG_CFLAGS if debug else FOOTPRINT_CFLAGS if footprint else CFLAGS
+
+
+def build_hc(setting: dict, debug: bool = False, db=None, footprint: bool = False) -> Path:
     """<HC build cache>/<key>/libhc.so for this setting, compiled if not cached; recorded in db's
-    builds table when a Database is given."""
+    builds table when a Database is given. footprint: the recipe of a build whose only measure
+    is HC's footprint (FOOTPRINT_CFLAGS); never what validate, emit or a download use."""
     from hctune import render  # deferred: the renderer loads Jinja2, which only an HC build needs
 
     setting = knobs.complete(setting)
     source = render.render_malloc(setting, debug=debug)
     cc = compiler()
-    flags = DEBUG_CFLAGS if debug else CFLAGS
+    flags = flags_of(debug, footprint)
     key = cache_key(source, cc, flags)
     final = paths.CACHE / key
     lib = final / LIBRARY

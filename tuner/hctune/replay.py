@@ -184,7 +184,8 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
             metric: str = "time", touch: bool = True, timeout: float | None = DEFAULT_TIMEOUT,
             debug: bool = False, db=None, threads: str = "auto", should_stop=None,
             ops: int | None = None, max_rss_bytes: int | None = None,
-            max_cpu_seconds: float | None = None, until_spread: float | None = None) -> dict:
+            max_cpu_seconds: float | None = None, until_spread: float | None = None,
+            footprint: bool = False) -> dict:
     """Replay `trace` on `allocator` (for hc: `setting`, default the generic preset) and return
     the numbers listed in this module's docstring.  metric="instructions" adds a callgrind run
     of one repeat (time and memory still come from the native run).  threads="auto" replays a
@@ -195,7 +196,10 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
     whole has).  max_rss_bytes (RSS over the baseline), max_cpu_seconds: bounds past which the
     replay ends early and ReplayPruned is raised (a search's setting that has already lost).
     until_spread: `repeat` is the most; the harness stops once two repeats in a row are within
-    this fraction of each other (time repeats only while they disagree)."""
+    this fraction of each other (time repeats only while they disagree).
+    footprint: a measurement of HC's footprint alone: HC is built by the cheaper recipe that
+    cannot change it (hctune.build.FOOTPRINT_CFLAGS), so its time and RSS are not the -O2
+    library's; the result says so (footprint_build)."""
     if metric not in METRICS:
         raise HctuneError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     if threads not in THREAD_MODES:
@@ -204,7 +208,7 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
     if not isinstance(repeat, int) or not 1 <= repeat <= 1000:
         raise HctuneError(f"repeat must be a whole number from 1 to 1000, not {repeat!r}")
     path = _check_trace(trace)
-    alloc = allocators.resolve(allocator, setting, debug=debug, db=db)
+    alloc = allocators.resolve(allocator, setting, debug=debug, db=db, footprint=footprint)
     cmd = [str(harness()), str(path), "--repeat", str(repeat), "--json", "--threads", threads]
     if not touch:
         cmd.append("--no-touch")
@@ -225,6 +229,8 @@ def measure(trace, allocator: str = "hc", setting: dict | None = None, repeat: i
     if metric == "instructions":
         counted = count_instructions(path, alloc, timeout, touch, threads)
         result["instructions"] = counted["instructions"]
+    if footprint and allocators.of(allocator).compiled:
+        result["footprint_build"] = True
     return finish(result, alloc, metric)
 
 

@@ -88,11 +88,14 @@ def _allocator_rows(db: Database, trace_id: int, metric: str, tuned: dict,
     rows = []
     for label in sorted(latest):
         r = latest[label]
+        # a footprint study's build (hctune.build.FOOTPRINT_CFLAGS): only its footprint is the
+        # library's, its time and RSS are not
+        lib = (lambda f: None if r.get("footprint_build") else r.get(f))  # noqa: E731
         rows.append({"allocator": label, "footprint_bytes": r.get("footprint_bytes"),
-                     "peak_rss_bytes": r.get("peak_rss_bytes"),
+                     "peak_rss_bytes": lib("peak_rss_bytes"),
                      "max_live_bytes": r.get("max_live_bytes"),
-                     "time_ns_per_op": r.get("time_ns_per_op"),
-                     "instructions_per_op": r.get("instructions_per_op")})
+                     "time_ns_per_op": lib("time_ns_per_op"),
+                     "instructions_per_op": lib("instructions_per_op")})
     return rows
 
 

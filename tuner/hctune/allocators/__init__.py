@@ -104,11 +104,13 @@ def installed() -> dict[str, Path]:
     return found
 
 
-def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None) -> Allocator:
+def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None,
+            footprint: bool = False) -> Allocator:
     """The allocator called `name`; for hc, `setting` (default: the generic preset) is built
     through the build cache; for glibc, jemalloc, mimalloc and tcmalloc it is a dict of their
     knobs (configs/allocators.toml), carried by environment variables.  Unknown names, bad
-    settings and missing libraries raise HctuneError."""
+    settings and missing libraries raise HctuneError. footprint: a compiled allocator is built
+    by the recipe of a measurement of its footprint alone (hctune.build.FOOTPRINT_CFLAGS)."""
     name = (name or "").strip()
     if not name:
         raise HctuneError("empty allocator name")
@@ -117,6 +119,8 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
                           f"not {name}")
     fam = registry.find(name)
     if fam is not None:
+        if footprint and fam.compiled:
+            return fam.prepare(setting, debug=debug, db=db, footprint=True)
         return fam.prepare(setting, debug=debug, db=db)
     if name in BUILT:
         return Allocator(name, native.path(BUILT[name]))

@@ -69,9 +69,11 @@ class HC(Family):
     def changed(self, setting: dict, base: dict | None = None) -> dict:
         return _knobs.diff_from(setting, _knobs.preset("generic") if base is None else base)
 
-    def prepare(self, setting: dict | None = None, debug: bool = False, db=None):
+    def prepare(self, setting: dict | None = None, debug: bool = False, db=None,
+                footprint: bool = False):
         full = _knobs.complete(setting) if setting is not None else _knobs.preset("generic")
-        return _lib.Allocator("hc", build.build_hc(full, debug=debug, db=db), full)
+        return _lib.Allocator("hc", build.build_hc(full, debug=debug, db=db, footprint=footprint),
+                              full)
 
     # ---- how the rest of hctune treats HC (hctune.allocators.family says each) ----
     fits_tables = True          # size classes fitted to a trace (hctune.search.fitted)

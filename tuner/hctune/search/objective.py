@@ -127,8 +127,12 @@ class Evaluator:
 
     def __init__(self, db_path, traces: list[Trace], metric: str = "time", repeat: int = 3,
                  measure_fn=None, reference_setting: dict | None = None,
-                 mem_field: str = MEM_FIELD, until_spread: float | None = None):
+                 mem_field: str = MEM_FIELD, until_spread: float | None = None,
+                 footprint_build: bool = False):
         self.db_path = str(db_path)
+        # HC is built by the footprint recipe (hctune.build.FOOTPRINT_CFLAGS): a study whose
+        # only measure is HC's footprint (search.options.Options.footprint_build decides it)
+        self.footprint_build = footprint_build
         # time repeats: `repeat` is the most, the harness stops once two agree this closely
         self.until_spread = until_spread
         self.mem_field = mem_field
@@ -164,9 +168,23 @@ class Evaluator:
 
     def build_key(self, setting: dict) -> str:
         """The build cache's key of HC with `setting` (rendered source + compiler + flags)."""
+        return self.build_keys(setting)[0]
+
+    def build_keys(self, setting: dict) -> tuple[str, ...]:
+        """The keys of the HC builds whose measurements this evaluator takes: its own recipe's
+        first; a footprint study also takes the -O2 build's (the same footprint), never the
+        other way round (a footprint build's time and RSS are not the library's)."""
         from hctune import render  # deferred: the renderer loads Jinja2 (validate imports this module)
-        return build.cache_key(render.render_malloc(_knobs.complete(setting)), build.compiler(),
-                               build.CFLAGS)
+        source, cc = render.render_malloc(_knobs.complete(setting)), build.compiler()
+        if not self.footprint_build:
+            return (build.cache_key(source, cc, build.CFLAGS),)
+        return (build.cache_key(source, cc, build.FOOTPRINT_CFLAGS),
+                build.cache_key(source, cc, build.CFLAGS))
+
+    def _how(self) -> dict:
+        """What every replay of this evaluator is asked besides its bounds (a stand-in
+        measure_fn of the tests builds nothing: not asked)."""
+        return {"footprint": True} if self.footprint_build and self._measure_fn is None else {}
 
     @staticmethod
     def _current(r: dict) -> bool:
@@ -197,8 +215,8 @@ class Evaluator:
                 and results:
             # Only a measurement of the same build counts: a changed allocator source or
             # compiler (a new hctune) makes old numbers stale, not reusable.
-            build_key = self.build_key(setting)
-            results = [r for r in results if Path(r.get("library") or "").parent.name == build_key]
+            keys = self.build_keys(setting)
+            results = [r for r in results if Path(r.get("library") or "").parent.name in keys]
         return results[-1] if results else None
 
     def measure(self, trace: Trace, allocator: str = "hc", setting: dict | None = None,
@@ -215,6 +233,7 @@ class Evaluator:
             fn = self._measure_fn
             if fn is None:
                 fn = replay.measure
+            bounds = dict(bounds, **self._how())
             if self.until_spread is not None:
                 bounds = dict(bounds, until_spread=self.until_spread)
             result = dict(fn(trace.path, allocator=allocator, setting=setting,
@@ -235,7 +254,8 @@ class Evaluator:
                 fn = self._measure_fn or replay.measure
                 found = dict(fn(trace.path, allocator=allocator, setting=setting,
                                 repeat=self.repeat, metric=self.metric,
-                                **_accepted(fn, dict(bounds, ops=ops))), harness=HARNESS)
+                                **_accepted(fn, dict(bounds, ops=ops, **self._how()))),
+                             harness=HARNESS)
                 self._parts[key] = found
             return found
 

@@ -94,6 +94,19 @@ class Options:
             return _obj.MEMORY_FIELDS[self.memory_measure]
         return _obj.RSS_FIELD if self.cross else _obj.MEM_FIELD
 
+    def footprint_build(self) -> bool:
+        """Whether the study's HC trials are built by the footprint recipe (configs/build.toml's
+        footprint_cflags, -Og: half of -O2's compile): only when HC's own footprint is all
+        a trial measures - an HC-only mem study of the footprint (mem_field MEM_FIELD), with no
+        limit on peak RSS (--max-memory-overhead) or time (--max-slowdown) and no callgrind
+        count (--metric instructions). The footprint is a function of the calls and the
+        setting alone, the same at any optimisation level (tests/test_build_footprint.py);
+        time and RSS are not. Decided here only (search.study.run and compile_ahead ask);
+        validate, emit and the service's downloads always build with the -O2 recipe."""
+        return (self.objective == "mem" and self.mem_field() == _obj.MEM_FIELD
+                and self.metric == "time" and self.max_memory_overhead is None
+                and self.max_slowdown is None)
+
     def mem_name(self) -> str:
         """What mem's ratio to glibc compares (mem_field), in words: HC's own footprint in an
         HC study (the paper's measure); across allocators the replay's peak RSS; or its mean

@@ -592,6 +592,7 @@ def run(db_path, trace_paths=(), opts: Options | None = None, progress=None,
     stop_ahead = threading.Event()     # the builds compiled ahead (compile_ahead)
     ev = _obj.Evaluator(db_path, traces, metric=opts.metric, repeat=repeat,
                         until_spread=until, measure_fn=measure_fn, mem_field=opts.mem_field(),
+                        footprint_build=opts.footprint_build(),
                         reference_setting=space.for_search(_knobs.preset("generic"))
                         if opts.memory_vs_generic else None)
     try:
@@ -701,7 +702,8 @@ def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> 
     """Build the queued seeds' HC settings (the build cache, hctune.build) in the background
     while the replays run, so a seed's trial finds its library built. Sampled settings are not
     known ahead; with --jobs 2 and more, one trial's build overlaps another's replay anyway.
-    A build that fails here is left to its trial, which reports it."""
+    A build that fails here is left to its trial, which reports it. Built by the recipe the
+    trials use (Options.footprint_build)."""
     from hctune import build   # deferred: rendering loads Jinja2
     with contextlib.suppress(OSError, AttributeError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), AHEAD_NICE)
@@ -713,7 +715,8 @@ def compile_ahead(study: optuna.Study, opts: Options, stop: threading.Event) -> 
             continue
         try:
             build.build_hc(_fit.apply(space.setting_of(params, opts.only, opts.threads),
-                                      params.get(_fit.PARAM), opts.fit_tables))
+                                      params.get(_fit.PARAM), opts.fit_tables),
+                           footprint=opts.footprint_build())
         except Exception:      # noqa: BLE001 - its trial builds it again and says why
             continue
 
