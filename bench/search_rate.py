@@ -60,8 +60,12 @@ def counts(db: Path) -> dict:
     return c
 
 
-WARM = ("from hctune import build; from hctune.search import seeds, space; "
-        "[build.build_hc(space.for_search(s)) for _, s in seeds.seeds({!r})]")
+# the seeds' builds as the tree's search would make them: a tree whose footprint-only studies
+# build at footprint_cflags (build_hc's footprint=) warms those; an older tree, its one recipe
+WARM = ("import inspect; from hctune import build; from hctune.search import seeds, space; "
+        "fp = {{'footprint': True}} if {0!r} == 'mem' and 'footprint' in "
+        "inspect.signature(build.build_hc).parameters else {{}}; "
+        "[build.build_hc(space.for_search(s), **fp) for _, s in seeds.seeds({0!r})]")
 
 
 def warm(tree: Path, objective: str) -> None:
