@@ -35,6 +35,23 @@ def best_within(db: Path, seconds: float):
     return min((t.user_attrs["mem"] for t in done), default=None)
 
 
+def seeds_and_sampled(db: Path):
+    """The best finished seed's value, the best finished sampled trial's, and how many sampled
+    trials beat every seed: what the sampler added over the seeds."""
+    import optuna
+    from optuna.trial import TrialState
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    url = f"sqlite:///{db}"
+    (name,) = [s.study_name for s in optuna.get_all_study_summaries(url)]
+    done = [t for t in optuna.load_study(study_name=name, storage=url).trials
+            if t.state == TrialState.COMPLETE and "mem" in t.user_attrs]
+    seeds = [t.user_attrs["mem"] for t in done if "seed" in t.user_attrs]
+    sampled = [t.user_attrs["mem"] for t in done if "seed" not in t.user_attrs]
+    best_seed = min(seeds, default=None)
+    beat = sum(best_seed is not None and v < best_seed for v in sampled)
+    return best_seed, min(sampled, default=None), beat, len(sampled)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("short")
@@ -46,6 +63,11 @@ def main() -> int:
     for tag, c in (("short", s), ("reference", r)):
         print(f"{tag:10} {c['evaluated']:9} {c['sampled']:8} {c['finished']:6} {c['pruned']:7} "
               f"{c['best']:8.4f}")
+    for tag, db in (("short", a.short), ("reference", a.reference)):
+        bs, bp, beat, n = seeds_and_sampled(Path(db))
+        fmt = (lambda v: "none" if v is None else f"{v:.4f}")  # noqa: E731
+        print(f"{tag}: best seed {fmt(bs)}, best sampled {fmt(bp)}; {beat} of {n} sampled "
+              f"trials measured whole beat every seed")
     early = best_within(Path(a.reference), a.at)
     print(f"reference's best within its first {a.at:g} s of trials: "
           f"{'none' if early is None else f'{early:.4f}'}")
