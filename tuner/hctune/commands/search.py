@@ -97,8 +97,8 @@ def _allocator_list(text: str, notice) -> tuple[str, ...]:
               default=_options.default("objective"), show_default=True,
               help="mem: least footprint; perf: least time; pareto: keep the front of both.")
 @click.option("--trials", type=int, default=None,
-              help=f"Finished trials the study should hold (default {_options.DEFAULT_TRIALS}, "
-                   "or until --timeout; a re-run resumes).")
+              help=f"Trials the study should hold, finished or pruned as lost (default "
+                   f"{_options.DEFAULT_TRIALS}, or until --timeout; a re-run resumes).")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds.")
 @click.option("--jobs", default="auto", show_default=True, metavar="N|auto",
               help="Trials run in parallel; auto: one per core when only memory is measured "
