@@ -96,6 +96,41 @@ def med(xs):
     return statistics.median(xs), min(xs), max(xs)
 
 
+def _table(intro: str, header: list[str], lines: list[list[str]]) -> None:
+    """A Markdown table after its introduction."""
+    print(intro + "\n\n| " + " | ".join(header) + " |")
+    print("|---" * len(header) + "|")
+    for cells in lines:
+        print("| " + " | ".join(cells) + " |")
+
+
+def print_tables(rows: dict) -> None:
+    """What was measured per program, then the floor it gives."""
+    def c(t):
+        return f"{t[0]:.1f} ({t[1]:.1f}-{t[2]:.1f})" if t[2] - t[1] >= 0.05 else f"{t[0]:.1f}"
+    _table("Measured here (MiB):",
+           ["program", "peak live b (trace)", "non-heap (no work, glibc)", "no-work malloc bytes",
+            "HC generic on b: peak RSS", "footprint", "bytes_max",
+            "sampled instant: outside malloc + live", "of it malloc's live (rounding out)",
+            "sampled peak / VmHWM"],
+           [[f"{n}{'' if w['output_as_glibc'] else ' (output differs!)'}",
+             f"{w['live_b_mib']:.1f}", c(w['nonheap_mib']), c(w['nowork_live_mib']),
+             c(w['hc_rss_mib']), c(w['footprint_mib']), c(w['bytes_max_mib']), c(w['instant']),
+             c(w['instant_live_mib']), f"{w['sampled_peak_over_hwm']:.3f}"]
+            for n, w in rows.items()])
+    _table("\nThe floor (MiB; smallest and answer: pgo_bench's medians; low = max(HC RSS - "
+           "footprint, sampled instant), high = max(low, live b + non-heap)):",
+           ["program", "smallest as it comes", "answer", "live b + non-heap", "HC RSS - footprint",
+            "sampled instant", "floor low-high", "low / smallest", "high / smallest",
+            "answer / floor (high-low)", "0.95x reachable by some allocator"],
+           [[n, f"{w['smallest']} {w['smallest_mib']:.1f}", f"{w['answer_mib']:.1f}",
+             f"{w['live_plus_nonheap']:.1f}", f"{w['rss_minus_footprint']:.1f}",
+             f"{w['instant'][0]:.1f}", f"{w['low_mib']:.1f}-{w['high_mib']:.1f}",
+             f"{w['low_over_smallest']:.3f}", f"{w['high_over_smallest']:.3f}",
+             f"{w['answer_over_high']:.3f}-{w['answer_over_low']:.3f}", w['reachable']]
+            for n, w in rows.items()])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -185,30 +220,7 @@ def main() -> int:
     tmp.write_text(json.dumps(out, indent=1))
     tmp.replace(work / "floor.json")
 
-    def c(t):
-        return f"{t[0]:.1f} ({t[1]:.1f}-{t[2]:.1f})" if t[2] - t[1] >= 0.05 else f"{t[0]:.1f}"
-    print("Measured here (MiB):\n\n| program | peak live b (trace) | non-heap (no work, glibc) "
-          "| no-work malloc bytes | HC generic on b: peak RSS | footprint | bytes_max "
-          "| sampled instant: outside malloc + live | of it malloc's live (rounding out) | sampled peak / VmHWM |")
-    print("|---" * 10 + "|")
-    for n, w in rows.items():
-        print(f"| {n}{'' if w['output_as_glibc'] else ' (output differs!)'} "
-              f"| {w['live_b_mib']:.1f} | {c(w['nonheap_mib'])} | {c(w['nowork_live_mib'])} "
-              f"| {c(w['hc_rss_mib'])} | {c(w['footprint_mib'])} | {c(w['bytes_max_mib'])} "
-              f"| {c(w['instant'])} | {c(w['instant_live_mib'])} "
-              f"| {w['sampled_peak_over_hwm']:.3f} |")
-    print("\nThe floor (MiB; smallest and answer: pgo_bench's medians; low = max(HC RSS - "
-          "footprint, sampled instant), high = max(low, live b + non-heap)):\n\n| program "
-          "| smallest as it comes | answer | live b + non-heap | HC RSS - footprint "
-          "| sampled instant | floor low-high | low / smallest | high / smallest "
-          "| answer / floor (high-low) | 0.95x reachable by some allocator |")
-    print("|---" * 11 + "|")
-    for n, w in rows.items():
-        print(f"| {n} | {w['smallest']} {w['smallest_mib']:.1f} | {w['answer_mib']:.1f} "
-              f"| {w['live_plus_nonheap']:.1f} | {w['rss_minus_footprint']:.1f} "
-              f"| {w['instant'][0]:.1f} | {w['low_mib']:.1f}-{w['high_mib']:.1f} "
-              f"| {w['low_over_smallest']:.3f} | {w['high_over_smallest']:.3f} "
-              f"| {w['answer_over_high']:.3f}-{w['answer_over_low']:.3f} | {w['reachable']} |")
+    print_tables(rows)
     by = {v: [n for n, w in rows.items() if w["reachable"] == v] for v in ("yes", "edge", "no")}
     met = [n for n, w in rows.items() if w["answer_mib"] <= 0.95 * w["smallest_mib"]]
     print(f"\nMiB; {args.rounds} interleaved rounds, medians (min-max where they differ).  0.95x "
