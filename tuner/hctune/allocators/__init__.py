@@ -119,9 +119,7 @@ def resolve(name: str, setting: dict | None = None, debug: bool = False, db=None
                           f"not {name}")
     fam = registry.find(name)
     if fam is not None:
-        if footprint and fam.compiled:
-            return fam.prepare(setting, debug=debug, db=db, footprint=True)
-        return fam.prepare(setting, debug=debug, db=db)
+        return fam.prepare(setting, debug=debug, db=db, footprint=footprint)
     if name in BUILT:
         return Allocator(name, native.path(BUILT[name]))
     if "/" in name or name.endswith(".so") or ".so." in name:

@@ -48,7 +48,8 @@ class Environ(Family):
     def changed(self, setting: dict, base: dict | None = None) -> dict:
         return dict(setting)        # its settings are what differs from its defaults
 
-    def prepare(self, setting: dict | None = None, debug: bool = False, db=None):
+    def prepare(self, setting: dict | None = None, debug: bool = False, db=None,
+                footprint: bool = False):
         if setting and set(setting) & set(_knobs.knobs()):
             raise HctuneError(f"HC's knob setting only applies to the hc allocator, "
                               f"not {self.name}")

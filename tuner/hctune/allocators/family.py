@@ -60,8 +60,11 @@ class Family:
         library's defaults, which its settings already are)."""
         raise NotImplementedError
 
-    def prepare(self, setting: dict | None = None, debug: bool = False, db=None):
-        """The hctune.allocators.Allocator that runs `setting`: a library and an environment."""
+    def prepare(self, setting: dict | None = None, debug: bool = False, db=None,
+                footprint: bool = False):
+        """The hctune.allocators.Allocator that runs `setting`: a library and an environment.
+        footprint: a measurement of the footprint alone, which a compiled family may build by a
+        cheaper recipe (hctune.build.FOOTPRINT_CFLAGS); a library as installed has one build."""
         raise NotImplementedError
 
     # ---- how the rest of hctune treats the family (each said here once, not by its name) ----
